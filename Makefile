@@ -1,0 +1,58 @@
+# flamme — top-level Makefile.
+# Each area keeps its rules in mk/<area>.mk so several people can work at once
+# without editing one file. Targets: make, make deps, make test, make bench,
+# make demo, make help. Knobs: DEBUG=1, SAN=address,undefined (tools/tests only).
+
+CC      ?= gcc
+BUILD   := build
+FLAMME_CACHE ?= $(HOME)/.cache/flamme
+OCAML_VERSION ?= 5.3.0
+OCAMLPREFIX ?= $(FLAMME_CACHE)/ocaml-$(OCAML_VERSION)-fp
+OCAMLOPT ?= $(OCAMLPREFIX)/bin/ocamlopt
+export FLAMME_CACHE OCAMLOPT
+
+WARN    := -Wall -Wextra -Werror -Wno-unused-parameter
+ifeq ($(DEBUG),1)
+OPT     := -O0 -g3
+else
+OPT     := -O2 -g
+endif
+CFLAGS_COMMON := -std=gnu11 $(WARN) $(OPT) -fno-omit-frame-pointer -I. -D_GNU_SOURCE
+# The preloaded agent never gets sanitizers (they would run inside the profiled program).
+CFLAGS_SO := $(CFLAGS_COMMON) -fPIC -fvisibility=hidden -ftls-model=initial-exec
+ifneq ($(SAN),)
+SANFLAGS := -fsanitize=$(SAN) -fno-sanitize-recover=all
+endif
+CFLAGS_TOOL := $(CFLAGS_COMMON) $(SANFLAGS)
+LDFLAGS_TOOL := $(SANFLAGS)
+
+.DEFAULT_GOAL := all
+ALL_TARGETS :=
+TEST_TARGETS :=
+BENCH_TARGETS :=
+HELP_LINES :=
+
+include $(sort $(wildcard mk/*.mk))
+
+.PHONY: all deps test bench demo help clean
+all: $(ALL_TARGETS)
+
+deps:
+	@bash scripts/deps.sh
+
+test: all $(TEST_TARGETS)
+	@echo "all test groups passed"
+
+bench: all $(BENCH_TARGETS)
+
+help:
+	@echo "make            build libflamme.so and the flamme command into $(BUILD)/"
+	@echo "make deps       install Debian packages and OCaml $(OCAML_VERSION)+fp into $(FLAMME_CACHE)"
+	@echo "make demo       deps + build + profile examples/demo.ml, write flame.svg"
+	@echo "make test       unit and end-to-end tests (what CI runs)"
+	@echo "make bench      benchmarks (print figures, assert nothing)"
+	@printf '%s\n' $(HELP_LINES)
+	@echo "knobs: DEBUG=1, SAN=address,undefined (tools and unit tests only), OCAMLPREFIX=..."
+
+clean:
+	rm -rf $(BUILD)

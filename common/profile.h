@@ -1,0 +1,166 @@
+/*
+ * common/profile.h — the flamme profile file format: constants, record
+ * layouts, and the one writer and one reader shared by the agent and tools.
+ *
+ * Owns: the on-disk encoding (spec in doc/format.md; change the doc first).
+ * Called by: the agent's writer thread (flamme_pw_*), every tool and the unit
+ * tests (flamme_pr_* / flamme_profile_load). Context: ordinary threads only;
+ * nothing here is async-signal-safe.
+ *
+ * File layout (all integers little-endian):
+ *   file header (FLAMME_HEADER_SIZE bytes)
+ *   chunk*      each: u32 magic "FLMC", u32 payload_raw_len,
+ *                     u32 payload_zlen, u32 crc32(raw payload),
+ *                     then payload_zlen bytes of one complete zlib stream.
+ *   A raw payload is a sequence of records: u8 type, u32 body_len, body.
+ *   A truncated file (process killed) decodes up to its last whole chunk.
+ */
+#ifndef FLAMME_COMMON_PROFILE_H
+#define FLAMME_COMMON_PROFILE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define FLAMME_MAGIC "FLAMMEPF"     /* 8 bytes, no NUL in the file */
+#define FLAMME_VERSION_MAJOR 1
+#define FLAMME_VERSION_MINOR 0
+#define FLAMME_HEADER_SIZE 64
+#define FLAMME_CHUNK_MAGIC 0x434d4c46u /* "FLMC" as little-endian u32 */
+
+/* Header: magic[8] u16 major u16 minor u32 header_size u32 pid u32 hz
+ *         u64 start_realtime_ns u64 start_monotonic_ns u32 flags
+ *         then zero padding to FLAMME_HEADER_SIZE. */
+struct flamme_header {
+    uint16_t major, minor;
+    uint32_t pid;
+    uint32_t hz;                 /* requested sampling rate per thread */
+    uint64_t start_realtime_ns;  /* CLOCK_REALTIME at agent start */
+    uint64_t start_monotonic_ns; /* CLOCK_MONOTONIC at agent start; sample times are on this clock */
+    uint32_t flags;              /* reserved, 0 */
+};
+
+enum flamme_record_type {
+    FLAMME_REC_INFO = 1,   /* str key, str value (str = u32 len + bytes) */
+    FLAMME_REC_THREAD = 2, /* u32 tid, u8 kind, i32 domain, u64 time_ns, str name; re-sent when it changes */
+    FLAMME_REC_FRAME = 3,  /* u32 frame_id, u64 addr, u64 offset_in_module, str function, str module */
+    FLAMME_REC_STACK = 4,  /* u32 stack_id, u32 n, u32 frame_id[n] (leaf first) */
+    FLAMME_REC_SAMPLE = 5, /* u32 stack_id, u32 tid, u32 weight, i32 domain, u32 flags, u64 time_ns */
+    FLAMME_REC_LOST = 6,   /* u32 tid, u64 count  (samples dropped: ring full) */
+    FLAMME_REC_THREAD_END = 7, /* u32 tid, u64 time_ns */
+    FLAMME_REC_END = 8,    /* u64 samples, u64 lost, u64 end_monotonic_ns, u32 threads: clean end of profile */
+};
+
+/* Thread kinds (THREAD record). */
+enum flamme_thread_kind {
+    FLAMME_THREAD_UNKNOWN = 0,
+    FLAMME_THREAD_MAIN = 1,      /* the process's initial thread (domain 0) */
+    FLAMME_THREAD_DOMAIN = 2,    /* a domain's main thread (Domain.spawn) */
+    FLAMME_THREAD_SYSTHREAD = 3, /* Thread.create */
+    FLAMME_THREAD_C = 4,         /* created by C code */
+    FLAMME_THREAD_BACKUP = 5,    /* runtime's per-domain backup thread */
+    FLAMME_THREAD_TICK = 6,      /* systhreads' tick thread */
+};
+
+/* Sample flags (SAMPLE record). */
+#define FLAMME_SAMPLE_TRUNCATED 0x1u /* depth limit hit: frames past the limit were dropped (root end) */
+#define FLAMME_SAMPLE_BROKEN    0x2u /* walk stopped at an invalid frame pointer, not at a clean end */
+#define FLAMME_SAMPLE_NO_OCAML  0x4u /* no OCaml stack ranges were usable (blocking section, no domain) */
+
+/* Frame ids and stack ids are assigned by the writer, dense from 0, and each
+ * is defined (FRAME / STACK record) before the first record that uses it. */
+
+/* ---------------------------------------------------------------- writer */
+
+typedef struct flamme_pw flamme_pw;
+
+/* Starts a profile on an open, writable fd (takes ownership: closed by
+ * flamme_pw_close). Writes the file header. Returns NULL on failure (errno). */
+flamme_pw *flamme_pw_open(int fd, const struct flamme_header *hdr);
+
+/* Each appends one record to the current chunk. Return 0, or -1 on a write or
+ * compression error (the writer then stays failed; later calls return -1). */
+int flamme_pw_info(flamme_pw *w, const char *key, const char *value);
+int flamme_pw_thread(flamme_pw *w, uint32_t tid, uint8_t kind, int32_t domain, uint64_t time_ns,
+                     const char *name);
+int flamme_pw_thread_end(flamme_pw *w, uint32_t tid, uint64_t time_ns);
+int flamme_pw_frame(flamme_pw *w, uint32_t frame_id, uint64_t addr, uint64_t offset,
+                    const char *function, const char *module);
+int flamme_pw_stack(flamme_pw *w, uint32_t stack_id, uint32_t n, const uint32_t *frame_ids);
+int flamme_pw_sample(flamme_pw *w, uint32_t stack_id, uint32_t tid, uint32_t weight,
+                     int32_t domain, uint32_t flags, uint64_t time_ns);
+int flamme_pw_lost(flamme_pw *w, uint32_t tid, uint64_t count);
+
+/* Bytes of raw (uncompressed) payload in the open chunk. */
+size_t flamme_pw_pending(const flamme_pw *w);
+
+/* Compresses and writes the open chunk (no-op when empty). Returns 0 / -1. */
+int flamme_pw_flush(flamme_pw *w);
+
+/* Writes an END record, flushes, closes the fd, frees w.
+ * Returns 0, or -1 if anything failed at any point of the profile's life. */
+int flamme_pw_close(flamme_pw *w, uint64_t samples, uint64_t lost, uint64_t end_ns,
+                    uint32_t threads);
+
+/* ---------------------------------------------------------------- reader */
+
+struct flamme_frame {
+    uint64_t addr, offset;
+    char *function; /* never NULL; "" when unknown */
+    char *module;   /* never NULL */
+};
+
+struct flamme_stack {
+    uint32_t n;
+    uint32_t *frames; /* frame ids, leaf first */
+};
+
+struct flamme_sample {
+    uint32_t stack_id, tid, weight, flags;
+    int32_t domain;
+    uint64_t time_ns;
+};
+
+struct flamme_thread {
+    uint32_t tid;
+    uint8_t kind;
+    int32_t domain;
+    uint64_t start_ns, end_ns; /* end_ns 0 if never ended in the file */
+    char *name;
+    uint64_t lost;
+};
+
+struct flamme_kv {
+    char *key, *value;
+};
+
+/* A whole profile in memory. */
+struct flamme_profile {
+    struct flamme_header hdr;
+    struct flamme_frame *frames;   size_t nframes;
+    struct flamme_stack *stacks;   size_t nstacks;
+    struct flamme_sample *samples; size_t nsamples;
+    struct flamme_thread *threads; size_t nthreads;
+    struct flamme_kv *info;        size_t ninfo;
+    uint64_t lost;          /* sum of LOST records */
+    int complete;           /* 1 if the END record was read */
+    int truncated;          /* 1 if the file ended mid-chunk or a chunk was corrupt */
+    uint64_t end_ns;        /* from END, else time of the last sample */
+};
+
+/* Loads a profile. Returns 0 on success (also for a truncated file: see
+ * p->truncated), or -1 with one line in err ("FILE: what is wrong") for a
+ * file that is not a profile, has a newer major version, or has no readable
+ * header. */
+int flamme_profile_load(const char *path, struct flamme_profile *p, char *err, size_t errlen);
+void flamme_profile_free(struct flamme_profile *p);
+
+/* Returns 1 if the first bytes of buf look like a flamme profile. */
+int flamme_is_profile(const void *buf, size_t len);
+
+/* Thread lookup by tid; NULL if absent. */
+const struct flamme_thread *flamme_profile_thread(const struct flamme_profile *p, uint32_t tid);
+
+/* Info value by key; NULL if absent. */
+const char *flamme_profile_info(const struct flamme_profile *p, const char *key);
+
+#endif

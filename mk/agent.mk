@@ -1,0 +1,14 @@
+# mk/agent.mk — libflamme.so and the flamme command (owner: agent/, writer ring+writer, tools/main+record).
+SO_SRCS  += $(wildcard agent/*.c) $(wildcard runtime_hooks/*.c)
+LIB_SRCS += common/profile.c writer/ring.c writer/dedup.c writer/symbols.c
+SO_SRCS  += writer/writer.c
+TOOL_SRCS += tools/record.c
+
+$(BUILD)/libflamme.so: $(patsubst %.c,$(BUILD)/so/%.o,$(SO_SRCS) $(LIB_SRCS)) agent/exports.map
+	$(CC) -shared -o $@ $(filter %.o,$^) -Wl,--version-script=agent/exports.map -Wl,-Bsymbolic \
+	  -Wl,-z,nodelete $(LIBS)
+
+$(BUILD)/flamme: $(BUILD)/tool/tools/main.o $(BUILD)/libflamme_core.a
+	$(CC) -o $@ $^ $(LDFLAGS_TOOL) $(LIBS) -lm
+
+ALL_TARGETS += $(BUILD)/libflamme.so $(BUILD)/flamme

@@ -1,0 +1,28 @@
+/*
+ * tools/collapse.h — turns a loaded profile into folded stacks
+ * ("root;...;leaf COUNT"), the shared input of `collapse`, `svg` and `report`.
+ * Any thread; allocates.
+ */
+#ifndef FLAMME_TOOLS_COLLAPSE_H
+#define FLAMME_TOOLS_COLLAPSE_H
+#include <stdint.h>
+#include "common/profile.h"
+
+struct flamme_collapse_opts {
+    int threads;    /* add one root frame per thread ("domain 1", "thread 12345", "main") */
+    int raw_names;  /* 1: keep mangled symbol names */
+    int addresses;  /* 1: unknown frames as module+0xoffset (default: [module]) */
+};
+
+/* Display name of one thread: "main", "domain N", "thread TID (domain N)", ... */
+const char *flamme_thread_label(const struct flamme_thread *t, char *buf, size_t len);
+
+/* Calls emit once per distinct folded stack (frames joined root first with
+ * ';', names made safe for the folded format: no ';' or newline) with the sum
+ * of sample weights. Stacks flagged TRUNCATED get a "[truncated]" root frame,
+ * BROKEN ones "[broken]" below the last good frame. Order: sorted by stack
+ * text. Returns 0, or -1 on allocation failure. */
+int flamme_collapse_profile(const struct flamme_profile *p, const struct flamme_collapse_opts *o,
+                            void (*emit)(void *ctx, const char *stack, uint64_t count), void *ctx);
+
+#endif

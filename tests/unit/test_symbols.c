@@ -1,0 +1,158 @@
+/*
+ * tests/unit/test_symbols.c — writer/symbols.c against this very process:
+ * functions of the (PIE) test binary incl. a static one, a libc function and
+ * its load offset, FUNC preferred over a NOTYPE alias at one address, an
+ * unsized asm function (nearest-preceding fallback), the vDSO, and an
+ * address no mapping contains.
+ */
+#include "tests/unit/check.h"
+#include "writer/symbols.h"
+
+#include <dlfcn.h>
+#include <stdint.h>
+#include <string.h>
+#include <sys/auxv.h>
+#include <sys/mman.h>
+
+/* A NOTYPE local label and a FUNC at the same address; the label sorts first
+ * alphabetically so only the type preference can pick the function. An
+ * unsized function follows, so addresses inside it can only be named by the
+ * fallback. */
+__asm__(".text\n"
+        "aaa_flamme_test_label:\n"
+        ".globl flamme_test_asm_func\n"
+        ".type flamme_test_asm_func, @function\n"
+        "flamme_test_asm_func:\n"
+        "  nop\n  nop\n  ret\n"
+        ".size flamme_test_asm_func, .-flamme_test_asm_func\n"
+        ".globl flamme_test_asm_unsized\n"
+        ".type flamme_test_asm_unsized, @function\n"
+        "flamme_test_asm_unsized:\n"
+        "  nop\n  nop\n  nop\n  nop\n  ret\n");
+void flamme_test_asm_func(void);
+void flamme_test_asm_unsized(void);
+
+static __attribute__((noinline)) int static_helper(int x)
+{
+    __asm__ volatile("" ::: "memory");
+    return x * 3 + 1;
+}
+
+__attribute__((noinline)) int flamme_test_global_fn(int x)
+{
+    __asm__ volatile("" ::: "memory");
+    return static_helper(x) + 2;
+}
+
+static const char *lookup(flamme_symtab *s, const void *p, int *rc, const char **mod, uint64_t *off)
+{
+    const char *fn;
+    const char *m;
+    uint64_t o;
+    *rc = flamme_symtab_lookup(s, (uint64_t)(uintptr_t)p, &fn, &m, &o);
+    if (mod)
+        *mod = m;
+    if (off)
+        *off = o;
+    return fn;
+}
+
+TEST(own_functions)
+{
+    flamme_symtab *s = flamme_symtab_new();
+    CHECK(s != NULL);
+    if (!s)
+        return;
+    int rc;
+    const char *mod;
+    /* Inside the function, as a return address would be. */
+    CHECK_STR(lookup(s, (const char *)(uintptr_t)&flamme_test_global_fn + 3, &rc, &mod, NULL),
+              "flamme_test_global_fn");
+    CHECK(rc == 1);
+    CHECK(strstr(mod, "test_symbols") != NULL);
+    CHECK_STR(lookup(s, (const void *)(uintptr_t)&static_helper, &rc, NULL, NULL), "static_helper");
+    CHECK(rc == 1);
+    CHECK(flamme_test_global_fn(1) == 6);
+    flamme_symtab_free(s);
+}
+
+TEST(func_preferred_over_notype_alias)
+{
+    flamme_symtab *s = flamme_symtab_new();
+    int rc;
+    CHECK_STR(lookup(s, (const void *)(uintptr_t)&flamme_test_asm_func, &rc, NULL, NULL),
+              "flamme_test_asm_func");
+    CHECK(rc == 1);
+    /* 2 bytes into the unsized function: no size covers it, it is in .text. */
+    CHECK_STR(lookup(s, (const char *)(uintptr_t)&flamme_test_asm_unsized + 2, &rc, NULL, NULL),
+              "flamme_test_asm_unsized");
+    CHECK(rc == 1);
+    flamme_symtab_free(s);
+}
+
+TEST(libc_function_and_offset)
+{
+    flamme_symtab *s = flamme_symtab_new();
+    void *q = dlsym(RTLD_DEFAULT, "qsort");
+    CHECK(q != NULL);
+    Dl_info di;
+    CHECK(dladdr(q, &di) != 0);
+    int rc;
+    const char *mod;
+    uint64_t off;
+    CHECK_STR(lookup(s, (char *)q + 1, &rc, &mod, &off), "qsort");
+    CHECK(rc == 1);
+    CHECK(strstr(mod, "libc") != NULL);
+    /* libc's first PT_LOAD has vaddr 0, so its vaddr is addr - load base. */
+    CHECK(off == (uint64_t)((uintptr_t)q + 1 - (uintptr_t)di.dli_fbase));
+    flamme_symtab_free(s);
+}
+
+TEST(vdso)
+{
+    void *vdso = (void *)getauxval(AT_SYSINFO_EHDR);
+    void *h = dlopen("linux-vdso.so.1", RTLD_LAZY | RTLD_NOLOAD);
+    void *fn = h ? dlsym(h, "__vdso_clock_gettime") : NULL;
+    if (!vdso || !fn) {
+        printf("  (no vDSO clock_gettime here; skipped)\n");
+        return;
+    }
+    flamme_symtab *s = flamme_symtab_new();
+    int rc;
+    const char *mod;
+    const char *name = lookup(s, (char *)fn + 1, &rc, &mod, NULL);
+    CHECK_STR(mod, "[vdso]");
+    CHECK(rc == 1);
+    CHECK(strstr(name, "clock_gettime") != NULL);
+    flamme_symtab_free(s);
+}
+
+TEST(unmapped_and_new_mapping)
+{
+    flamme_symtab *s = flamme_symtab_new();
+    int rc;
+    const char *mod;
+    CHECK_STR(lookup(s, (const void *)(uintptr_t)0x10, &rc, &mod, NULL), "");
+    CHECK(rc == -1);
+    CHECK_STR(mod, "");
+    /* An executable anonymous mapping made after the table was built is
+     * found after an explicit refresh, module-only. */
+    void *p = mmap(NULL, 4096, PROT_READ | PROT_EXEC, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    CHECK(p != MAP_FAILED);
+    flamme_symtab_refresh(s);
+    CHECK_STR(lookup(s, (char *)p + 16, &rc, &mod, NULL), "");
+    CHECK(rc == 0);
+    CHECK(mod[0] != '\0');
+    munmap(p, 4096);
+    flamme_symtab_free(s);
+}
+
+int main(void)
+{
+    RUN(own_functions);
+    RUN(func_preferred_over_notype_alias);
+    RUN(libc_function_and_offset);
+    RUN(vdso);
+    RUN(unmapped_and_new_mapping);
+    return CHECK_DONE();
+}

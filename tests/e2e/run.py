@@ -1,0 +1,394 @@
+#!/usr/bin/env python3
+"""tests/e2e/run.py — end-to-end tests of flamme on real OCaml 5.3 programs.
+
+Owns: the e2e checks. Called by `make e2e` (mk/e2e.mk) after the programs in
+tests/e2e/*.ml were built into build/e2e/<name>/<name>.exe with the
+frame-pointer ocamlopt. Each test profiles a program the way a user would
+(`flamme record`, or LD_PRELOAD + FLAMME_* variables), reads the result back
+with `flamme collapse` / `flamme report` and asserts what a user would look
+at: which functions got the samples, on which thread, and whether stacks reach
+the thread's root. Tolerances are stated next to each assertion.
+
+Prints, per program, the number of samples and the fraction reaching a root,
+and ends with `e2e: N passed, N failed`; exits 1 if anything failed.
+Usage: run.py [--build DIR] [--only NAME,NAME] [--keep]
+"""
+import argparse
+import os
+import re
+import shutil
+import struct
+import subprocess
+import sys
+import tempfile
+
+HZ = 499
+RUN_TIMEOUT = 180  # seconds; a hang is a failure, not a stuck CI job
+
+MAIN_ROOTS = {"main", "__libc_start_call_main", "__libc_start_main", "_start"}
+THREAD_ROOTS = {"start_thread", "clone3", "clone"}
+ALL_ROOTS = MAIN_ROOTS | THREAD_ROOTS
+INCOMPLETE_ROOTS = {"[truncated]", "[broken]"}
+
+LABEL_DOMAIN = re.compile(r"^domain (\d+)$")
+LABEL_SYSTHREAD = re.compile(r"^thread (\d+) \(domain (\d+)\)$")
+
+
+class Failure(Exception):
+    pass
+
+
+def check(cond, msg):
+    if not cond:
+        raise Failure(msg)
+
+
+class Ctx:
+    def __init__(self, build, work):
+        self.build = build
+        self.flamme = os.path.join(build, "flamme")
+        self.lib = os.path.abspath(os.path.join(build, "libflamme.so"))
+        self.work = work
+        self.figures = []  # (program, samples, percent reaching a root)
+        self.profiles = {}  # program -> profile path, reused by the report test
+
+    def exe(self, name):
+        path = os.path.abspath(os.path.join(self.build, "e2e", name, name + ".exe"))
+        check(os.access(path, os.X_OK), "program not built: %s (run `make e2e`)" % path)
+        return path
+
+
+def run(cmd, env=None, cwd=None):
+    """Runs cmd; returns (rc, stdout, stderr) as text. A timeout is a failure."""
+    full_env = dict(os.environ)
+    for k in ("FLAMME_OUTPUT", "FLAMME_HZ", "FLAMME_DEPTH", "LD_PRELOAD"):
+        full_env.pop(k, None)
+    if env:
+        full_env.update(env)
+    try:
+        p = subprocess.run(cmd, env=full_env, cwd=cwd, capture_output=True, text=True,
+                           timeout=RUN_TIMEOUT)
+    except subprocess.TimeoutExpired:
+        raise Failure("timed out after %ds: %s" % (RUN_TIMEOUT, " ".join(cmd)))
+    return p.returncode, p.stdout, p.stderr
+
+
+def record(ctx, name, args=(), out=None, cwd=None):
+    """`flamme record -F HZ -o OUT -- EXE ARGS`; checks the exit status and the
+    single summary line, returns (profile path, program stdout, stderr)."""
+    out = out or os.path.join(ctx.work, name + ".flm")
+    cmd = [os.path.abspath(ctx.flamme), "record", "-F", str(HZ), "-o", out, "--",
+           ctx.exe(name)] + list(args)
+    rc, so, se = run(cmd, cwd=cwd)
+    check(rc == 0, "%s: exit status %d, stderr:\n%s" % (" ".join(cmd), rc, se))
+    summary = [l for l in se.splitlines() if l.startswith("flamme:")]
+    check(len(summary) == 1, "%s: expected one 'flamme:' summary line on stderr, got:\n%s" % (name, se))
+    check(os.path.exists(os.path.join(cwd or "", out)), "%s: no profile written at %s" % (name, out))
+    ctx.profiles[name] = os.path.join(cwd or "", out)
+    return ctx.profiles[name], so, se
+
+
+def collapse(ctx, profile, threads=True):
+    """Returns [(frames list root first, count)] from `flamme collapse`."""
+    cmd = [ctx.flamme, "collapse", profile] + (["--threads"] if threads else [])
+    rc, so, se = run(cmd)
+    check(rc == 0, "%s failed (%d): %s" % (" ".join(cmd), rc, se.strip()))
+    stacks = []
+    for line in so.splitlines():
+        if not line.strip():
+            continue
+        stack, _, count = line.rpartition(" ")
+        check(stack and count.isdigit(), "collapse: malformed line: %r" % line[:200])
+        stacks.append((stack.split(";"), int(count)))
+    check(stacks, "collapse of %s printed no stacks" % profile)
+    return stacks
+
+
+def total(stacks, pred=lambda f: True):
+    return sum(c for f, c in stacks if pred(f))
+
+
+def frac(stacks, sel, pred):
+    """Share (0..1) of the samples selected by sel that also satisfy pred."""
+    n = total(stacks, sel)
+    return (total(stacks, lambda f: sel(f) and pred(f)) / n) if n else 0.0, n
+
+
+def reaches(roots):
+    # frames[0] is the thread label (collapse --threads), frames[1] the root.
+    return lambda f: len(f) > 1 and f[1] in roots
+
+
+def add_figure(ctx, name, stacks):
+    n = total(stacks)
+    r = total(stacks, reaches(ALL_ROOTS))
+    pct = 100.0 * r / n if n else 0.0
+    ctx.figures.append((name, n, pct))
+    print("  figure: %-10s samples=%-6d reaching a root=%5.1f%%" % (name, n, pct))
+
+
+def by_label(stacks):
+    labels = {}
+    for f, c in stacks:
+        labels.setdefault(f[0], []).append((f, c))
+    return labels
+
+
+def describe(stacks, limit=5):
+    """The heaviest stacks, shortened, for failure messages."""
+    top = sorted(stacks, key=lambda s: -s[1])[:limit]
+    out = []
+    for f, c in top:
+        s = ";".join(f) if len(f) <= 14 else ";".join(f[:6] + ["..."] + f[-6:])
+        out.append("    %6d %s" % (c, s))
+    return "\n".join(out)
+
+
+def profiled(ctx, name, expect):
+    """Records program `name`, checks its stdout matches the regex `expect`,
+    returns (collapsed stacks with thread labels, regex match)."""
+    prof, so, _ = record(ctx, name)
+    m = re.search(expect, so)
+    check(m, "%s: unexpected output %r" % (name, so))
+    st = collapse(ctx, prof)
+    add_figure(ctx, name, st)
+    return st, m
+
+
+def need(st, sel, what, minimum=1000):
+    """Checks there are enough samples selected by sel for the test's
+    tolerance to be statistically sound; returns their number."""
+    n = total(st, sel)
+    check(n >= minimum, "only %d samples %s (want >= %d at %d Hz)\n%s" % (n, what, minimum, HZ, describe(st)))
+    return n
+
+
+# --------------------------------------------------------------------- tests
+
+def test_split(ctx):
+    """Single domain, three functions with a 50/30/20 CPU split by
+    construction. Tolerance ±5 points: with >= 1000 samples the binomial
+    standard deviation is <= 1.6 points, so 5 points is > 3 sigma."""
+    st, _ = profiled(ctx, "split", r"split: rounds=400 ")
+    under = lambda f: "Split.run_rounds" in f
+    need(st, under, "under Split.run_rounds")
+    for fn, want in (("Split.work_a", 50.0), ("Split.work_b", 30.0), ("Split.work_c", 20.0)):
+        share, _ = frac(st, under, lambda f, fn=fn: fn in f)
+        print("  %s: %.1f%% (expected %.0f%% ± 5)" % (fn, 100 * share, want))
+        check(abs(100 * share - want) <= 5.0, "split: %s has %.1f%% of the samples, expected %.0f%% ± 5"
+              % (fn, 100 * share, want))
+    share, nmain = frac(st, lambda f: f[0] == "main", reaches(MAIN_ROOTS))
+    print("  main thread: %d samples, %.1f%% reach main" % (nmain, 100 * share))
+    check(share >= 0.90, "split: only %.1f%% of the main thread's stacks reach main (want >= 90%%)\n%s"
+          % (100 * share, describe(st)))
+
+
+def test_domains(ctx):
+    """Two spawned domains, each calling only its own work function."""
+    st, _ = profiled(ctx, "domains", r"^domains: a=")
+    labels = by_label(st)
+    doms = {l: s for l, s in labels.items() if LABEL_DOMAIN.match(l) and total(s) >= 200}
+    check(len(doms) >= 2, "domains: want 2 'domain N' labels with >= 200 samples, got %s"
+          % {l: total(s) for l, s in labels.items()})
+    owners = {}
+    for label, s in sorted(doms.items()):
+        a, n = frac(s, lambda f: True, lambda f: "Domains.work_a" in f)
+        b, _ = frac(s, lambda f: True, lambda f: "Domains.work_b" in f)
+        own, other = (("work_a", a), ("work_b", b)) if a >= b else (("work_b", b), ("work_a", a))
+        root, _ = frac(s, lambda f: True, reaches(THREAD_ROOTS))
+        print("  %s: %d samples, work_a %.1f%%, work_b %.1f%%, %.1f%% reach start_thread"
+              % (label, n, 100 * a, 100 * b, 100 * root))
+        # Each domain's thread must be dominated by its own function (>= 90%) and
+        # the other domain's function must be essentially absent (<= 1%).
+        check(own[1] >= 0.90, "domains: %s: its main function %s has only %.1f%% (want >= 90%%)\n%s"
+              % (label, own[0], 100 * own[1], describe(s)))
+        check(other[1] <= 0.01, "domains: %s: %s of the other domain has %.1f%% (want <= 1%%)"
+              % (label, other[0], 100 * other[1]))
+        check(root >= 0.90, "domains: %s: only %.1f%% of stacks reach start_thread (want >= 90%%)\n%s"
+              % (label, 100 * root, describe(s)))
+        owners.setdefault(own[0], []).append(label)
+    check(set(owners) == {"work_a", "work_b"},
+          "domains: both domains attributed to the same function: %s" % owners)
+
+
+def test_effects(ctx):
+    """Fibers under an Effect.Deep handler: samples in the fiber's compute
+    function must link through the resumer to run_scheduler and main."""
+    st, m = profiled(ctx, "effects", r"switches=(\d+)")
+    check(int(m.group(1)) > 10000, "effects: only %s fiber switches" % m.group(1))
+    in_fiber = lambda f: "Effects.compute" in f
+    n = need(st, in_fiber, "in Effects.compute")
+    sched, _ = frac(st, in_fiber, lambda f: "Effects.run_scheduler" in f)
+    both, _ = frac(st, in_fiber, lambda f: "Effects.run_scheduler" in f and reaches(MAIN_ROOTS)(f))
+    print("  Effects.compute: %d samples, %.1f%% under run_scheduler, %.1f%% also reach main"
+          % (n, 100 * sched, 100 * both))
+    check(both >= 0.90, "effects: only %.1f%% of Effects.compute stacks contain Effects.run_scheduler "
+          "and reach main (want >= 90%%)\n%s" % (100 * both, describe([s for s in st if in_fiber(s[0])])))
+
+
+def test_deep(ctx):
+    """6000 non-tail recursive frames with the CPU at the bottom."""
+    st, _ = profiled(ctx, "deep", r"deep: depth=6000 ")
+    at_bottom = lambda f: "Deep.bottom" in f
+    n = need(st, at_bottom, "in Deep.bottom")
+    depth_ok, _ = frac(st, at_bottom, lambda f: f.count("Deep.descend") >= 5000)
+    full, _ = frac(st, at_bottom, lambda f: f.count("Deep.descend") >= 5000 and reaches(MAIN_ROOTS)(f))
+    deepest = max(f.count("Deep.descend") for f, _ in st)
+    print("  Deep.bottom: %d samples, %.1f%% with >= 5000 descend frames (max %d), %.1f%% also reach main"
+          % (n, 100 * depth_ok, deepest, 100 * full))
+    check(full >= 0.90, "deep: only %.1f%% of Deep.bottom stacks have >= 5000 Deep.descend frames and "
+          "reach main (want >= 90%%; deepest seen: %d)" % (100 * full, deepest))
+
+
+def test_systhread(ctx):
+    """A systhread inside a spawned domain: its samples must be on its own
+    thread label 'thread TID (domain N)', N being the domain whose main thread
+    runs work_domain."""
+    st, _ = profiled(ctx, "systhread", r"^systhread: domain=")
+    labels = by_label(st)
+    wt = {l: total(s, lambda f: "Systhread.work_thread" in f) for l, s in labels.items()}
+    wd = {l: total(s, lambda f: "Systhread.work_domain" in f) for l, s in labels.items()}
+    tl = max(wt, key=wt.get)
+    dl = max(wd, key=wd.get)
+    print("  work_thread samples by label: %s" % {l: c for l, c in wt.items() if c})
+    print("  work_domain samples by label: %s" % {l: c for l, c in wd.items() if c})
+    check(wt[tl] >= 500 and wd[dl] >= 500, "systhread: too few samples (work_thread %d, work_domain %d)"
+          % (wt[tl], wd[dl]))
+    mt, md = LABEL_SYSTHREAD.match(tl), LABEL_DOMAIN.match(dl)
+    check(md, "systhread: work_domain's samples are on %r, expected a 'domain N' label" % dl)
+    check(mt, "systhread: work_thread's samples are on %r, expected 'thread TID (domain N)'" % tl)
+    check(mt.group(2) == md.group(1), "systhread: thread label %r names another domain than %r" % (tl, dl))
+    # The systhread's own samples: >= 90% in work_thread; the work must not
+    # leak onto the domain's main thread (<= 2% there, GC/handover noise).
+    own, n = frac(labels[tl], lambda f: True, lambda f: "Systhread.work_thread" in f)
+    leak = wt.get(dl, 0) / max(1, total(labels[dl]))
+    root, _ = frac(labels[tl], lambda f: True, reaches(THREAD_ROOTS))
+    print("  %s: %d samples, %.1f%% work_thread, %.1f%% reach start_thread; work_thread on %s: %.1f%%"
+          % (tl, n, 100 * own, 100 * root, dl, 100 * leak))
+    check(own >= 0.90, "systhread: %s has only %.1f%% work_thread\n%s" % (tl, 100 * own, describe(labels[tl])))
+    check(leak <= 0.02, "systhread: %.1f%% of %s's samples are in work_thread" % (100 * leak, dl))
+    check(root >= 0.90, "systhread: only %.1f%% of %s's stacks reach start_thread\n%s"
+          % (100 * root, tl, describe(labels[tl])))
+
+
+def test_forkexec(ctx):
+    """Children (sh, true, fork+exec echo) run normally; only the parent writes
+    a profile, and it is the parent's."""
+    cwd = tempfile.mkdtemp(prefix="fork.", dir=ctx.work)
+    prof, so, se = record(ctx, "forkexec", out="prof.flm", cwd=cwd)
+    for want in ('sh said "hi" (exit 0)', "true exit 0", "fork+exec echo exit 0", "forked-child-ok"):
+        check(so.count(want) == 3, "forkexec: expected 3 x %r in the output:\n%s" % (want, so))
+    check(os.listdir(cwd) == ["prof.flm"], "forkexec: children left files: %s" % sorted(os.listdir(cwd)))
+    m = re.search(r"pid=(\d+)", so)
+    with open(prof, "rb") as fh:
+        head = fh.read(20)
+    check(head[:8] == b"FLAMMEPF", "forkexec: prof.flm is not a flamme profile")
+    pid = struct.unpack_from("<I", head, 16)[0]
+    check(m and pid == int(m.group(1)), "forkexec: profile is from pid %d, the program was %s"
+          % (pid, m.group(1) if m else "?"))
+    st = collapse(ctx, prof)
+    add_figure(ctx, "forkexec", st)
+    share, n = frac(st, lambda f: f[0] == "main", lambda f: "Forkexec.work_parent" in f)
+    print("  main thread: %d samples, %.1f%% in Forkexec.work_parent" % (n, 100 * share))
+    # The parent spends almost all its CPU in work_parent; 80% leaves room for
+    # fork/exec and startup.
+    check(n >= 500 and share >= 0.80, "forkexec: parent profile has %d samples, %.1f%% work_parent\n%s"
+          % (n, 100 * share, describe(st)))
+
+
+def preload(ctx, name, args, env):
+    e = {"LD_PRELOAD": ctx.lib}
+    e.update(env)
+    return run([ctx.exe(name)] + list(args), env=e)
+
+
+def test_robust(ctx):
+    """Bad settings never stop the program: one warning line per bad
+    variable, the profile is still written; an unwritable output path gives
+    one error line and exit status 0."""
+    for var, bad in (("FLAMME_HZ", "abc"), ("FLAMME_DEPTH", "-3")):
+        out = os.path.join(ctx.work, "robust_%s.flm" % var)
+        rc, so, se = preload(ctx, "split", ["10"], {var: bad, "FLAMME_OUTPUT": out})
+        print("  %s=%s: exit %d, stderr: %r" % (var, bad, rc, se.strip()))
+        check(rc == 0 and "split: rounds=40" in so, "%s=%s: program failed (exit %d): %s" % (var, bad, rc, se))
+        lines = [l for l in se.splitlines() if var in l]
+        check(len(lines) == 1, "%s=%s: expected one warning line naming %s, got:\n%s" % (var, bad, var, se))
+        check(os.path.exists(out), "%s=%s: no profile written" % (var, bad))
+        st = collapse(ctx, out)
+        check(total(st, lambda f: "Split.run_rounds" in f) > 0, "%s=%s: profile has no Split samples" % (var, bad))
+    blocker = os.path.join(ctx.work, "not_a_dir")
+    open(blocker, "w").close()
+    out = os.path.join(blocker, "prof.flm")
+    rc, so, se = preload(ctx, "split", ["10"], {"FLAMME_OUTPUT": out})
+    print("  FLAMME_OUTPUT=%s: exit %d, stderr: %r" % (out, rc, se.strip()))
+    check(rc == 0 and "split: rounds=40" in so, "unwritable output: program failed (exit %d): %s" % (rc, se))
+    lines = [l for l in se.splitlines() if l.strip()]
+    check(len(lines) == 1 and out in lines[0],
+          "unwritable output: expected one error line naming %s, got:\n%s" % (out, se))
+
+
+def test_report(ctx):
+    """`flamme report` states the share of complete stacks; it must agree
+    (±0.5 points: rounding to one decimal) with the share of stacks that
+    `flamme collapse` does not root at [truncated] or [broken]."""
+    names = [n for n in ("split", "domains", "effects") if n in ctx.profiles]
+    if not names:
+        record(ctx, "split", ["30"])
+        names = ["split"]
+    for name in names:
+        prof = ctx.profiles[name]
+        rc, so, se = run([ctx.flamme, "report", prof])
+        check(rc == 0, "report %s failed (%d): %s" % (prof, rc, se.strip()))
+        m = re.search(r"complete stacks:\s*([0-9]+(?:\.[0-9]+)?)%", so)
+        check(m, "report %s: no 'complete stacks: NN.N%%' line in:\n%s" % (name, so))
+        st = collapse(ctx, prof, threads=False)
+        mine = 100.0 * total(st, lambda f: f[0] not in INCOMPLETE_ROOTS) / total(st)
+        print("  %s: report says %s%%, collapse gives %.2f%%" % (name, m.group(1), mine))
+        check(abs(float(m.group(1)) - mine) <= 0.5, "report %s: complete stacks %s%% but collapse gives %.2f%%"
+              % (name, m.group(1), mine))
+
+
+TESTS = [("split", test_split), ("domains", test_domains), ("effects", test_effects),
+         ("deep", test_deep), ("systhread", test_systhread), ("forkexec", test_forkexec),
+         ("robust", test_robust), ("report", test_report)]
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--build", default="build")
+    ap.add_argument("--only", default="", help="comma-separated test names")
+    ap.add_argument("--keep", action="store_true", help="keep the temporary directory")
+    a = ap.parse_args()
+    for f in ("flamme", "libflamme.so"):
+        if not os.path.exists(os.path.join(a.build, f)):
+            print("e2e: %s missing; run make first" % os.path.join(a.build, f), file=sys.stderr)
+            print("e2e: 0 passed, 1 failed")
+            return 1
+    only = set(filter(None, a.only.split(",")))
+    work = tempfile.mkdtemp(prefix="flamme-e2e.")
+    ctx = Ctx(a.build, work)
+    passed = failed = 0
+    for name, fn in TESTS:
+        if only and name not in only:
+            continue
+        print("== %s" % name, flush=True)
+        try:
+            fn(ctx)
+            passed += 1
+            print("PASS %s" % name, flush=True)
+        except Failure as e:
+            failed += 1
+            print("FAIL %s: %s" % (name, e), flush=True)
+    print("figures (samples, share of stacks reaching a thread root):")
+    for name, n, pct in ctx.figures:
+        print("  %-10s %6d samples  %5.1f%%" % (name, n, pct))
+    if a.keep or failed:
+        print("e2e: profiles kept in %s" % work)
+    else:
+        shutil.rmtree(work, ignore_errors=True)
+    print("e2e: %d passed, %d failed" % (passed, failed))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,928 @@
+/*
+ * common/profile.c — encoder and decoder of the flamme profile file format
+ * (spec: doc/format.md; constants and record list: common/profile.h).
+ *
+ * Owns: the byte-level encoding (little-endian, written byte by byte so the
+ * host's struct layout and endianness never leak into files), chunk framing,
+ * zlib compression of chunks, and the in-memory struct flamme_profile.
+ * Called by: the agent's writer thread (flamme_pw_*: buffers one chunk in
+ * memory, compresses and writes it on flush) and by every tool / unit test
+ * (flamme_profile_load: reads the whole file, decodes every intact chunk).
+ * Context: ordinary threads; allocates; nothing is async-signal-safe.
+ *
+ * The loader treats the file as hostile: every length is checked against the
+ * bytes that remain before it is used, ids must be dense and defined before
+ * use, and decoding stops at the first damaged chunk (p->truncated).
+ */
+#include "common/profile.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <zlib.h>
+
+/* Chunk header: magic, raw_len, zlen, crc32(raw). */
+#define CHUNK_HDR_SIZE 16u
+/* Record header: u8 type, u32 body_len. */
+#define REC_HDR_SIZE 5u
+/* A writer never produces a chunk payload larger than this (it flushes
+ * before); a reader refuses larger ones as corrupt, which bounds what a
+ * hostile chunk header can make it allocate. */
+#define MAX_CHUNK_RAW (64u << 20)
+/* The writer starts a new chunk by itself once this much is pending. */
+#define AUTO_FLUSH_RAW (4u << 20)
+/* Largest record body the writer accepts (a record never spans chunks). */
+#define MAX_BODY (MAX_CHUNK_RAW - REC_HDR_SIZE)
+/* zlib level for chunks: 1 costs about a third of the CPU of level 6 on
+ * sample-heavy chunks for ~15% more bytes (see doc/format.md), and the writer
+ * thread runs inside the profiled program. */
+#define ZLEVEL 1
+
+/* ------------------------------------------------------------ encoding */
+
+static void put_u16(uint8_t *p, uint16_t v)
+{
+    p[0] = (uint8_t)v;
+    p[1] = (uint8_t)(v >> 8);
+}
+
+static void put_u32(uint8_t *p, uint32_t v)
+{
+    p[0] = (uint8_t)v;
+    p[1] = (uint8_t)(v >> 8);
+    p[2] = (uint8_t)(v >> 16);
+    p[3] = (uint8_t)(v >> 24);
+}
+
+static void put_u64(uint8_t *p, uint64_t v)
+{
+    put_u32(p, (uint32_t)v);
+    put_u32(p + 4, (uint32_t)(v >> 32));
+}
+
+static uint16_t get_u16(const uint8_t *p)
+{
+    return (uint16_t)(p[0] | (uint16_t)p[1] << 8);
+}
+
+static uint32_t get_u32(const uint8_t *p)
+{
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+static uint64_t get_u64(const uint8_t *p)
+{
+    return (uint64_t)get_u32(p) | (uint64_t)get_u32(p + 4) << 32;
+}
+
+/* Writes all of buf, retrying short writes and EINTR. Returns 0 / -1. */
+static int write_all(int fd, const uint8_t *buf, size_t len)
+{
+    while (len > 0) {
+        ssize_t k = write(fd, buf, len);
+        if (k < 0) {
+            if (errno == EINTR)
+                continue;
+            return -1;
+        }
+        if (k == 0) {
+            errno = EIO;
+            return -1;
+        }
+        buf += k;
+        len -= (size_t)k;
+    }
+    return 0;
+}
+
+static void encode_header(uint8_t *b, const struct flamme_header *hdr)
+{
+    memset(b, 0, FLAMME_HEADER_SIZE);
+    memcpy(b, FLAMME_MAGIC, 8);
+    put_u16(b + 8, FLAMME_VERSION_MAJOR);
+    put_u16(b + 10, FLAMME_VERSION_MINOR);
+    put_u32(b + 12, FLAMME_HEADER_SIZE);
+    put_u32(b + 16, hdr->pid);
+    put_u32(b + 20, hdr->hz);
+    put_u64(b + 24, hdr->start_realtime_ns);
+    put_u64(b + 32, hdr->start_monotonic_ns);
+    put_u32(b + 40, hdr->flags);
+}
+
+/* -------------------------------------------------------------- writer */
+
+struct flamme_pw {
+    int fd;
+    int failed;        /* sticky: any error makes every later call fail */
+    uint8_t *raw;      /* the open chunk's payload */
+    size_t raw_len, raw_cap;
+    uint8_t *out;      /* chunk header + compressed payload */
+    size_t out_cap;
+    z_stream zs;       /* reused across chunks (deflateReset) */
+    int zs_ready;
+};
+
+flamme_pw *flamme_pw_open(int fd, const struct flamme_header *hdr)
+{
+    /* On failure the fd stays open and owned by the caller. */
+    flamme_pw *w = calloc(1, sizeof *w);
+    if (!w)
+        return NULL;
+    w->fd = fd;
+    if (deflateInit(&w->zs, ZLEVEL) != Z_OK) {
+        free(w);
+        errno = ENOMEM;
+        return NULL;
+    }
+    w->zs_ready = 1;
+    uint8_t b[FLAMME_HEADER_SIZE];
+    encode_header(b, hdr);
+    if (write_all(fd, b, sizeof b) < 0) {
+        int e = errno;
+        deflateEnd(&w->zs);
+        free(w);
+        errno = e;
+        return NULL;
+    }
+    return w;
+}
+
+size_t flamme_pw_pending(const flamme_pw *w)
+{
+    return w->raw_len;
+}
+
+/* Makes room for need more payload bytes. Returns 0 / -1 (ENOMEM). */
+static int reserve(flamme_pw *w, size_t need)
+{
+    if (w->raw_cap - w->raw_len >= need)
+        return 0;
+    size_t cap = w->raw_cap ? w->raw_cap : 64 * 1024;
+    while (cap - w->raw_len < need)
+        cap *= 2;
+    uint8_t *n = realloc(w->raw, cap);
+    if (!n)
+        return -1;
+    w->raw = n;
+    w->raw_cap = cap;
+    return 0;
+}
+
+/* Opens a record of body_len bytes in the chunk and returns where its body
+ * goes, or NULL (writer now failed) on error or an oversized body. Flushes
+ * the chunk first when the record would push it past the auto-flush size, so
+ * records never straddle chunks and chunks stay under MAX_CHUNK_RAW. */
+static uint8_t *rec_begin(flamme_pw *w, uint8_t type, size_t body_len)
+{
+    if (w->failed)
+        return NULL;
+    if (body_len > MAX_BODY) {
+        errno = EINVAL;
+        w->failed = 1;
+        return NULL;
+    }
+    if (w->raw_len > 0 && w->raw_len + REC_HDR_SIZE + body_len > AUTO_FLUSH_RAW &&
+        flamme_pw_flush(w) < 0)
+        return NULL;
+    if (reserve(w, REC_HDR_SIZE + body_len) < 0) {
+        w->failed = 1;
+        return NULL;
+    }
+    uint8_t *p = w->raw + w->raw_len;
+    p[0] = type;
+    put_u32(p + 1, (uint32_t)body_len);
+    w->raw_len += REC_HDR_SIZE + body_len;
+    return p + REC_HDR_SIZE;
+}
+
+/* Appends a str (u32 len + bytes) at p; returns the byte after it. */
+static uint8_t *put_str(uint8_t *p, const char *s, size_t n)
+{
+    put_u32(p, (uint32_t)n);
+    memcpy(p + 4, s, n);
+    return p + 4 + n;
+}
+
+static size_t str_len(const char *s)
+{
+    return s ? strlen(s) : 0;
+}
+
+int flamme_pw_info(flamme_pw *w, const char *key, const char *value)
+{
+    size_t kl = str_len(key), vl = str_len(value);
+    uint8_t *p = rec_begin(w, FLAMME_REC_INFO, 8 + kl + vl);
+    if (!p)
+        return -1;
+    p = put_str(p, key ? key : "", kl);
+    put_str(p, value ? value : "", vl);
+    return 0;
+}
+
+int flamme_pw_thread(flamme_pw *w, uint32_t tid, uint8_t kind, int32_t domain, uint64_t time_ns,
+                     const char *name)
+{
+    size_t nl = str_len(name);
+    uint8_t *p = rec_begin(w, FLAMME_REC_THREAD, 4 + 1 + 4 + 8 + 4 + nl);
+    if (!p)
+        return -1;
+    put_u32(p, tid);
+    p[4] = kind;
+    put_u32(p + 5, (uint32_t)domain);
+    put_u64(p + 9, time_ns);
+    put_str(p + 17, name ? name : "", nl);
+    return 0;
+}
+
+int flamme_pw_thread_end(flamme_pw *w, uint32_t tid, uint64_t time_ns)
+{
+    uint8_t *p = rec_begin(w, FLAMME_REC_THREAD_END, 12);
+    if (!p)
+        return -1;
+    put_u32(p, tid);
+    put_u64(p + 4, time_ns);
+    return 0;
+}
+
+int flamme_pw_frame(flamme_pw *w, uint32_t frame_id, uint64_t addr, uint64_t offset,
+                    const char *function, const char *module)
+{
+    size_t fl = str_len(function), ml = str_len(module);
+    uint8_t *p = rec_begin(w, FLAMME_REC_FRAME, 4 + 8 + 8 + 8 + fl + ml);
+    if (!p)
+        return -1;
+    put_u32(p, frame_id);
+    put_u64(p + 4, addr);
+    put_u64(p + 12, offset);
+    p = put_str(p + 20, function ? function : "", fl);
+    put_str(p, module ? module : "", ml);
+    return 0;
+}
+
+int flamme_pw_stack(flamme_pw *w, uint32_t stack_id, uint32_t n, const uint32_t *frame_ids)
+{
+    if ((uint64_t)n * 4 + 8 > MAX_BODY) {
+        w->failed = 1;
+        errno = EINVAL;
+        return -1;
+    }
+    uint8_t *p = rec_begin(w, FLAMME_REC_STACK, 8 + (size_t)n * 4);
+    if (!p)
+        return -1;
+    put_u32(p, stack_id);
+    put_u32(p + 4, n);
+    p += 8;
+    for (uint32_t i = 0; i < n; i++, p += 4)
+        put_u32(p, frame_ids[i]);
+    return 0;
+}
+
+int flamme_pw_sample(flamme_pw *w, uint32_t stack_id, uint32_t tid, uint32_t weight,
+                     int32_t domain, uint32_t flags, uint64_t time_ns)
+{
+    uint8_t *p = rec_begin(w, FLAMME_REC_SAMPLE, 28);
+    if (!p)
+        return -1;
+    put_u32(p, stack_id);
+    put_u32(p + 4, tid);
+    put_u32(p + 8, weight);
+    put_u32(p + 12, (uint32_t)domain);
+    put_u32(p + 16, flags);
+    put_u64(p + 20, time_ns);
+    return 0;
+}
+
+int flamme_pw_lost(flamme_pw *w, uint32_t tid, uint64_t count)
+{
+    uint8_t *p = rec_begin(w, FLAMME_REC_LOST, 12);
+    if (!p)
+        return -1;
+    put_u32(p, tid);
+    put_u64(p + 4, count);
+    return 0;
+}
+
+int flamme_pw_flush(flamme_pw *w)
+{
+    if (w->failed)
+        return -1;
+    if (w->raw_len == 0)
+        return 0;
+    size_t bound = CHUNK_HDR_SIZE + deflateBound(&w->zs, (uLong)w->raw_len);
+    if (bound > w->out_cap) {
+        uint8_t *n = realloc(w->out, bound);
+        if (!n) {
+            w->failed = 1;
+            return -1;
+        }
+        w->out = n;
+        w->out_cap = bound;
+    }
+    if (deflateReset(&w->zs) != Z_OK)
+        goto fail;
+    w->zs.next_in = w->raw;
+    w->zs.avail_in = (uInt)w->raw_len;
+    w->zs.next_out = w->out + CHUNK_HDR_SIZE;
+    w->zs.avail_out = (uInt)(bound - CHUNK_HDR_SIZE);
+    if (deflate(&w->zs, Z_FINISH) != Z_STREAM_END)
+        goto fail;
+    size_t zlen = bound - CHUNK_HDR_SIZE - w->zs.avail_out;
+    put_u32(w->out, FLAMME_CHUNK_MAGIC);
+    put_u32(w->out + 4, (uint32_t)w->raw_len);
+    put_u32(w->out + 8, (uint32_t)zlen);
+    put_u32(w->out + 12, (uint32_t)crc32(0L, w->raw, (uInt)w->raw_len));
+    if (write_all(w->fd, w->out, CHUNK_HDR_SIZE + zlen) < 0)
+        goto fail;
+    w->raw_len = 0;
+    return 0;
+fail:
+    w->failed = 1;
+    return -1;
+}
+
+int flamme_pw_close(flamme_pw *w, uint64_t samples, uint64_t lost, uint64_t end_ns,
+                    uint32_t threads)
+{
+    if (!w)
+        return -1;
+    uint8_t *p = rec_begin(w, FLAMME_REC_END, 28);
+    if (p) {
+        put_u64(p, samples);
+        put_u64(p + 8, lost);
+        put_u64(p + 16, end_ns);
+        put_u32(p + 24, threads);
+    }
+    flamme_pw_flush(w);
+    if (close(w->fd) < 0 && errno != EINTR)
+        w->failed = 1;
+    int rc = w->failed ? -1 : 0;
+    if (w->zs_ready)
+        deflateEnd(&w->zs);
+    free(w->raw);
+    free(w->out);
+    free(w);
+    return rc;
+}
+
+/* -------------------------------------------------------------- reader */
+
+/* Grows *arr (elements of size elem) so that index n fits; doubling keeps
+ * loading amortized O(1) per record. Returns 0 / -1. */
+static int grow(void **arr, size_t *cap, size_t n, size_t elem)
+{
+    if (n < *cap)
+        return 0;
+    size_t c = *cap ? *cap * 2 : 64;
+    if (c <= n)
+        c = n + 1;
+    if (c > SIZE_MAX / elem)
+        return -1;
+    void *a = realloc(*arr, c * elem);
+    if (!a)
+        return -1;
+    *arr = a;
+    *cap = c;
+    return 0;
+}
+
+/* Loader state kept beside the profile while decoding. */
+struct loader {
+    struct flamme_profile *p;
+    size_t cap_frames, cap_stacks, cap_samples, cap_threads, cap_info;
+    uint32_t *tid_slot;     /* open addressing: thread index + 1, 0 = empty */
+    size_t tid_cap;         /* power of two */
+    uint8_t *has_thread_rec;/* per thread: a THREAD record was seen */
+    uint64_t dropped;       /* records dropped for undefined / non-dense ids */
+    int have_sample_time;
+    int oom;
+};
+
+static size_t tid_hash(uint32_t tid, size_t mask)
+{
+    return (size_t)((tid * 0x9e3779b97f4a7c15ull) >> 32) & mask;
+}
+
+/* Returns the index of tid's thread, creating an UNKNOWN one (start_ns = t)
+ * if absent; (size_t)-1 on allocation failure. */
+static size_t thread_index(struct loader *L, uint32_t tid, uint64_t t)
+{
+    struct flamme_profile *p = L->p;
+    if ((p->nthreads + 1) * 2 > L->tid_cap) {
+        size_t nc = L->tid_cap ? L->tid_cap * 2 : 64;
+        uint32_t *ns = calloc(nc, sizeof *ns);
+        if (!ns)
+            return (size_t)-1;
+        for (size_t i = 0; i < p->nthreads; i++) {
+            size_t h = tid_hash(p->threads[i].tid, nc - 1);
+            while (ns[h])
+                h = (h + 1) & (nc - 1);
+            ns[h] = (uint32_t)(i + 1);
+        }
+        free(L->tid_slot);
+        L->tid_slot = ns;
+        L->tid_cap = nc;
+    }
+    size_t mask = L->tid_cap - 1, h = tid_hash(tid, mask);
+    for (; L->tid_slot[h]; h = (h + 1) & mask)
+        if (p->threads[L->tid_slot[h] - 1].tid == tid)
+            return L->tid_slot[h] - 1;
+    size_t cap = L->cap_threads;
+    if (grow((void **)&p->threads, &L->cap_threads, p->nthreads, sizeof *p->threads) < 0)
+        return (size_t)-1;
+    if (L->cap_threads != cap) {
+        uint8_t *f = realloc(L->has_thread_rec, L->cap_threads);
+        if (!f)
+            return (size_t)-1;
+        L->has_thread_rec = f;
+    }
+    char *name = strdup("");
+    if (!name)
+        return (size_t)-1;
+    size_t i = p->nthreads++;
+    p->threads[i] = (struct flamme_thread){ .tid = tid, .kind = FLAMME_THREAD_UNKNOWN,
+                                            .domain = -1, .start_ns = t, .name = name };
+    L->has_thread_rec[i] = 0;
+    L->tid_slot[h] = (uint32_t)(i + 1);
+    return i;
+}
+
+/* Bounded cursor over one record body. */
+struct cur {
+    const uint8_t *p;
+    size_t left;
+};
+
+static int cur_u8(struct cur *c, uint8_t *v)
+{
+    if (c->left < 1)
+        return -1;
+    *v = c->p[0];
+    c->p++, c->left--;
+    return 0;
+}
+
+static int cur_u32(struct cur *c, uint32_t *v)
+{
+    if (c->left < 4)
+        return -1;
+    *v = get_u32(c->p);
+    c->p += 4, c->left -= 4;
+    return 0;
+}
+
+static int cur_u64(struct cur *c, uint64_t *v)
+{
+    if (c->left < 8)
+        return -1;
+    *v = get_u64(c->p);
+    c->p += 8, c->left -= 8;
+    return 0;
+}
+
+/* Reads a str into a new NUL-terminated copy. Returns 0, -1 when the body is
+ * too short, -2 on allocation failure. Embedded NULs end the C string early;
+ * that is the only lossy case. */
+static int cur_str(struct cur *c, char **out)
+{
+    uint32_t n;
+    if (cur_u32(c, &n) < 0 || n > c->left)
+        return -1;
+    char *s = malloc((size_t)n + 1);
+    if (!s)
+        return -2;
+    memcpy(s, c->p, n);
+    s[n] = 0;
+    c->p += n, c->left -= n;
+    *out = s;
+    return 0;
+}
+
+/* Decodes one record. Returns 0 (applied or dropped), -1 if the body is too
+ * short for the type (corrupt), -2 on allocation failure. */
+static int apply_record(struct loader *L, uint8_t type, const uint8_t *body, size_t len)
+{
+    struct flamme_profile *p = L->p;
+    struct cur c = { body, len };
+    int r;
+    switch (type) {
+    case FLAMME_REC_INFO: {
+        char *k = NULL, *v = NULL;
+        if ((r = cur_str(&c, &k)) < 0 || (r = cur_str(&c, &v)) < 0) {
+            free(k);
+            return r;
+        }
+        if (grow((void **)&p->info, &L->cap_info, p->ninfo, sizeof *p->info) < 0) {
+            free(k);
+            free(v);
+            return -2;
+        }
+        p->info[p->ninfo++] = (struct flamme_kv){ k, v };
+        return 0;
+    }
+    case FLAMME_REC_THREAD: {
+        uint32_t tid, dom;
+        uint8_t kind;
+        uint64_t t;
+        char *name;
+        if (cur_u32(&c, &tid) || cur_u8(&c, &kind) || cur_u32(&c, &dom) || cur_u64(&c, &t))
+            return -1;
+        if ((r = cur_str(&c, &name)) < 0)
+            return r;
+        size_t i = thread_index(L, tid, t);
+        if (i == (size_t)-1) {
+            free(name);
+            return -2;
+        }
+        struct flamme_thread *th = &p->threads[i];
+        if (!L->has_thread_rec[i]) {
+            /* The first THREAD record gives the start, even if samples of
+             * this thread came earlier. */
+            th->start_ns = t;
+            L->has_thread_rec[i] = 1;
+        }
+        th->kind = kind;
+        th->domain = (int32_t)dom;
+        free(th->name);
+        th->name = name;
+        return 0;
+    }
+    case FLAMME_REC_THREAD_END: {
+        uint32_t tid;
+        uint64_t t;
+        if (cur_u32(&c, &tid) || cur_u64(&c, &t))
+            return -1;
+        size_t i = thread_index(L, tid, t);
+        if (i == (size_t)-1)
+            return -2;
+        p->threads[i].end_ns = t;
+        return 0;
+    }
+    case FLAMME_REC_FRAME: {
+        uint32_t id;
+        uint64_t addr, off;
+        char *fn = NULL, *mod = NULL;
+        if (cur_u32(&c, &id) || cur_u64(&c, &addr) || cur_u64(&c, &off))
+            return -1;
+        if ((r = cur_str(&c, &fn)) < 0 || (r = cur_str(&c, &mod)) < 0) {
+            free(fn);
+            return r;
+        }
+        if (id > p->nframes) { /* would leave an undefined gap */
+            free(fn);
+            free(mod);
+            L->dropped++;
+            return 0;
+        }
+        if (id == p->nframes) {
+            if (grow((void **)&p->frames, &L->cap_frames, p->nframes, sizeof *p->frames) < 0) {
+                free(fn);
+                free(mod);
+                return -2;
+            }
+            p->nframes++;
+        } else { /* redefinition: the later one wins */
+            free(p->frames[id].function);
+            free(p->frames[id].module);
+        }
+        p->frames[id] = (struct flamme_frame){ addr, off, fn, mod };
+        return 0;
+    }
+    case FLAMME_REC_STACK: {
+        uint32_t id, n;
+        if (cur_u32(&c, &id) || cur_u32(&c, &n))
+            return -1;
+        if (n > c.left / 4) /* check before allocating n frames */
+            return -1;
+        if (id > p->nstacks) {
+            L->dropped++;
+            return 0;
+        }
+        for (uint32_t k = 0; k < n; k++)
+            if (get_u32(c.p + 4 * (size_t)k) >= p->nframes) {
+                L->dropped++;
+                return 0;
+            }
+        uint32_t *fr = malloc(n ? (size_t)n * 4 : 1);
+        if (!fr)
+            return -2;
+        for (uint32_t k = 0; k < n; k++)
+            fr[k] = get_u32(c.p + 4 * (size_t)k);
+        if (id == p->nstacks) {
+            if (grow((void **)&p->stacks, &L->cap_stacks, p->nstacks, sizeof *p->stacks) < 0) {
+                free(fr);
+                return -2;
+            }
+            p->nstacks++;
+        } else {
+            free(p->stacks[id].frames);
+        }
+        p->stacks[id] = (struct flamme_stack){ n, fr };
+        return 0;
+    }
+    case FLAMME_REC_SAMPLE: {
+        struct flamme_sample s;
+        uint32_t dom;
+        if (cur_u32(&c, &s.stack_id) || cur_u32(&c, &s.tid) || cur_u32(&c, &s.weight) ||
+            cur_u32(&c, &dom) || cur_u32(&c, &s.flags) || cur_u64(&c, &s.time_ns))
+            return -1;
+        s.domain = (int32_t)dom;
+        if (s.stack_id >= p->nstacks) {
+            L->dropped++;
+            return 0;
+        }
+        if (thread_index(L, s.tid, s.time_ns) == (size_t)-1)
+            return -2;
+        if (grow((void **)&p->samples, &L->cap_samples, p->nsamples, sizeof *p->samples) < 0)
+            return -2;
+        p->samples[p->nsamples++] = s;
+        if (!p->complete && (!L->have_sample_time || s.time_ns > p->end_ns))
+            p->end_ns = s.time_ns; /* the latest sample, until END says otherwise */
+        L->have_sample_time = 1;
+        return 0;
+    }
+    case FLAMME_REC_LOST: {
+        uint32_t tid;
+        uint64_t n;
+        if (cur_u32(&c, &tid) || cur_u64(&c, &n))
+            return -1;
+        size_t i = thread_index(L, tid, 0);
+        if (i == (size_t)-1)
+            return -2;
+        p->threads[i].lost += n;
+        p->lost += n;
+        return 0;
+    }
+    case FLAMME_REC_END: {
+        uint64_t ns, nl, t;
+        uint32_t nt;
+        if (cur_u64(&c, &ns) || cur_u64(&c, &nl) || cur_u64(&c, &t) || cur_u32(&c, &nt))
+            return -1;
+        p->complete = 1;
+        p->end_ns = t;
+        return 0;
+    }
+    default: /* a newer minor version's record: skipped by body_len */
+        return 0;
+    }
+}
+
+/* Decodes the records of one intact chunk payload. Returns 0, -1 if a record
+ * is malformed (decoding of the file stops there), -2 on allocation failure. */
+static int apply_payload(struct loader *L, const uint8_t *raw, size_t len)
+{
+    size_t off = 0;
+    while (off < len) {
+        if (len - off < REC_HDR_SIZE)
+            return -1;
+        uint8_t type = raw[off];
+        uint32_t blen = get_u32(raw + off + 1);
+        off += REC_HDR_SIZE;
+        if (blen > len - off)
+            return -1;
+        int r = apply_record(L, type, raw + off, blen);
+        if (r < 0)
+            return r;
+        off += blen;
+    }
+    return 0;
+}
+
+/* Reads all of fd into a new buffer. Returns 0 / -1 (errno). */
+static int read_file(int fd, uint8_t **out, size_t *outlen)
+{
+    struct stat st;
+    size_t cap = (fstat(fd, &st) == 0 && st.st_size > 0) ? (size_t)st.st_size + 1 : 65536;
+    size_t len = 0;
+    uint8_t *buf = malloc(cap);
+    if (!buf)
+        return -1;
+    for (;;) {
+        if (len == cap) {
+            uint8_t *n = cap > SIZE_MAX / 2 ? NULL : realloc(buf, cap * 2);
+            if (!n) {
+                free(buf);
+                errno = ENOMEM;
+                return -1;
+            }
+            buf = n;
+            cap *= 2;
+        }
+        ssize_t k = read(fd, buf + len, cap - len);
+        if (k < 0) {
+            if (errno == EINTR)
+                continue;
+            free(buf);
+            return -1;
+        }
+        if (k == 0)
+            break;
+        len += (size_t)k;
+    }
+    *out = buf;
+    *outlen = len;
+    return 0;
+}
+
+int flamme_is_profile(const void *buf, size_t len)
+{
+    return len >= 8 && memcmp(buf, FLAMME_MAGIC, 8) == 0;
+}
+
+static int fail(char *err, size_t errlen, const char *fmt, ...)
+{
+    if (err && errlen) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err, errlen, fmt, ap);
+        va_end(ap);
+    }
+    return -1;
+}
+
+static int cmp_thread(const void *a, const void *b)
+{
+    uint32_t x = ((const struct flamme_thread *)a)->tid, y = ((const struct flamme_thread *)b)->tid;
+    return x < y ? -1 : x > y;
+}
+
+/* Decodes the chunks of buf[off..len) into L->p. Returns 0, or -1 on
+ * allocation failure (the file's damage only sets p->truncated). */
+static int decode_chunks(struct loader *L, const uint8_t *buf, size_t len, size_t off)
+{
+    struct flamme_profile *p = L->p;
+    z_stream zs;
+    memset(&zs, 0, sizeof zs);
+    if (inflateInit(&zs) != Z_OK)
+        return -1;
+    uint8_t *raw = NULL;
+    size_t raw_cap = 0;
+    int rc = 0;
+    while (off < len) {
+        if (len - off < CHUNK_HDR_SIZE || get_u32(buf + off) != FLAMME_CHUNK_MAGIC) {
+            p->truncated = 1;
+            break;
+        }
+        uint32_t raw_len = get_u32(buf + off + 4), zlen = get_u32(buf + off + 8);
+        uint32_t crc = get_u32(buf + off + 12);
+        off += CHUNK_HDR_SIZE;
+        if (zlen > len - off || raw_len > MAX_CHUNK_RAW) {
+            p->truncated = 1;
+            break;
+        }
+        if (raw_len > raw_cap) {
+            uint8_t *n = realloc(raw, raw_len);
+            if (!n) {
+                rc = -1;
+                break;
+            }
+            raw = n;
+            raw_cap = raw_len;
+        }
+        inflateReset(&zs);
+        zs.next_in = (Bytef *)(buf + off);
+        zs.avail_in = zlen;
+        zs.next_out = raw;
+        zs.avail_out = raw_len;
+        int zr = inflate(&zs, Z_FINISH);
+        /* The stream must end exactly at zlen and yield exactly raw_len. */
+        if (zr != Z_STREAM_END || zs.avail_in != 0 || zs.avail_out != 0 ||
+            (uint32_t)crc32(0L, raw, raw_len) != crc) {
+            if (zr == Z_MEM_ERROR) {
+                rc = -1;
+                break;
+            }
+            p->truncated = 1;
+            break;
+        }
+        off += zlen;
+        int r = apply_payload(L, raw, raw_len);
+        if (r == -2) {
+            rc = -1;
+            break;
+        }
+        if (r < 0) {
+            p->truncated = 1;
+            break;
+        }
+    }
+    inflateEnd(&zs);
+    free(raw);
+    return rc;
+}
+
+int flamme_profile_load(const char *path, struct flamme_profile *p, char *err, size_t errlen)
+{
+    memset(p, 0, sizeof *p);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return fail(err, errlen, "%s: cannot open: %s", path, strerror(errno));
+    uint8_t *buf;
+    size_t len;
+    int r = read_file(fd, &buf, &len);
+    int e = errno;
+    close(fd);
+    if (r < 0)
+        return fail(err, errlen, "%s: cannot read: %s", path, strerror(e));
+    if (!flamme_is_profile(buf, len)) {
+        free(buf);
+        return fail(err, errlen, "%s: not a flamme profile", path);
+    }
+    if (len < 14) {
+        free(buf);
+        return fail(err, errlen, "%s: truncated profile header (%zu bytes)", path, len);
+    }
+    uint16_t major = get_u16(buf + 8), minor = get_u16(buf + 10);
+    if (major > FLAMME_VERSION_MAJOR) {
+        free(buf);
+        return fail(err, errlen,
+                    "%s: profile format %u.x is newer than this flamme (%u.x); upgrade flamme",
+                    path, (unsigned)major, (unsigned)FLAMME_VERSION_MAJOR);
+    }
+    if (major < FLAMME_VERSION_MAJOR) {
+        free(buf);
+        return fail(err, errlen, "%s: profile format %u.%u is not supported", path,
+                    (unsigned)major, (unsigned)minor);
+    }
+    uint32_t hsize = len >= 16 ? get_u32(buf + 12) : 0;
+    if (len < FLAMME_HEADER_SIZE || hsize > len) {
+        free(buf);
+        return fail(err, errlen, "%s: truncated profile header (%zu bytes)", path, len);
+    }
+    if (hsize < FLAMME_HEADER_SIZE) {
+        free(buf);
+        return fail(err, errlen, "%s: bad profile header size %u", path, (unsigned)hsize);
+    }
+    p->hdr.major = major;
+    p->hdr.minor = minor;
+    p->hdr.pid = get_u32(buf + 16);
+    p->hdr.hz = get_u32(buf + 20);
+    p->hdr.start_realtime_ns = get_u64(buf + 24);
+    p->hdr.start_monotonic_ns = get_u64(buf + 32);
+    p->hdr.flags = get_u32(buf + 40);
+
+    struct loader L = { .p = p };
+    r = decode_chunks(&L, buf, len, hsize);
+    free(buf);
+    free(L.tid_slot);
+    free(L.has_thread_rec);
+    if (r < 0) {
+        flamme_profile_free(p);
+        return fail(err, errlen, "%s: out of memory while loading", path);
+    }
+    if (p->nthreads > 1)
+        qsort(p->threads, p->nthreads, sizeof *p->threads, cmp_thread);
+    if (L.dropped)
+        fprintf(stderr, "%s: warning: %llu records used undefined ids and were ignored\n", path,
+                (unsigned long long)L.dropped);
+    return 0;
+}
+
+void flamme_profile_free(struct flamme_profile *p)
+{
+    for (size_t i = 0; i < p->nframes; i++) {
+        free(p->frames[i].function);
+        free(p->frames[i].module);
+    }
+    for (size_t i = 0; i < p->nstacks; i++)
+        free(p->stacks[i].frames);
+    for (size_t i = 0; i < p->nthreads; i++)
+        free(p->threads[i].name);
+    for (size_t i = 0; i < p->ninfo; i++) {
+        free(p->info[i].key);
+        free(p->info[i].value);
+    }
+    free(p->frames);
+    free(p->stacks);
+    free(p->samples);
+    free(p->threads);
+    free(p->info);
+    memset(p, 0, sizeof *p);
+}
+
+const struct flamme_thread *flamme_profile_thread(const struct flamme_profile *p, uint32_t tid)
+{
+    size_t lo = 0, hi = p->nthreads; /* threads are sorted by tid after load */
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (p->threads[mid].tid == tid)
+            return &p->threads[mid];
+        if (p->threads[mid].tid < tid)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return NULL;
+}
+
+const char *flamme_profile_info(const struct flamme_profile *p, const char *key)
+{
+    for (size_t i = p->ninfo; i-- > 0;) /* the last INFO for a key wins */
+        if (strcmp(p->info[i].key, key) == 0)
+            return p->info[i].value;
+    return NULL;
+}

@@ -1,0 +1,757 @@
+/*
+ * tests/unit/test_profile.c — the profile file format (common/profile.c):
+ * what the writer writes the reader gives back; damaged, truncated, hostile
+ * and newer files are handled as doc/format.md says. Some files are built by
+ * hand here (own little-endian encoder + zlib) so the tests check the spec,
+ * not only that the writer and reader agree with each other.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <sys/time.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include "common/profile.h"
+#include "tests/unit/check.h"
+
+static char dir[256];
+static char path[512];
+
+static struct flamme_header test_header(void)
+{
+    return (struct flamme_header){ .pid = 4242, .hz = 999, .start_realtime_ns = 1700000000123456789ull,
+                                   .start_monotonic_ns = 5555555555ull, .flags = 0 };
+}
+
+static flamme_pw *open_writer(const char *p)
+{
+    int fd = open(p, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    CHECK(fd >= 0);
+    struct flamme_header h = test_header();
+    flamme_pw *w = flamme_pw_open(fd, &h);
+    CHECK(w != NULL);
+    return w;
+}
+
+static size_t file_size(const char *p)
+{
+    struct stat st;
+    return stat(p, &st) == 0 ? (size_t)st.st_size : 0;
+}
+
+static uint8_t *slurp(const char *p, size_t *len)
+{
+    *len = file_size(p);
+    uint8_t *b = malloc(*len + 1);
+    FILE *f = fopen(p, "rb");
+    CHECK(f && fread(b, 1, *len, f) == *len);
+    if (f)
+        fclose(f);
+    return b;
+}
+
+static void spit(const char *p, const void *b, size_t len)
+{
+    FILE *f = fopen(p, "wb");
+    CHECK(f && fwrite(b, 1, len, f) == len);
+    if (f)
+        fclose(f);
+}
+
+/* ------------------------------------------------ hand-made encoder (spec) */
+
+struct buf {
+    uint8_t *b;
+    size_t len, cap;
+};
+
+static void b_bytes(struct buf *b, const void *p, size_t n)
+{
+    if (b->len + n > b->cap) {
+        b->cap = (b->len + n) * 2 + 64;
+        b->b = realloc(b->b, b->cap);
+    }
+    memcpy(b->b + b->len, p, n);
+    b->len += n;
+}
+
+static void b_u8(struct buf *b, uint8_t v) { b_bytes(b, &v, 1); }
+
+static void b_u16(struct buf *b, uint16_t v)
+{
+    uint8_t x[2] = { (uint8_t)v, (uint8_t)(v >> 8) };
+    b_bytes(b, x, 2);
+}
+
+static void b_u32(struct buf *b, uint32_t v)
+{
+    uint8_t x[4] = { (uint8_t)v, (uint8_t)(v >> 8), (uint8_t)(v >> 16), (uint8_t)(v >> 24) };
+    b_bytes(b, x, 4);
+}
+
+static void b_u64(struct buf *b, uint64_t v)
+{
+    b_u32(b, (uint32_t)v);
+    b_u32(b, (uint32_t)(v >> 32));
+}
+
+static void b_str(struct buf *b, const char *s)
+{
+    b_u32(b, (uint32_t)strlen(s));
+    b_bytes(b, s, strlen(s));
+}
+
+/* Header as in doc/format.md, with chosen version and header size. */
+static void b_header(struct buf *b, uint16_t major, uint16_t minor, uint32_t hsize)
+{
+    b_bytes(b, "FLAMMEPF", 8);
+    b_u16(b, major);
+    b_u16(b, minor);
+    b_u32(b, hsize);
+    b_u32(b, 77);           /* pid */
+    b_u32(b, 100);          /* hz */
+    b_u64(b, 1);            /* realtime */
+    b_u64(b, 2);            /* monotonic */
+    b_u32(b, 0);            /* flags */
+    while (b->len < hsize)
+        b_u8(b, 0);
+}
+
+/* Appends a chunk holding raw as payload (valid zlib stream and crc). */
+static void b_chunk(struct buf *b, const struct buf *raw)
+{
+    uLongf zl = compressBound(raw->len);
+    uint8_t *z = malloc(zl);
+    CHECK(compress2(z, &zl, raw->b, raw->len, 6) == Z_OK);
+    b_u32(b, 0x434d4c46u);
+    b_u32(b, (uint32_t)raw->len);
+    b_u32(b, (uint32_t)zl);
+    b_u32(b, (uint32_t)crc32(0, raw->b, (uInt)raw->len));
+    b_bytes(b, z, zl);
+    free(z);
+}
+
+/* Record header; the body follows with b_* calls. */
+static void b_rec(struct buf *b, uint8_t type, uint32_t body_len)
+{
+    b_u8(b, type);
+    b_u32(b, body_len);
+}
+
+static void b_frame(struct buf *b, uint32_t id, const char *fn)
+{
+    b_rec(b, FLAMME_REC_FRAME, (uint32_t)(4 + 8 + 8 + 4 + strlen(fn) + 4 + 3));
+    b_u32(b, id);
+    b_u64(b, 0x1000 + id);
+    b_u64(b, 0x10 + id);
+    b_str(b, fn);
+    b_str(b, "mod");
+}
+
+static void b_stack1(struct buf *b, uint32_t id, uint32_t frame)
+{
+    b_rec(b, FLAMME_REC_STACK, 12);
+    b_u32(b, id);
+    b_u32(b, 1);
+    b_u32(b, frame);
+}
+
+static void b_sample(struct buf *b, uint32_t stack, uint32_t tid, uint64_t t, uint32_t extra)
+{
+    b_rec(b, FLAMME_REC_SAMPLE, 28 + extra);
+    b_u32(b, stack);
+    b_u32(b, tid);
+    b_u32(b, 1);
+    b_u32(b, 0);
+    b_u32(b, 0);
+    b_u64(b, t);
+    for (uint32_t i = 0; i < extra; i++)
+        b_u8(b, 0xee);
+}
+
+/* ------------------------------------------------------------------ tests */
+
+TEST(round_trip_every_record)
+{
+    snprintf(path, sizeof path, "%s/rt.flamme", dir);
+    size_t longn = 100000;
+    char *longs = malloc(longn + 1);
+    for (size_t i = 0; i < longn; i++)
+        longs[i] = (char)('a' + i % 26);
+    longs[longn] = 0;
+    const char *utf8 = "caml\xc3\xa9t\xc3\xa9_\xe2\x82\xac_\xf0\x9f\x94\xa5";
+    flamme_pw *w = open_writer(path);
+    CHECK(flamme_pw_info(w, "cmd", "./prog arg;with;semis") == 0);
+    CHECK(flamme_pw_info(w, "", "") == 0);
+    CHECK(flamme_pw_info(w, "long", longs) == 0);
+    CHECK(flamme_pw_info(w, "cmd", "second") == 0);
+    CHECK(flamme_pw_thread(w, 100, FLAMME_THREAD_MAIN, 0, 1000, "main") == 0);
+    CHECK(flamme_pw_thread(w, 200, FLAMME_THREAD_SYSTHREAD, 1, 2000, "") == 0);
+    CHECK(flamme_pw_frame(w, 0, 0xdeadbeef00ull, 0x1234, "Foo.bar;baz", "/bin/prog") == 0);
+    CHECK(flamme_pw_frame(w, 1, UINT64_MAX, 0, "", "") == 0);
+    CHECK(flamme_pw_frame(w, 2, 0, UINT64_MAX, utf8, longs) == 0);
+    uint32_t fr[3] = { 2, 1, 0 };
+    CHECK(flamme_pw_stack(w, 0, 3, fr) == 0);
+    CHECK(flamme_pw_stack(w, 1, 0, NULL) == 0);
+    CHECK(flamme_pw_pending(w) > 0);
+    CHECK(flamme_pw_flush(w) == 0);
+    CHECK(flamme_pw_pending(w) == 0);
+    CHECK(flamme_pw_sample(w, 0, 100, 3, 0, FLAMME_SAMPLE_TRUNCATED, 5000) == 0);
+    CHECK(flamme_pw_sample(w, 1, 300, 1, -1, FLAMME_SAMPLE_BROKEN | FLAMME_SAMPLE_NO_OCAML, 7000) == 0);
+    CHECK(flamme_pw_sample(w, 0, 200, UINT32_MAX, INT32_MIN, 0, 6000) == 0);
+    CHECK(flamme_pw_lost(w, 100, 5) == 0);
+    CHECK(flamme_pw_lost(w, 100, 7) == 0);
+    CHECK(flamme_pw_lost(w, 400, 1) == 0);
+    CHECK(flamme_pw_thread(w, 100, FLAMME_THREAD_MAIN, 0, 8000, "main-renamed") == 0);
+    CHECK(flamme_pw_thread_end(w, 200, 9000) == 0);
+    CHECK(flamme_pw_close(w, 3, 13, 10000, 3) == 0);
+
+    struct flamme_profile p;
+    char err[512] = "";
+    CHECK(flamme_profile_load(path, &p, err, sizeof err) == 0);
+    CHECK(p.hdr.major == FLAMME_VERSION_MAJOR && p.hdr.minor == FLAMME_VERSION_MINOR);
+    CHECK(p.hdr.pid == 4242 && p.hdr.hz == 999);
+    CHECK(p.hdr.start_realtime_ns == 1700000000123456789ull);
+    CHECK(p.hdr.start_monotonic_ns == 5555555555ull);
+    CHECK(p.complete == 1 && p.truncated == 0);
+    CHECK(p.end_ns == 10000);
+    CHECK(p.lost == 13);
+
+    CHECK(p.ninfo == 4);
+    CHECK_STR(flamme_profile_info(&p, "cmd"), "second"); /* the last one wins */
+    CHECK_STR(flamme_profile_info(&p, ""), "");
+    CHECK_STR(flamme_profile_info(&p, "long"), longs);
+    CHECK(flamme_profile_info(&p, "nope") == NULL);
+
+    CHECK(p.nframes == 3);
+    if (p.nframes == 3) {
+        CHECK(p.frames[0].addr == 0xdeadbeef00ull && p.frames[0].offset == 0x1234);
+        CHECK_STR(p.frames[0].function, "Foo.bar;baz");
+        CHECK_STR(p.frames[0].module, "/bin/prog");
+        CHECK(p.frames[1].addr == UINT64_MAX);
+        CHECK_STR(p.frames[1].function, "");
+        CHECK_STR(p.frames[1].module, "");
+        CHECK(p.frames[2].offset == UINT64_MAX);
+        CHECK_STR(p.frames[2].function, utf8);
+        CHECK_STR(p.frames[2].module, longs);
+    }
+    CHECK(p.nstacks == 2);
+    if (p.nstacks == 2) {
+        CHECK(p.stacks[0].n == 3 && p.stacks[0].frames[0] == 2 && p.stacks[0].frames[2] == 0);
+        CHECK(p.stacks[1].n == 0);
+    }
+    CHECK(p.nsamples == 3);
+    if (p.nsamples == 3) {
+        struct flamme_sample *s = p.samples;
+        CHECK(s[0].stack_id == 0 && s[0].tid == 100 && s[0].weight == 3 && s[0].domain == 0);
+        CHECK(s[0].flags == FLAMME_SAMPLE_TRUNCATED && s[0].time_ns == 5000);
+        CHECK(s[1].stack_id == 1 && s[1].tid == 300 && s[1].domain == -1);
+        CHECK(s[1].flags == (FLAMME_SAMPLE_BROKEN | FLAMME_SAMPLE_NO_OCAML));
+        CHECK(s[2].weight == UINT32_MAX && s[2].domain == INT32_MIN && s[2].time_ns == 6000);
+    }
+    CHECK(p.nthreads == 4); /* 100, 200, 300 (samples only), 400 (LOST only) */
+    const struct flamme_thread *t = flamme_profile_thread(&p, 100);
+    CHECK(t && t->kind == FLAMME_THREAD_MAIN && t->start_ns == 1000 && t->lost == 12);
+    if (t)
+        CHECK_STR(t->name, "main-renamed");
+    t = flamme_profile_thread(&p, 200);
+    CHECK(t && t->kind == FLAMME_THREAD_SYSTHREAD && t->domain == 1 && t->end_ns == 9000);
+    if (t)
+        CHECK_STR(t->name, "");
+    t = flamme_profile_thread(&p, 300);
+    CHECK(t && t->kind == FLAMME_THREAD_UNKNOWN && t->end_ns == 0 && t->lost == 0);
+    if (t)
+        CHECK_STR(t->name, "");
+    t = flamme_profile_thread(&p, 400);
+    CHECK(t && t->lost == 1);
+    CHECK(flamme_profile_thread(&p, 101) == NULL);
+    flamme_profile_free(&p);
+    free(longs);
+}
+
+/* Walks the chunk headers of a file; returns the number of whole chunks and
+ * stores each chunk's end offset in ends[] (up to max). */
+static size_t chunk_ends(const uint8_t *b, size_t len, size_t *ends, size_t max)
+{
+    size_t off = FLAMME_HEADER_SIZE, n = 0;
+    while (off + 16 <= len) {
+        uint32_t zlen = (uint32_t)b[off + 8] | (uint32_t)b[off + 9] << 8 |
+                        (uint32_t)b[off + 10] << 16 | (uint32_t)b[off + 11] << 24;
+        if (off + 16 + zlen > len)
+            break;
+        off += 16 + zlen;
+        if (n < max)
+            ends[n] = off;
+        n++;
+    }
+    return n;
+}
+
+TEST(many_chunks_and_auto_flush)
+{
+    snprintf(path, sizeof path, "%s/many.flamme", dir);
+    flamme_pw *w = open_writer(path);
+    uint32_t f = 0;
+    CHECK(flamme_pw_frame(w, 0, 1, 1, "f", "m") == 0);
+    CHECK(flamme_pw_stack(w, 0, 1, &f) == 0);
+    /* 200 explicit chunks of 1000 samples, then 400000 samples with no flush
+     * at all: more than one chunk's worth, the writer must split by itself. */
+    for (uint32_t i = 0; i < 200000; i++) {
+        CHECK(flamme_pw_sample(w, 0, 1 + i % 3, 1, 0, 0, i) == 0);
+        if (i % 1000 == 999)
+            CHECK(flamme_pw_flush(w) == 0);
+    }
+    for (uint32_t i = 200000; i < 600000; i++)
+        flamme_pw_sample(w, 0, 1, 1, 0, 0, i);
+    CHECK(flamme_pw_close(w, 600000, 0, 0, 3) == 0);
+    size_t len;
+    uint8_t *b = slurp(path, &len);
+    CHECK(chunk_ends(b, len, NULL, 0) > 202);
+    free(b);
+
+    struct flamme_profile p;
+    char err[512];
+    CHECK(flamme_profile_load(path, &p, err, sizeof err) == 0);
+    CHECK(p.nsamples == 600000 && p.complete && !p.truncated);
+    int order_ok = 1;
+    for (size_t i = 0; i < p.nsamples; i++)
+        order_ok &= p.samples[i].time_ns == i;
+    CHECK(order_ok);
+    CHECK(p.nthreads == 3);
+    flamme_profile_free(&p);
+}
+
+TEST(truncated_at_every_offset)
+{
+    char full[600];
+    snprintf(full, sizeof full, "%s/full.flamme", dir);
+    snprintf(path, sizeof path, "%s/cut.flamme", dir);
+    flamme_pw *w = open_writer(full);
+    uint32_t fr[2] = { 0, 1 };
+    /* Chunk 1: definitions; chunks 2..4: 3 samples each; last chunk: END. */
+    CHECK(flamme_pw_thread(w, 9, FLAMME_THREAD_MAIN, 0, 1, "main") == 0);
+    CHECK(flamme_pw_frame(w, 0, 10, 1, "leaf", "m") == 0);
+    CHECK(flamme_pw_frame(w, 1, 20, 2, "root", "m") == 0);
+    CHECK(flamme_pw_stack(w, 0, 2, fr) == 0);
+    CHECK(flamme_pw_flush(w) == 0);
+    for (int c = 0; c < 3; c++) {
+        for (int i = 0; i < 3; i++)
+            CHECK(flamme_pw_sample(w, 0, 9, 1, 0, 0, (uint64_t)(100 + c * 10 + i)) == 0);
+        CHECK(flamme_pw_flush(w) == 0);
+    }
+    CHECK(flamme_pw_close(w, 9, 0, 500, 1) == 0);
+    size_t len, ends[16];
+    uint8_t *b = slurp(full, &len);
+    size_t nch = chunk_ends(b, len, ends, 16);
+    CHECK(nch == 5 && ends[nch - 1] == len);
+
+    int bad_rc = 0, bad_trunc = 0, bad_samples = 0, bad_complete = 0, bad_msg = 0;
+    for (size_t cut = 0; cut <= len; cut++) {
+        spit(path, b, cut);
+        struct flamme_profile p;
+        char err[512] = "";
+        int rc = flamme_profile_load(path, &p, err, sizeof err);
+        if (cut < FLAMME_HEADER_SIZE) {
+            bad_rc += rc != -1;
+            bad_msg += strncmp(err, path, strlen(path)) != 0; /* "FILE: ..." */
+            if (cut < 8)
+                bad_msg += strstr(err, "not a flamme profile") == NULL;
+            continue;
+        }
+        bad_rc += rc != 0;
+        if (rc != 0)
+            continue;
+        size_t whole = 0; /* complete chunks inside the cut */
+        int at_boundary = cut == FLAMME_HEADER_SIZE;
+        for (size_t k = 0; k < nch; k++) {
+            if (ends[k] <= cut)
+                whole = k + 1;
+            at_boundary |= ends[k] == cut;
+        }
+        bad_trunc += p.truncated != !at_boundary;
+        size_t want = whole >= 2 ? 3 * (whole - 1 < 3 ? whole - 1 : 3) : 0;
+        bad_samples += p.nsamples != want;
+        bad_samples += p.nframes != (whole >= 1 ? 2u : 0u);
+        bad_complete += p.complete != (cut == len);
+        flamme_profile_free(&p);
+    }
+    CHECK(bad_rc == 0);
+    CHECK(bad_msg == 0);
+    CHECK(bad_trunc == 0);
+    CHECK(bad_samples == 0);
+    CHECK(bad_complete == 0);
+    free(b);
+}
+
+TEST(corrupted_chunks_stop_decoding)
+{
+    char full[600];
+    snprintf(full, sizeof full, "%s/full2.flamme", dir);
+    snprintf(path, sizeof path, "%s/bad.flamme", dir);
+    flamme_pw *w = open_writer(full);
+    uint32_t f0 = 0;
+    CHECK(flamme_pw_frame(w, 0, 10, 1, "leaf", "m") == 0);
+    CHECK(flamme_pw_stack(w, 0, 1, &f0) == 0);
+    CHECK(flamme_pw_sample(w, 0, 1, 1, 0, 0, 1) == 0);
+    CHECK(flamme_pw_flush(w) == 0);
+    CHECK(flamme_pw_sample(w, 0, 1, 1, 0, 0, 2) == 0);
+    CHECK(flamme_pw_flush(w) == 0);
+    CHECK(flamme_pw_close(w, 2, 0, 3, 1) == 0);
+    size_t len, ends[8];
+    uint8_t *b = slurp(full, &len);
+    CHECK(chunk_ends(b, len, ends, 8) == 3);
+
+    /* Bad crc of chunk 2: chunk 1 survives, nothing after. */
+    b[ends[0] + 12] ^= 0x01;
+    spit(path, b, len);
+    struct flamme_profile p;
+    char err[512];
+    CHECK(flamme_profile_load(path, &p, err, sizeof err) == 0);
+    CHECK(p.truncated == 1 && p.nsamples == 1 && p.complete == 0);
+    flamme_profile_free(&p);
+    b[ends[0] + 12] ^= 0x01;
+
+    /* A damaged byte inside chunk 2's zlib stream. */
+    b[ends[1] - 3] ^= 0x40;
+    spit(path, b, len);
+    CHECK(flamme_profile_load(path, &p, err, sizeof err) == 0);
+    CHECK(p.truncated == 1 && p.nsamples == 1);
+    flamme_profile_free(&p);
+    b[ends[1] - 3] ^= 0x40;
+
+    /* Bad chunk magic. */
+    b[ends[0]] = 'X';
+    spit(path, b, len);
+    CHECK(flamme_profile_load(path, &p, err, sizeof err) == 0);
+    CHECK(p.truncated == 1 && p.nsamples == 1);
+    flamme_profile_free(&p);
+    b[ends[0]] = 'F';
+
+    /* Garbage appended after a complete profile. */
+    uint8_t *b2 = malloc(len + 5);
+    memcpy(b2, b, len);
+    memcpy(b2 + len, "junk!", 5);
+    spit(path, b2, len + 5);
+    CHECK(flamme_profile_load(path, &p, err, sizeof err) == 0);
+    CHECK(p.truncated == 1 && p.complete == 1 && p.nsamples == 2);
+    flamme_profile_free(&p);
+
+    /* Restored: intact again (the test edits above are what broke it). */
+    spit(path, b, len);
+    CHECK(flamme_profile_load(path, &p, err, sizeof err) == 0);
+    CHECK(p.truncated == 0 && p.complete == 1 && p.nsamples == 2);
+    flamme_profile_free(&p);
+    free(b);
+    free(b2);
+}
+
+TEST(newer_major_rejected)
+{
+    snprintf(path, sizeof path, "%s/v2.flamme", dir);
+    struct buf b = { 0 }, raw = { 0 };
+    b_header(&b, 2, 3, 64);
+    b_frame(&raw, 0, "f");
+    b_chunk(&b, &raw);
+    spit(path, b.b, b.len);
+    struct flamme_profile p;
+    char err[512] = "";
+    CHECK(flamme_profile_load(path, &p, err, sizeof err) == -1);
+    char want[700];
+    snprintf(want, sizeof want,
+             "%s: profile format 2.x is newer than this flamme (1.x); upgrade flamme", path);
+    CHECK_STR(err, want);
+    free(b.b);
+    free(raw.b);
+}
+
+TEST(newer_minor_accepted)
+{
+    /* A 1.5 file: larger header, an unknown record type, an extra trailing
+     * field on SAMPLE. All of it must be skipped, the rest read. */
+    snprintf(path, sizeof path, "%s/v15.flamme", dir);
+    struct buf b = { 0 }, raw = { 0 };
+    b_header(&b, 1, 5, 96);
+    b_rec(&raw, 200, 6);
+    b_bytes(&raw, "future", 6);
+    b_frame(&raw, 0, "f");
+    b_rec(&raw, 201, 0);
+    b_stack1(&raw, 0, 0);
+    b_sample(&raw, 0, 5, 42, 8);
+    b_chunk(&b, &raw);
+    spit(path, b.b, b.len);
+    struct flamme_profile p;
+    char err[512] = "";
+    CHECK(flamme_profile_load(path, &p, err, sizeof err) == 0);
+    CHECK(p.hdr.major == 1 && p.hdr.minor == 5 && p.hdr.pid == 77);
+    CHECK(p.nframes == 1 && p.nstacks == 1 && p.nsamples == 1 && !p.truncated);
+    if (p.nsamples == 1)
+        CHECK(p.samples[0].time_ns == 42 && p.samples[0].tid == 5);
+    CHECK(p.end_ns == 42 && !p.complete); /* no END: time of the last sample */
+    flamme_profile_free(&p);
+    free(b.b);
+    free(raw.b);
+}
+
+TEST(garbage_rejected)
+{
+    snprintf(path, sizeof path, "%s/garbage", dir);
+    struct flamme_profile p;
+    char err[512] = "";
+    const char *texts[] = { "", "hello", "main;foo;bar 12\n", "FLAMMEPX and more and more and more and "
+                            "more and more bytes to make it longer than a header" };
+    for (size_t i = 0; i < sizeof texts / sizeof *texts; i++) {
+        spit(path, texts[i], strlen(texts[i]));
+        err[0] = 0;
+        CHECK(flamme_profile_load(path, &p, err, sizeof err) == -1);
+        char want[700];
+        snprintf(want, sizeof want, "%s: not a flamme profile", path);
+        CHECK_STR(err, want);
+    }
+    snprintf(path, sizeof path, "%s/does-not-exist", dir);
+    CHECK(flamme_profile_load(path, &p, err, sizeof err) == -1);
+    CHECK(strstr(err, "does-not-exist") != NULL);
+    CHECK(flamme_is_profile("FLAMMEPF", 8) == 1);
+    CHECK(flamme_is_profile("FLAMMEP", 7) == 0);
+}
+
+TEST(hostile_ids_and_lengths)
+{
+    snprintf(path, sizeof path, "%s/hostile.flamme", dir);
+    struct buf b = { 0 }, raw = { 0 };
+    b_header(&b, 1, 0, 64);
+    b_sample(&raw, 0, 1, 1, 0);   /* stack 0 not defined yet: dropped */
+    b_frame(&raw, 5, "gap");      /* frame 5 before 0..4: dropped */
+    b_frame(&raw, 0, "f0");
+    b_stack1(&raw, 0, 3);         /* frame 3 undefined: dropped */
+    b_stack1(&raw, 0, 0);
+    b_sample(&raw, 0, 1, 2, 0);   /* fine */
+    b_sample(&raw, 7, 1, 3, 0);   /* stack 7 undefined: dropped */
+    b_chunk(&b, &raw);
+    raw.len = 0;
+    /* Second chunk: a STACK claiming 2^30 frames in a 12-byte body. */
+    b_rec(&raw, FLAMME_REC_STACK, 12);
+    b_u32(&raw, 1);
+    b_u32(&raw, 1u << 30);
+    b_u32(&raw, 0);
+    b_chunk(&b, &raw);
+    raw.len = 0;
+    b_sample(&raw, 0, 1, 4, 0);   /* never reached: decoding stopped */
+    b_chunk(&b, &raw);
+    spit(path, b.b, b.len);
+    struct flamme_profile p;
+    char err[512] = "";
+    CHECK(flamme_profile_load(path, &p, err, sizeof err) == 0);
+    CHECK(p.nframes == 1 && p.nstacks == 1 && p.nsamples == 1);
+    if (p.nsamples == 1)
+        CHECK(p.samples[0].time_ns == 2);
+    CHECK(p.truncated == 1);
+    flamme_profile_free(&p);
+
+    /* A chunk header claiming a huge payload is refused, not allocated. */
+    b.len = 0;
+    b_header(&b, 1, 0, 64);
+    b_u32(&b, 0x434d4c46u);
+    b_u32(&b, 0xffffffffu);
+    b_u32(&b, 4);
+    b_u32(&b, 0);
+    b_u32(&b, 0);
+    spit(path, b.b, b.len);
+    CHECK(flamme_profile_load(path, &p, err, sizeof err) == 0);
+    CHECK(p.truncated == 1 && p.nsamples == 0);
+    flamme_profile_free(&p);
+    free(b.b);
+    free(raw.b);
+}
+
+static uint64_t rng = 0x9e3779b97f4a7c15ull;
+
+static uint64_t rnd(void)
+{
+    rng ^= rng << 13;
+    rng ^= rng >> 7;
+    rng ^= rng << 17;
+    return rng;
+}
+
+TEST(fuzzed_payloads_never_crash)
+{
+    /* Valid chunks (good zlib, good crc) around randomly damaged records:
+     * this reaches the record decoder, which a damaged file would not. */
+    snprintf(path, sizeof path, "%s/fuzz.flamme", dir);
+    struct buf raw = { 0 }, b = { 0 };
+    b_frame(&raw, 0, "f0");
+    b_frame(&raw, 1, "f1");
+    b_stack1(&raw, 0, 1);
+    b_rec(&raw, FLAMME_REC_THREAD, 4 + 1 + 4 + 8 + 4 + 2);
+    b_u32(&raw, 3);
+    b_u8(&raw, 1);
+    b_u32(&raw, 0);
+    b_u64(&raw, 9);
+    b_str(&raw, "th");
+    b_sample(&raw, 0, 3, 5, 0);
+    b_rec(&raw, FLAMME_REC_LOST, 12);
+    b_u32(&raw, 3);
+    b_u64(&raw, 2);
+    b_rec(&raw, FLAMME_REC_INFO, 4 + 1 + 4 + 1);
+    b_str(&raw, "k");
+    b_str(&raw, "v");
+    b_rec(&raw, FLAMME_REC_END, 28);
+    for (int i = 0; i < 28; i++)
+        b_u8(&raw, 0);
+    int bad = 0;
+    /* Dropped-id warnings would flood the output: silence stderr. */
+    fflush(stderr);
+    int saved = dup(2), devnull = open("/dev/null", O_WRONLY);
+    dup2(devnull, 2);
+    uint8_t *orig = malloc(raw.len);
+    memcpy(orig, raw.b, raw.len);
+    for (int iter = 0; iter < 3000; iter++) {
+        memcpy(raw.b, orig, raw.len);
+        int nflip = 1 + (int)(rnd() % 4);
+        for (int k = 0; k < nflip; k++)
+            raw.b[rnd() % raw.len] = (uint8_t)(rnd() % 4 == 0 ? 0xff : rnd());
+        b.len = 0;
+        b_header(&b, 1, 0, 64);
+        b_chunk(&b, &raw);
+        spit(path, b.b, b.len);
+        struct flamme_profile p;
+        char err[512];
+        int rc = flamme_profile_load(path, &p, err, sizeof err);
+        if (rc != 0) {
+            bad++;
+            continue;
+        }
+        for (size_t i = 0; i < p.nsamples; i++) /* every kept id is defined */
+            bad += p.samples[i].stack_id >= p.nstacks;
+        for (size_t i = 0; i < p.nstacks; i++)
+            for (uint32_t k = 0; k < p.stacks[i].n; k++)
+                bad += p.stacks[i].frames[k] >= p.nframes;
+        flamme_profile_free(&p);
+    }
+    fflush(stderr);
+    dup2(saved, 2);
+    close(saved);
+    close(devnull);
+    CHECK(bad == 0);
+    free(orig);
+    free(raw.b);
+    free(b.b);
+}
+
+TEST(write_error_is_sticky)
+{
+    signal(SIGPIPE, SIG_IGN);
+    int pfd[2];
+    CHECK(pipe(pfd) == 0);
+    struct flamme_header h = test_header();
+    flamme_pw *w = flamme_pw_open(pfd[1], &h);
+    CHECK(w != NULL);
+    char hdr[FLAMME_HEADER_SIZE];
+    CHECK(read(pfd[0], hdr, sizeof hdr) == (ssize_t)sizeof hdr);
+    CHECK(flamme_is_profile(hdr, sizeof hdr));
+    close(pfd[0]); /* nobody reads any more: the next write fails (EPIPE) */
+    CHECK(flamme_pw_info(w, "a", "b") == 0); /* buffered only */
+    CHECK(flamme_pw_flush(w) == -1);
+    CHECK(flamme_pw_info(w, "a", "b") == -1);
+    CHECK(flamme_pw_flush(w) == -1);
+    CHECK(flamme_pw_close(w, 0, 0, 0, 0) == -1);
+}
+
+/* Reads a pipe slowly, into a file, while the test's main thread writes. */
+static void *slow_reader(void *arg)
+{
+    int *fds = arg;
+    sigset_t s;
+    sigemptyset(&s);
+    sigaddset(&s, SIGALRM);
+    pthread_sigmask(SIG_BLOCK, &s, NULL);
+    char buf[4096];
+    for (;;) {
+        ssize_t k = read(fds[0], buf, sizeof buf);
+        if (k < 0 && errno == EINTR)
+            continue;
+        if (k <= 0)
+            break;
+        if (write(fds[1], buf, (size_t)k) != k)
+            break;
+        usleep(50);
+    }
+    return NULL;
+}
+
+static volatile sig_atomic_t alarms;
+static void on_alarm(int sig) { alarms++; }
+
+TEST(short_writes_and_eintr)
+{
+    /* Big chunks into a slowly drained pipe while SIGALRM (no SA_RESTART)
+     * keeps interrupting: write() returns short counts and EINTR. */
+    snprintf(path, sizeof path, "%s/pipe.flamme", dir);
+    int pfd[2];
+    CHECK(pipe(pfd) == 0);
+    int out = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    int fds[2] = { pfd[0], out };
+    pthread_t th;
+    CHECK(pthread_create(&th, NULL, slow_reader, fds) == 0);
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_alarm;
+    sigaction(SIGALRM, &sa, NULL);
+    struct itimerval it = { { 0, 500 }, { 0, 500 } };
+    setitimer(ITIMER_REAL, &it, NULL);
+    struct flamme_header h = test_header();
+    flamme_pw *w = flamme_pw_open(pfd[1], &h);
+    CHECK(w != NULL);
+    uint32_t f = 0;
+    char name[64];
+    for (uint32_t i = 0; i < 20000; i++) { /* little-compressible names */
+        snprintf(name, sizeof name, "fn_%llx", (unsigned long long)rnd());
+        CHECK(flamme_pw_frame(w, i, i, i, name, "m") == 0);
+    }
+    CHECK(flamme_pw_stack(w, 0, 1, &f) == 0);
+    for (uint32_t i = 0; i < 50000; i++)
+        CHECK(flamme_pw_sample(w, 0, 1, 1, 0, 0, rnd()) == 0);
+    CHECK(flamme_pw_close(w, 50000, 0, 1, 1) == 0);
+    struct itimerval off = { { 0, 0 }, { 0, 0 } };
+    setitimer(ITIMER_REAL, &off, NULL);
+    pthread_join(th, NULL);
+    close(pfd[0]);
+    close(out);
+    CHECK(alarms > 0);
+    struct flamme_profile p;
+    char err[512];
+    CHECK(flamme_profile_load(path, &p, err, sizeof err) == 0);
+    CHECK(p.complete && !p.truncated && p.nframes == 20000 && p.nsamples == 50000);
+    flamme_profile_free(&p);
+}
+
+int main(void)
+{
+    const char *tmp = getenv("TMPDIR");
+    snprintf(dir, sizeof dir, "%s/flamme-test-profile-XXXXXX", tmp && *tmp ? tmp : "/tmp");
+    if (!mkdtemp(dir)) {
+        perror("mkdtemp");
+        return 1;
+    }
+    RUN(round_trip_every_record);
+    RUN(many_chunks_and_auto_flush);
+    RUN(truncated_at_every_offset);
+    RUN(corrupted_chunks_stop_decoding);
+    RUN(newer_major_rejected);
+    RUN(newer_minor_accepted);
+    RUN(garbage_rejected);
+    RUN(hostile_ids_and_lengths);
+    RUN(fuzzed_payloads_never_crash);
+    RUN(write_error_is_sticky);
+    RUN(short_writes_and_eintr);
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    if (system(cmd) != 0)
+        fprintf(stderr, "could not remove %s\n", dir);
+    return CHECK_DONE();
+}

@@ -1,0 +1,24 @@
+/*
+ * agent/agent.h — process-wide agent state shared by the agent's modules.
+ * Written once by the start-up constructor (before any other thread of the
+ * agent exists), then read-only except `flamme_agent_sampling`.
+ */
+#ifndef FLAMME_AGENT_AGENT_H
+#define FLAMME_AGENT_AGENT_H
+#include <stdatomic.h>
+#include <sys/types.h>
+
+#include "agent/config.h"
+
+extern struct flamme_config flamme_cfg;
+/* 1 while samples are taken: set (release) by the constructor after the
+ * handler is installed, cleared at exit before timers are deleted; the
+ * handler and pthread_create wrapper load it (acquire). */
+extern _Atomic int flamme_agent_sampling;
+/* pid of the process that owns the profile (a forked child differs). */
+extern pid_t flamme_agent_pid;
+
+/* Prints "flamme: <msg>" on stderr unless FLAMME_QUIET (errors: always). */
+void flamme_agent_warn(int always, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+#endif

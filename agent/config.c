@@ -1,0 +1,78 @@
+/*
+ * agent/config.c — environment parsing for the agent (see config.h).
+ * Runs in the constructor only.
+ */
+#include "agent/config.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* Parses env var `name` as an integer in [lo, hi]. Returns the value, or def
+ * when unset; warns and returns def when malformed or out of range. */
+static long env_long(const char *name, long def, long lo, long hi)
+{
+    const char *s = getenv(name);
+    if (!s || !*s)
+        return def;
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno || *end || v < lo || v > hi) {
+        fprintf(stderr, "flamme: %s=%s is not an integer in %ld..%ld; using %ld\n", name, s, lo,
+                hi, def);
+        return def;
+    }
+    return v;
+}
+
+/* Expands %p (pid) and %% in pattern into out. Returns 0, or -1 if the
+ * result does not fit. */
+static int expand_output(const char *pattern, char *out, size_t outlen)
+{
+    size_t o = 0;
+    for (const char *p = pattern; *p; p++) {
+        char tmp[32];
+        const char *add = tmp;
+        if (p[0] == '%' && p[1] == 'p') {
+            snprintf(tmp, sizeof tmp, "%d", (int)getpid());
+            p++;
+        } else if (p[0] == '%' && p[1] == '%') {
+            tmp[0] = '%', tmp[1] = 0;
+            p++;
+        } else {
+            tmp[0] = *p, tmp[1] = 0;
+        }
+        size_t l = strlen(add);
+        if (o + l + 1 > outlen)
+            return -1;
+        memcpy(out + o, add, l);
+        o += l;
+    }
+    out[o] = 0;
+    return 0;
+}
+
+void flamme_config_load(struct flamme_config *c)
+{
+    memset(c, 0, sizeof *c);
+    c->quiet = env_long("FLAMME_QUIET", 0, 0, 1);
+    c->excl = env_long("FLAMME_EXCL", 0, 0, 1);
+    c->disabled = env_long("FLAMME_DISABLE", 0, 0, 1);
+    c->hz = (int)env_long("FLAMME_HZ", 99, 1, 10000);
+    c->depth = (int)env_long("FLAMME_DEPTH", 8192, 16, 1000000);
+    long ring_kb = env_long("FLAMME_RING_KB", 1024, 64, 1L << 22);
+    uint64_t words = (uint64_t)ring_kb * 1024 / 8;
+    uint64_t min_words = 4 * ((uint64_t)c->depth + 8);
+    c->ring_words = words < min_words ? min_words : words;
+
+    const char *out = getenv("FLAMME_OUTPUT");
+    if (!out || !*out)
+        out = "flamme.%p.flm";
+    if (expand_output(out, c->output, sizeof c->output) != 0) {
+        fprintf(stderr, "flamme: FLAMME_OUTPUT is too long; using flamme.%%p.flm\n");
+        expand_output("flamme.%p.flm", c->output, sizeof c->output);
+    }
+}

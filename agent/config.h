@@ -1,0 +1,34 @@
+/*
+ * agent/config.h — the agent's settings, read once from the environment in
+ * the start-up constructor (single-threaded, before main).
+ *
+ *   FLAMME_OUTPUT  profile path; %p = pid (default flamme.%p.flm)
+ *   FLAMME_HZ      samples per CPU-second per thread, 1..10000 (default 99)
+ *   FLAMME_DEPTH   max frames per sample, 16..1000000 (default 8192)
+ *   FLAMME_RING_KB per-thread ring size in KiB (default: 1024, raised to hold
+ *                  four samples of FLAMME_DEPTH frames)
+ *   FLAMME_QUIET   1: no informational lines on stderr (errors still printed)
+ *   FLAMME_EXCL    1 (set by `flamme record`): never overwrite an existing
+ *                  output; a second process of the same run writes OUTPUT.<pid>
+ *   FLAMME_DISABLE 1: load but do nothing
+ * A bad value prints one line on stderr and the default is used.
+ */
+#ifndef FLAMME_AGENT_CONFIG_H
+#define FLAMME_AGENT_CONFIG_H
+#include <stdint.h>
+
+struct flamme_config {
+    char output[4096];
+    int hz;
+    int depth;
+    uint64_t ring_words;
+    int quiet;
+    int excl;
+    int disabled;
+};
+
+/* Fills c from the environment; never fails (bad values fall back to defaults
+ * with a warning on stderr). */
+void flamme_config_load(struct flamme_config *c);
+
+#endif

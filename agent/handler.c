@@ -1,0 +1,193 @@
+/*
+ * agent/handler.c — SIGPROF handler: one sample of the interrupted thread's
+ * stack into its ring. Runs in signal context on the sampled thread only:
+ * no malloc, no locks, no stdio; atomics are lock-free.
+ */
+#include "agent/handler.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <string.h>
+#include <ucontext.h>
+
+#include "agent/agent.h"
+#include "agent/threads.h"
+#include "common/profile.h"
+#include "writer/ring.h"
+
+#define MAX_RANGES 16
+
+static struct sigaction prev_action;
+
+/* Index of the range holding [addr, addr+len), or -1. */
+static int find_range(const struct flamme_range *r, int n, uintptr_t addr, uintptr_t len,
+                      int hint)
+{
+    if (hint >= 0 && addr >= r[hint].lo && addr + len <= r[hint].hi && addr + len > addr)
+        return hint;
+    for (int i = 0; i < n; i++)
+        if (addr >= r[i].lo && addr + len <= r[i].hi && addr + len > addr)
+            return i;
+    return -1;
+}
+
+/* When the sampled pc sits at a point where rbp does not yet (or no longer)
+ * describe the current function's frame, returns the caller's return address
+ * read from the stack pointer and sets *ok; otherwise *ok = 0. Reads the code
+ * bytes at pc, which are mapped since the thread was executing them. */
+static uintptr_t leaf_caller(uintptr_t pc, uintptr_t sp, const struct flamme_range *r, int n,
+                             int *ok)
+{
+    const unsigned char *c = (const unsigned char *)pc;
+    uintptr_t slot;
+    *ok = 0;
+    if (c[0] == 0x55 || c[0] == 0xc3) /* push %rbp (entry) / ret (after pop %rbp) */
+        slot = sp;
+    else if (c[0] == 0x48 && c[1] == 0x89 && c[2] == 0xe5) /* mov %rsp,%rbp: rbp pushed */
+        slot = sp + 8;
+    else
+        return 0;
+    if (find_range(r, n, slot, 8, -1) < 0)
+        return 0;
+    *ok = 1;
+    return *(const uintptr_t *)slot;
+}
+
+uint32_t flamme_walk_sigsafe(uintptr_t pc, uintptr_t sp, uintptr_t fp,
+                             const struct flamme_range *ranges, int nranges, uint64_t *frames,
+                             uint32_t max, uint32_t *flags)
+{
+    uint32_t n = 0;
+    *flags = 0;
+    if (max == 0)
+        return 0;
+    frames[n++] = pc;
+    int ok;
+    uintptr_t caller = leaf_caller(pc, sp, ranges, nranges, &ok);
+    if (ok && n < max && caller)
+        frames[n++] = caller;
+    int cur = -1, switches = 0;
+    while (n < max) {
+        if (fp == 0)
+            return n; /* clean end: clone/_start zero rbp */
+        int r = (fp & 7) ? -1 : find_range(ranges, nranges, fp, 16, cur);
+        if (r < 0) {
+            *flags |= FLAMME_SAMPLE_BROKEN;
+            return n;
+        }
+        uintptr_t next = ((const uintptr_t *)fp)[0];
+        uintptr_t ret = ((const uintptr_t *)fp)[1];
+        if (ret == 0)
+            return n;
+        frames[n++] = ret;
+        /* Within one stack the chain must move towards older frames (higher
+         * addresses); crossing to another stack (fiber -> parent, OCaml ->
+         * C) may go either way, but only a bounded number of times. */
+        if (next != 0 && next <= fp && find_range(ranges, nranges, next, 16, r) == r) {
+            *flags |= FLAMME_SAMPLE_BROKEN;
+            return n;
+        }
+        if (r != cur) {
+            if (++switches > 4 * MAX_RANGES) {
+                *flags |= FLAMME_SAMPLE_BROKEN;
+                return n;
+            }
+            cur = r;
+        }
+        fp = next;
+    }
+    *flags |= FLAMME_SAMPLE_TRUNCATED;
+    return n;
+}
+
+/* Hands a SIGPROF that is not ours (another profiler, setitimer, kill) to
+ * whoever had the signal before us; a default disposition would kill the
+ * program, so in that case it is dropped. */
+static void forward(int sig, siginfo_t *si, void *uc)
+{
+    if (prev_action.sa_flags & SA_SIGINFO) {
+        if (prev_action.sa_sigaction)
+            prev_action.sa_sigaction(sig, si, uc);
+    } else if (prev_action.sa_handler != SIG_DFL && prev_action.sa_handler != SIG_IGN &&
+               prev_action.sa_handler) {
+        prev_action.sa_handler(sig);
+    }
+}
+
+static void flamme_sigprof(int sig, siginfo_t *si, void *ucv)
+{
+    int saved_errno = errno;
+    struct flamme_slot *s = flamme_thread_self_sigsafe();
+    if (si->si_code != SI_TIMER || !s || si->si_value.sival_ptr != s) {
+        forward(sig, si, ucv);
+        errno = saved_errno;
+        return;
+    }
+    /* Pairs with the release store at exit: once sampling stops, rings are
+     * no longer fed. */
+    if (!atomic_load_explicit(&flamme_agent_sampling, memory_order_acquire)) {
+        errno = saved_errno;
+        return;
+    }
+    ucontext_t *uc = ucv;
+    uintptr_t pc = (uintptr_t)uc->uc_mcontext.gregs[REG_RIP];
+    uintptr_t sp = (uintptr_t)uc->uc_mcontext.gregs[REG_RSP];
+    uintptr_t fp = (uintptr_t)uc->uc_mcontext.gregs[REG_RBP];
+
+    struct flamme_range ranges[MAX_RANGES];
+    int nr = 0;
+    if (s->stack_hi > s->stack_lo) {
+        ranges[nr].lo = s->stack_lo;
+        ranges[nr].hi = s->stack_hi;
+        nr++;
+    }
+    uint32_t sflags = 0;
+    int32_t domain = -1;
+    int nocaml = 1;
+    if (s->caml_state_slot) {
+        const void *ds = *s->caml_state_slot;
+        /* In a blocking section caml_state is NULL; the last state this thread
+         * used still describes its OCaml stack if its c_stack test passes. */
+        if (ds)
+            s->last_ds = ds;
+        else
+            ds = s->last_ds;
+        int k = flamme_ocaml_ranges_sigsafe(ds, s->stack_lo, s->stack_hi, ranges + nr,
+                                            MAX_RANGES - nr, &domain);
+        nocaml = k == 0;
+        nr += k;
+    }
+    if (nocaml)
+        sflags |= FLAMME_SAMPLE_NO_OCAML;
+
+    uint64_t max = (uint64_t)flamme_cfg.depth;
+    uint64_t *rec = flamme_ring_reserve_sigsafe(s->ring, max + FLAMME_SAMPLE_HDR_WORDS);
+    if (!rec) {
+        atomic_fetch_add_explicit(&s->lost, 1, memory_order_relaxed);
+        errno = saved_errno;
+        return;
+    }
+    uint32_t wflags;
+    uint32_t n = flamme_walk_sigsafe(pc, sp, fp, ranges, nr, rec + FLAMME_SAMPLE_HDR_WORDS,
+                                     (uint32_t)max, &wflags);
+    sflags |= wflags;
+    /* A POSIX timer's overrun count says how many expiries merged into this
+     * signal: weigh the sample by all of them so CPU time adds up. */
+    uint32_t weight = 1u + (si->si_overrun > 0 ? (uint32_t)si->si_overrun : 0u);
+    rec[0] = flamme_ring_header(n + FLAMME_SAMPLE_HDR_WORDS, FLAMME_RING_SAMPLE, sflags);
+    rec[1] = flamme_now_sigsafe();
+    rec[2] = (uint64_t)weight | ((uint64_t)(uint32_t)domain << 32);
+    flamme_ring_commit_sigsafe(s->ring, n + FLAMME_SAMPLE_HDR_WORDS);
+    atomic_fetch_add_explicit(&s->taken, 1, memory_order_relaxed);
+    errno = saved_errno;
+}
+
+int flamme_handler_install(void)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_sigaction = flamme_sigprof;
+    sa.sa_flags = SA_SIGINFO | SA_ONSTACK | SA_RESTART;
+    sigemptyset(&sa.sa_mask);
+    return sigaction(SIGPROF, &sa, &prev_action);
+}

@@ -1,0 +1,31 @@
+/*
+ * agent/handler.h — the SIGPROF handler and the frame-pointer stack walker.
+ * Installed by agent/agent.c at start-up; runs on the interrupted thread's
+ * alternate signal stack (OCaml installs an 8 KiB one on every thread that
+ * runs OCaml), so it keeps its own stack use small.
+ */
+#ifndef FLAMME_AGENT_HANDLER_H
+#define FLAMME_AGENT_HANDLER_H
+#include <stdint.h>
+
+#include "runtime_hooks/ocaml_rt.h"
+
+/* Installs the SIGPROF handler (SA_SIGINFO | SA_ONSTACK | SA_RESTART),
+ * remembering any previous one to forward foreign SIGPROFs to.
+ * Returns 0, or -1 (errno). Constructor only. */
+int flamme_handler_install(void);
+
+/* Ring words of one sample record before its frames. */
+#define FLAMME_SAMPLE_HDR_WORDS 3
+
+/* Walks the stack described by (pc, sp, fp) into frames[0..max): frames[0] =
+ * pc, then return addresses, leaf first. Every memory read is checked against
+ * ranges[0..nranges). Sets *flags to FLAMME_SAMPLE_TRUNCATED when max was
+ * reached, FLAMME_SAMPLE_BROKEN when the chain left the known stacks (a clean
+ * end is a zero frame pointer or return address). Returns the frame count.
+ * async-signal-safe: yes. */
+uint32_t flamme_walk_sigsafe(uintptr_t pc, uintptr_t sp, uintptr_t fp,
+                             const struct flamme_range *ranges, int nranges, uint64_t *frames,
+                             uint32_t max, uint32_t *flags);
+
+#endif

@@ -1,0 +1,249 @@
+/*
+ * agent/threads.c — thread registry, per-thread CPU-time timers and the
+ * pthread_create interposition that finds every thread (see threads.h).
+ * OCaml's systhreads library overwrites the runtime's domain hooks without
+ * chaining, so interposing pthread_create is the one reliable way to see
+ * domains, systhreads, runtime helpers and C threads alike.
+ */
+#include "agent/threads.h"
+
+#include <dlfcn.h>
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "agent/agent.h"
+#include "runtime_hooks/ocaml_rt.h"
+
+struct flamme_slot flamme_slots[FLAMME_MAX_THREADS];
+_Atomic int flamme_slots_hwm;
+
+static __thread struct flamme_slot *tls_slot;
+
+struct flamme_slot *flamme_thread_self_sigsafe(void)
+{
+    return tls_slot;
+}
+
+uint64_t flamme_now_sigsafe(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* Claims a FREE slot. Returns it in state CLAIMED, or NULL if all are taken. */
+static struct flamme_slot *claim_slot(void)
+{
+    for (int i = 0; i < FLAMME_MAX_THREADS; i++) {
+        int expect = FLAMME_SLOT_FREE;
+        /* Pairs with the writer's release store of FREE after it recycled the
+         * slot: its ring pointer and counters are reset before we reuse it. */
+        if (atomic_compare_exchange_strong_explicit(&flamme_slots[i].state, &expect,
+                                                    FLAMME_SLOT_CLAIMED, memory_order_acq_rel,
+                                                    memory_order_relaxed)) {
+            int hwm = atomic_load_explicit(&flamme_slots_hwm, memory_order_relaxed);
+            while (hwm < i + 1 &&
+                   !atomic_compare_exchange_weak_explicit(&flamme_slots_hwm, &hwm, i + 1,
+                                                          memory_order_release,
+                                                          memory_order_relaxed))
+                ;
+            return &flamme_slots[i];
+        }
+    }
+    return NULL;
+}
+
+/* Arms s's CPU-time timer at flamme_cfg.hz, first expiry at a random point
+ * within one period so threads don't fire in lockstep and short-lived
+ * threads are not under-sampled. Returns 0 or -1 (errno). */
+static int arm_timer(struct flamme_slot *s)
+{
+    struct sigevent sev;
+    memset(&sev, 0, sizeof sev);
+    sev.sigev_notify = SIGEV_THREAD_ID;
+    sev.sigev_signo = SIGPROF;
+    sev.sigev_value.sival_ptr = s;
+    sev._sigev_un._tid = s->tid;
+    if (timer_create(CLOCK_THREAD_CPUTIME_ID, &sev, &s->timer) != 0)
+        return -1;
+    long period = 1000000000L / flamme_cfg.hz;
+    uint64_t x = flamme_now_sigsafe() ^ ((uint64_t)s->tid * 0x9E3779B97F4A7C15ull);
+    x ^= x >> 33;
+    x *= 0xff51afd7ed558ccdull;
+    x ^= x >> 33;
+    long first = 1 + (long)(x % (uint64_t)period);
+    struct itimerspec its = {
+        .it_interval = {period / 1000000000L, period % 1000000000L},
+        .it_value = {first / 1000000000L, first % 1000000000L},
+    };
+    if (timer_settime(s->timer, 0, &its, NULL) != 0) {
+        int e = errno;
+        timer_delete(s->timer);
+        errno = e;
+        return -1;
+    }
+    s->has_timer = 1;
+    return 0;
+}
+
+struct flamme_slot *flamme_thread_register(int is_main, uintptr_t start_routine)
+{
+    static _Atomic int warned_full, warned_timer;
+    struct flamme_slot *s = claim_slot();
+    if (!s) {
+        if (!atomic_exchange(&warned_full, 1))
+            flamme_agent_warn(1, "more than %d live threads; new threads are not profiled",
+                              FLAMME_MAX_THREADS);
+        return NULL;
+    }
+    s->tid = (pid_t)syscall(SYS_gettid);
+    s->is_main = is_main;
+    s->has_timer = 0;
+    s->start_routine = start_routine;
+    s->caml_state_slot = flamme_ocaml_state_slot();
+    s->last_ds = NULL;
+    s->stack_lo = s->stack_hi = 0;
+    pthread_attr_t attr;
+    if (pthread_getattr_np(pthread_self(), &attr) == 0) {
+        void *addr;
+        size_t size;
+        if (pthread_attr_getstack(&attr, &addr, &size) == 0) {
+            s->stack_lo = (uintptr_t)addr;
+            s->stack_hi = (uintptr_t)addr + size;
+        }
+        pthread_attr_destroy(&attr);
+    }
+    atomic_store_explicit(&s->lost, 0, memory_order_relaxed);
+    atomic_store_explicit(&s->taken, 0, memory_order_relaxed);
+    s->writer_lost_seen = 0;
+    s->writer_announced = 0;
+    s->writer_domain = -1;
+    s->start_ns = flamme_now_sigsafe();
+    s->end_ns = 0;
+    s->ring = flamme_ring_new(flamme_cfg.ring_words);
+    if (!s->ring) {
+        atomic_store_explicit(&s->state, FLAMME_SLOT_FREE, memory_order_release);
+        return NULL;
+    }
+    sigset_t cur;
+    pthread_sigmask(SIG_BLOCK, NULL, &cur);
+    s->sigprof_blocked = sigismember(&cur, SIGPROF) == 1;
+    tls_slot = s;
+    /* Pairs with the writer's acquire load of state: the slot's fields and
+     * ring are initialised before the writer reads them. */
+    atomic_store_explicit(&s->state, FLAMME_SLOT_LIVE, memory_order_release);
+    /* Threads the runtime starts with every signal blocked (the domain backup
+     * thread, the systhreads tick thread) get no timer: the signal could never
+     * be delivered and would only pend. They still appear in the profile. */
+    if (!s->sigprof_blocked && arm_timer(s) != 0 && !atomic_exchange(&warned_timer, 1))
+        flamme_agent_warn(1, "cannot create a CPU timer for thread %d: %s", (int)s->tid,
+                          strerror(errno));
+    return s;
+}
+
+void flamme_thread_unregister(struct flamme_slot *s)
+{
+    if (!s)
+        return;
+    sigset_t prof, old;
+    sigemptyset(&prof);
+    sigaddset(&prof, SIGPROF);
+    pthread_sigmask(SIG_BLOCK, &prof, &old);
+    tls_slot = NULL; /* a SIGPROF still pending finds no slot and is ignored */
+    if (s->has_timer) {
+        s->has_timer = 0;
+        timer_delete(s->timer);
+    }
+    s->end_ns = flamme_now_sigsafe();
+    /* Pairs with the writer's acquire load: every sample pushed before is
+     * visible, and the writer may now drain and free the ring. */
+    atomic_store_explicit(&s->state, FLAMME_SLOT_DEAD, memory_order_release);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+}
+
+void flamme_threads_stop_all(void)
+{
+    int hwm = atomic_load_explicit(&flamme_slots_hwm, memory_order_acquire);
+    for (int i = 0; i < hwm; i++) {
+        struct flamme_slot *s = &flamme_slots[i];
+        if (atomic_load_explicit(&s->state, memory_order_acquire) == FLAMME_SLOT_LIVE &&
+            s->has_timer) {
+            /* Timer ids are process-wide: deleting another thread's is allowed.
+             * A racing unregister may delete it too; the loser gets EINVAL. */
+            s->has_timer = 0;
+            timer_delete(s->timer);
+        }
+    }
+}
+
+/* ------------------------------------------------ pthread_create interposer */
+
+typedef int (*pthread_create_fn)(pthread_t *, const pthread_attr_t *, void *(*)(void *), void *);
+
+struct tramp {
+    void *(*fn)(void *);
+    void *arg;
+};
+
+static void tramp_cleanup(void *s)
+{
+    flamme_thread_unregister(s);
+}
+
+/* Runs in the new thread: registers it, runs the real start routine, and
+ * unregisters on return, pthread_exit or cancellation. */
+static void *flamme_tramp(void *p)
+{
+    struct tramp t = *(struct tramp *)p;
+    free(p);
+    struct flamme_slot *s = NULL;
+    if (atomic_load_explicit(&flamme_agent_sampling, memory_order_acquire))
+        s = flamme_thread_register(0, (uintptr_t)t.fn);
+    void *ret;
+    pthread_cleanup_push(tramp_cleanup, s);
+    ret = t.fn(t.arg);
+    pthread_cleanup_pop(1);
+    return ret;
+}
+
+static pthread_create_fn real_pthread_create(void)
+{
+    static _Atomic(pthread_create_fn) real;
+    pthread_create_fn f = atomic_load_explicit(&real, memory_order_acquire);
+    if (!f) {
+        f = (pthread_create_fn)dlsym(RTLD_NEXT, "pthread_create");
+        /* Pairs with the acquire load above; racing initialisers store the same value. */
+        atomic_store_explicit(&real, f, memory_order_release);
+    }
+    return f;
+}
+
+/* Creates a thread without registering it (the agent's own writer thread). */
+int flamme_pthread_create_unprofiled(pthread_t *t, const pthread_attr_t *a, void *(*fn)(void *),
+                                     void *arg)
+{
+    return real_pthread_create()(t, a, fn, arg);
+}
+
+__attribute__((visibility("default"))) int pthread_create(pthread_t *t, const pthread_attr_t *a,
+                                                          void *(*fn)(void *), void *arg)
+{
+    pthread_create_fn real = real_pthread_create();
+    if (!real)
+        return EAGAIN;
+    if (!atomic_load_explicit(&flamme_agent_sampling, memory_order_acquire))
+        return real(t, a, fn, arg);
+    struct tramp *tr = malloc(sizeof *tr);
+    if (!tr)
+        return real(t, a, fn, arg);
+    tr->fn = fn;
+    tr->arg = arg;
+    int rc = real(t, a, flamme_tramp, tr);
+    if (rc != 0)
+        free(tr);
+    return rc;
+}

@@ -1,0 +1,70 @@
+/*
+ * agent/threads.h — the thread registry: one slot per live thread of the
+ * profiled process (main, domains, systhreads, runtime helpers, C threads),
+ * holding its ring, its CPU-time timer and what the stack walker needs.
+ *
+ * Who: a thread registers itself (constructor for the main thread, the
+ * pthread_create trampoline for others) and unregisters at exit. The
+ * SIGPROF handler reads its own slot through a TLS pointer. The writer
+ * thread scans all slots, drains rings and recycles DEAD slots.
+ * Slot life: FREE -> CLAIMED (registering thread fills it) -> LIVE
+ * -> DEAD (thread exited, ring may hold samples) -> FREE (writer drained it).
+ */
+#ifndef FLAMME_AGENT_THREADS_H
+#define FLAMME_AGENT_THREADS_H
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <time.h>
+
+#include "writer/ring.h"
+
+#define FLAMME_MAX_THREADS 4096
+
+enum { FLAMME_SLOT_FREE = 0, FLAMME_SLOT_CLAIMED, FLAMME_SLOT_LIVE, FLAMME_SLOT_DEAD };
+
+struct flamme_slot {
+    _Atomic int state;
+    pid_t tid;
+    int is_main;
+    int has_timer;
+    int sigprof_blocked;       /* started with SIGPROF blocked (backup/tick threads): no timer */
+    uintptr_t start_routine;   /* what pthread_create was asked to run (0 for main) */
+    void **caml_state_slot;    /* this thread's `caml_state` TLS variable, or NULL */
+    const void *last_ds;       /* handler-private: last non-NULL caml_state seen */
+    uintptr_t stack_lo, stack_hi; /* the thread's system stack */
+    timer_t timer;
+    struct flamme_ring *ring;
+    _Atomic uint64_t lost;     /* handler: +1 per sample dropped (relaxed; writer reads deltas) */
+    _Atomic uint64_t taken;    /* handler: +1 per sample written (relaxed, statistics) */
+    uint64_t start_ns, end_ns; /* CLOCK_MONOTONIC */
+    uint64_t writer_lost_seen; /* writer-private */
+    int writer_announced;      /* writer-private: THREAD record emitted */
+    int32_t writer_domain;     /* writer-private: domain id announced */
+};
+
+extern struct flamme_slot flamme_slots[FLAMME_MAX_THREADS];
+/* Highest slot index ever claimed + 1 (release on claim; writer acquires). */
+extern _Atomic int flamme_slots_hwm;
+
+/* Registers the calling thread: claims a slot, records its stack bounds and
+ * caml_state location, maps its ring, and (unless SIGPROF is blocked in it)
+ * arms its CPU-time timer. Returns the slot, or NULL if the table is full or
+ * the ring cannot be mapped (the thread then runs unprofiled). Any thread. */
+struct flamme_slot *flamme_thread_register(int is_main, uintptr_t start_routine);
+
+/* Disarms and releases the calling thread's slot (the writer frees it once
+ * drained). Safe to call with NULL. */
+void flamme_thread_unregister(struct flamme_slot *s);
+
+/* Deletes every live thread's timer (at exit: no more samples). Any thread. */
+void flamme_threads_stop_all(void);
+
+/* The calling thread's slot, or NULL. async-signal-safe: yes. */
+struct flamme_slot *flamme_thread_self_sigsafe(void);
+
+/* Monotonic clock in ns. async-signal-safe: yes. */
+uint64_t flamme_now_sigsafe(void);
+
+#endif

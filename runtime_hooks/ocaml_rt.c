@@ -1,0 +1,97 @@
+/*
+ * runtime_hooks/ocaml_rt.c — OCaml 5 runtime layout knowledge (see header).
+ * The only file of the agent that knows caml_domain_state offsets and the
+ * fiber structures; keep CAML_INTERNALS knowledge here.
+ */
+#include "runtime_hooks/ocaml_rt.h"
+
+#include <dlfcn.h>
+#include <errno.h>
+#include <stdatomic.h>
+#include <sys/syscall.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+/* caml_domain_state field offsets, identical in 5.1, 5.2 and 5.3
+ * (runtime/caml/domain_state.tbl order; each field is 8-byte aligned). */
+#define DS_CURRENT_STACK 40
+#define DS_C_STACK 64
+#define DS_ID 288
+/* struct stack_info (runtime/caml/fiber.h): sp@0 exception_ptr@8 handler@16,
+ * 56 bytes in all; usable stack [stk + 56, stk->handler). */
+#define SI_HANDLER 16
+#define SI_SIZE 56
+/* struct stack_handler: handle_value, handle_exn, handle_effect, parent@24. */
+#define SH_PARENT 24
+/* The runtime caps a stack at Max_stack_def (1 GiB of words); a range larger
+ * than this is garbage. */
+#define MAX_OCAML_STACK ((uintptr_t)1 << 33)
+
+int flamme_ocaml_present(void)
+{
+    return dlsym(RTLD_DEFAULT, "caml_state") != NULL &&
+           dlsym(RTLD_DEFAULT, "caml_start_program") != NULL;
+}
+
+void **flamme_ocaml_state_slot(void)
+{
+    /* For a TLS symbol, dlsym returns the calling thread's instance. */
+    return (void **)dlsym(RTLD_DEFAULT, "caml_state");
+}
+
+/* 1 while process_vm_readv works on ourselves; cleared (relaxed, monotonic
+ * 1 -> 0, no ordering needed) the first time the kernel refuses it, after
+ * which reads of runtime structures go direct. */
+static atomic_int vm_read_ok = 1;
+
+int flamme_safe_read_sigsafe(void *dst, uintptr_t addr, unsigned long len)
+{
+    if (atomic_load_explicit(&vm_read_ok, memory_order_relaxed)) {
+        struct iovec local = {dst, len};
+        struct iovec remote = {(void *)addr, len};
+        long r = syscall(SYS_process_vm_readv, (long)getpid(), &local, 1UL, &remote, 1UL, 0UL);
+        if (r == (long)len)
+            return 0;
+        if (r < 0 && (errno == ENOSYS || errno == EPERM))
+            atomic_store_explicit(&vm_read_ok, 0, memory_order_relaxed);
+        else
+            return -1;
+    }
+    /* Fallback (seccomp forbids the syscall): plain copy. The runtime frees
+     * an old stack just before switching current_stack in
+     * caml_try_realloc_stack, so this path has a tiny window of risk. */
+    const unsigned char *s = (const unsigned char *)addr;
+    unsigned char *d = dst;
+    for (unsigned long i = 0; i < len; i++)
+        d[i] = s[i];
+    return 0;
+}
+
+int flamme_ocaml_ranges_sigsafe(const void *ds, uintptr_t sys_lo, uintptr_t sys_hi,
+                                struct flamme_range *out, int max, int32_t *domain)
+{
+    if (!ds)
+        return 0;
+    /* The domain state is never freed while its thread runs, so read it directly. */
+    const char *d = ds;
+    uintptr_t c_stack = *(const uintptr_t *)(d + DS_C_STACK);
+    if (c_stack < sys_lo || c_stack >= sys_hi)
+        return 0;
+    *domain = *(const int32_t *)(d + DS_ID);
+    uintptr_t s = *(const uintptr_t *)(d + DS_CURRENT_STACK);
+    int n = 0;
+    while (s && n < max) {
+        uintptr_t handler, parent;
+        if ((s & 7) || flamme_safe_read_sigsafe(&handler, s + SI_HANDLER, sizeof handler) != 0)
+            break;
+        if (handler <= s + SI_SIZE || handler - s > MAX_OCAML_STACK || (handler & 7))
+            break;
+        out[n].lo = s + SI_SIZE;
+        out[n].hi = handler;
+        n++;
+        if (flamme_safe_read_sigsafe(&parent, handler + SH_PARENT, sizeof parent) != 0)
+            break;
+        s = parent;
+    }
+    return n;
+}

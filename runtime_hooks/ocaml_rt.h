@@ -1,0 +1,44 @@
+/*
+ * runtime_hooks/ocaml_rt.h — everything the agent knows about OCaml 5.1–5.3
+ * runtime internals: how to find a thread's domain state, the layout of
+ * caml_domain_state / stack_info / stack_handler, and the OCaml stack ranges
+ * a frame-pointer walk may read. (Offsets checked against the 5.3.0 headers:
+ * see ../shared/notes/ocaml5-internals.md §2.2.)
+ *
+ * Called by: agent/threads.c at thread registration (any thread, not a
+ * handler) and agent/handler.c from the SIGPROF handler (_sigsafe functions).
+ */
+#ifndef FLAMME_RUNTIME_HOOKS_OCAML_RT_H
+#define FLAMME_RUNTIME_HOOKS_OCAML_RT_H
+#include <stdint.h>
+
+struct flamme_range {
+    uintptr_t lo, hi; /* [lo, hi) */
+};
+
+/* Returns 1 if the process contains an OCaml 5 native runtime (caml_state and
+ * caml_start_program are visible to dlsym), else 0. Call once at start-up. */
+int flamme_ocaml_present(void);
+
+/* Address of the calling thread's `caml_state` TLS variable, or NULL when the
+ * process has no OCaml runtime. Uses dlsym: call at thread registration, never
+ * from a handler. */
+void **flamme_ocaml_state_slot(void);
+
+/* Appends to out[*n] (up to max) the OCaml stack ranges of domain state ds as
+ * seen from a thread whose system stack is [sys_lo, sys_hi): the current
+ * stack and each parent stack of the effect-handler chain. Rejects ds unless
+ * its c_stack lies in the thread's system stack (so another systhread's or a
+ * terminating domain's state is never trusted). Reads the runtime's
+ * structures with a fault-tolerant read, so a stack freed concurrently is
+ * skipped rather than dereferenced. Sets *domain to the domain id (or leaves
+ * it). Returns the number of ranges added (0 if ds is unusable).
+ * async-signal-safe: yes. */
+int flamme_ocaml_ranges_sigsafe(const void *ds, uintptr_t sys_lo, uintptr_t sys_hi,
+                                struct flamme_range *out, int max, int32_t *domain);
+
+/* Copies len bytes at addr into dst without faulting: returns 0, or -1 if
+ * the memory is not readable. async-signal-safe: yes. */
+int flamme_safe_read_sigsafe(void *dst, uintptr_t addr, unsigned long len);
+
+#endif

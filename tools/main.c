@@ -1,0 +1,42 @@
+/*
+ * tools/main.c — the `flamme` command: dispatches to one verb per file.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "tools/cmds.h"
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: flamme <command> [options]\n"
+            "  record [-F HZ] [-o FILE] [--depth N] -- CMD ARGS...   profile CMD (an OCaml 5 program)\n"
+            "  collapse FILE [--threads] [--raw]                      print folded stacks\n"
+            "  svg FILE... [-o OUT.svg] [--title T] [--threads]        interactive flamegraph (profile or folded)\n"
+            "  report FILE                                            summary: threads, completeness, top functions\n"
+            "Run `flamme <command> --help` for a command's options.\n");
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        usage(stderr);
+        return 2;
+    }
+    const char *verb = argv[1];
+    if (!strcmp(verb, "record"))
+        return flamme_cmd_record(argc - 1, argv + 1);
+    if (!strcmp(verb, "collapse"))
+        return flamme_cmd_collapse(argc - 1, argv + 1);
+    if (!strcmp(verb, "svg"))
+        return flamme_cmd_svg(argc - 1, argv + 1);
+    if (!strcmp(verb, "report"))
+        return flamme_cmd_report(argc - 1, argv + 1);
+    if (!strcmp(verb, "help") || !strcmp(verb, "--help") || !strcmp(verb, "-h")) {
+        usage(stdout);
+        return 0;
+    }
+    fprintf(stderr, "flamme: unknown command '%s'\n", verb);
+    usage(stderr);
+    return 2;
+}

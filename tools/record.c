@@ -1,0 +1,240 @@
+/*
+ * tools/record.c — `flamme record [-F HZ] [-o FILE] [--depth N] -- CMD ARGS…`
+ * Runs CMD with libflamme.so preloaded, waits for it, then prints one
+ * summary line (samples, threads, lost, completeness, path) and exits with
+ * CMD's status (128+N if CMD died of signal N).
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "common/profile.h"
+#include "tools/cmds.h"
+
+static void record_usage(FILE *f)
+{
+    fprintf(f, "usage: flamme record [-F HZ] [-o FILE] [--depth N] -- CMD ARGS...\n"
+               "  -F, --freq HZ    samples per CPU-second per thread (default 99)\n"
+               "  -o, --output F   profile path (default flamme.flm; an old one becomes F.old)\n"
+               "  --depth N        max frames per sample (default 8192)\n"
+               "Child OCaml processes started by CMD write F.<pid>.\n");
+}
+
+/* Finds libflamme.so: $FLAMME_LIB, else beside this executable, else
+ * ../lib/flamme/ relative to it. Returns 0 and fills out, or -1. */
+static int find_agent(char *out, size_t len)
+{
+    const char *env = getenv("FLAMME_LIB");
+    if (env && *env) {
+        snprintf(out, len, "%s", env);
+        return access(out, R_OK) == 0 ? 0 : -1;
+    }
+    char exe[PATH_MAX - 64];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (n <= 0)
+        return -1;
+    exe[n] = 0;
+    char *slash = strrchr(exe, '/');
+    if (!slash)
+        return -1;
+    *slash = 0;
+    snprintf(out, len, "%s/libflamme.so", exe);
+    if (access(out, R_OK) == 0)
+        return 0;
+    snprintf(out, len, "%s/../lib/flamme/libflamme.so", exe);
+    return access(out, R_OK) == 0 ? 0 : -1;
+}
+
+/* Parses a positive integer option value; prints the error line and returns
+ * -1 when malformed. */
+static long parse_pos(const char *opt, const char *v, long max)
+{
+    char *end;
+    errno = 0;
+    long x = v ? strtol(v, &end, 10) : 0;
+    if (!v || errno || *end || x < 1 || x > max) {
+        fprintf(stderr, "flamme record: %s needs an integer in 1..%ld, got '%s'\n", opt, max,
+                v ? v : "");
+        return -1;
+    }
+    return x;
+}
+
+/* 1 if the stack's root-most frame is a thread's first function. */
+static int reaches_root(const struct flamme_profile *p, const struct flamme_sample *s)
+{
+    static const char *const roots[] = {"main", "__libc_start_call_main", "__libc_start_main",
+                                        "start_thread", "clone3", "clone", "_start", NULL};
+    if (s->flags & FLAMME_SAMPLE_TRUNCATED || s->stack_id >= p->nstacks)
+        return 0;
+    const struct flamme_stack *st = &p->stacks[s->stack_id];
+    if (st->n == 0 || st->frames[st->n - 1] >= p->nframes)
+        return 0;
+    const char *fn = p->frames[st->frames[st->n - 1]].function;
+    for (int i = 0; roots[i]; i++)
+        if (!strcmp(fn, roots[i]))
+            return 1;
+    return 0;
+}
+
+/* Prints the summary line for the profile at path. Returns 0, or -1 if it
+ * could not be read. */
+static int summarize(const char *path)
+{
+    struct flamme_profile p;
+    char err[512];
+    if (flamme_profile_load(path, &p, err, sizeof err) != 0) {
+        fprintf(stderr, "flamme record: %s\n", err);
+        return -1;
+    }
+    uint64_t weight = 0, complete = 0;
+    for (size_t i = 0; i < p.nsamples; i++) {
+        weight += p.samples[i].weight;
+        complete += reaches_root(&p, &p.samples[i]);
+    }
+    fprintf(stderr, "flamme: %zu samples, %zu threads, %llu lost, complete %.1f%%, wrote %s%s\n",
+            p.nsamples, p.nthreads, (unsigned long long)p.lost,
+            p.nsamples ? 100.0 * (double)complete / (double)p.nsamples : 0.0, path,
+            p.truncated || !p.complete ? " (profile truncated: program killed?)" : "");
+    flamme_profile_free(&p);
+    return 0;
+}
+
+/* Lists PATH.<pid> profiles written by child processes of this run. */
+static void summarize_children(const char *path)
+{
+    char dir[PATH_MAX], base[PATH_MAX];
+    snprintf(dir, sizeof dir, "%s", path);
+    char *slash = strrchr(dir, '/');
+    if (slash) {
+        snprintf(base, sizeof base, "%s", slash + 1);
+        *slash = 0;
+        if (!*dir)
+            strcpy(dir, "/");
+    } else {
+        snprintf(base, sizeof base, "%s", path);
+        strcpy(dir, ".");
+    }
+    DIR *d = opendir(dir);
+    if (!d)
+        return;
+    size_t bl = strlen(base);
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        const char *n = e->d_name;
+        if (strncmp(n, base, bl) || n[bl] != '.' || !n[bl + 1] ||
+            strspn(n + bl + 1, "0123456789") != strlen(n + bl + 1))
+            continue;
+        char full[PATH_MAX * 2];
+        snprintf(full, sizeof full, "%s/%s", dir, n);
+        summarize(full);
+    }
+    closedir(d);
+}
+
+int flamme_cmd_record(int argc, char **argv)
+{
+    const char *out = "flamme.flm";
+    long hz = 0, depth = 0;
+    int i = 1;
+    for (; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--")) {
+            i++;
+            break;
+        } else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            record_usage(stdout);
+            return 0;
+        } else if (!strcmp(a, "-F") || !strcmp(a, "--freq")) {
+            if ((hz = parse_pos(a, i + 1 < argc ? argv[++i] : NULL, 10000)) < 0)
+                return 2;
+        } else if (!strcmp(a, "--depth")) {
+            if ((depth = parse_pos(a, i + 1 < argc ? argv[++i] : NULL, 1000000)) < 0)
+                return 2;
+        } else if (!strcmp(a, "-o") || !strcmp(a, "--output")) {
+            if (i + 1 >= argc) {
+                fprintf(stderr, "flamme record: %s needs a file name\n", a);
+                return 2;
+            }
+            out = argv[++i];
+        } else if (a[0] == '-') {
+            fprintf(stderr, "flamme record: unknown option '%s'\n", a);
+            record_usage(stderr);
+            return 2;
+        } else {
+            break; /* CMD without -- */
+        }
+    }
+    if (i >= argc) {
+        fprintf(stderr, "flamme record: no command given\n");
+        record_usage(stderr);
+        return 2;
+    }
+    char agent[PATH_MAX];
+    if (find_agent(agent, sizeof agent) != 0) {
+        fprintf(stderr, "flamme record: cannot find libflamme.so (set FLAMME_LIB)\n");
+        return 1;
+    }
+    struct stat st;
+    if (stat(out, &st) == 0) {
+        char old[PATH_MAX];
+        snprintf(old, sizeof old, "%s.old", out);
+        if (rename(out, old) != 0) {
+            fprintf(stderr, "flamme record: cannot move old %s aside: %s\n", out, strerror(errno));
+            return 1;
+        }
+    }
+    char preload[PATH_MAX * 2];
+    const char *prev = getenv("LD_PRELOAD");
+    snprintf(preload, sizeof preload, "%s%s%s", agent, prev && *prev ? " " : "",
+             prev ? prev : "");
+    char num[32];
+    setenv("LD_PRELOAD", preload, 1);
+    setenv("FLAMME_OUTPUT", out, 1);
+    setenv("FLAMME_EXCL", "1", 1);
+    setenv("FLAMME_QUIET", "1", 1);
+    if (hz) {
+        snprintf(num, sizeof num, "%ld", hz);
+        setenv("FLAMME_HZ", num, 1);
+    }
+    if (depth) {
+        snprintf(num, sizeof num, "%ld", depth);
+        setenv("FLAMME_DEPTH", num, 1);
+    }
+    pid_t pid = fork();
+    if (pid < 0) {
+        fprintf(stderr, "flamme record: fork: %s\n", strerror(errno));
+        return 1;
+    }
+    if (pid == 0) {
+        execvp(argv[i], argv + i);
+        fprintf(stderr, "flamme record: cannot run %s: %s\n", argv[i], strerror(errno));
+        _exit(127);
+    }
+    /* Ctrl-C reaches the whole foreground group: let the child decide, and
+     * stay alive to report what it wrote. */
+    signal(SIGINT, SIG_IGN);
+    signal(SIGQUIT, SIG_IGN);
+    int status;
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+        ;
+    int rc = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    if (WIFEXITED(status) && rc == 127 && stat(out, &st) != 0)
+        return rc;
+    if (stat(out, &st) != 0)
+        fprintf(stderr,
+                "flamme: no profile written to %s (is %s an OCaml 5 program? its children's "
+                "profiles, if any, follow)\n",
+                out, argv[i]);
+    else
+        summarize(out);
+    summarize_children(out);
+    return rc;
+}

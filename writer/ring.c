@@ -1,0 +1,93 @@
+/*
+ * writer/ring.c — SPSC word ring between a thread's SIGPROF handler and the
+ * writer thread (see ring.h for the contract and the record layout).
+ */
+#include "writer/ring.h"
+
+#include <stddef.h>
+#include <sys/mman.h>
+
+struct flamme_ring *flamme_ring_new(uint64_t words)
+{
+    uint64_t cap = 1024;
+    while (cap < words)
+        cap <<= 1;
+    size_t bytes = sizeof(struct flamme_ring) + cap * sizeof(uint64_t);
+    void *m = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (m == MAP_FAILED)
+        return NULL;
+    struct flamme_ring *r = m;
+    atomic_init(&r->head, 0);
+    atomic_init(&r->tail, 0);
+    r->mask = cap - 1;
+    r->buf = (uint64_t *)(r + 1);
+    r->reserved_pos = 0;
+    return r;
+}
+
+void flamme_ring_free(struct flamme_ring *r)
+{
+    if (r)
+        munmap(r, sizeof(struct flamme_ring) + (r->mask + 1) * sizeof(uint64_t));
+}
+
+uint64_t *flamme_ring_reserve_sigsafe(struct flamme_ring *r, uint64_t n)
+{
+    uint64_t cap = r->mask + 1;
+    if (n == 0 || n > cap / 2)
+        return NULL;
+    uint64_t head = atomic_load_explicit(&r->head, memory_order_relaxed);
+    /* Pairs with the consumer's release store of tail in flamme_ring_drain:
+     * words below tail are no longer read and may be overwritten. */
+    uint64_t tail = atomic_load_explicit(&r->tail, memory_order_acquire);
+    uint64_t free_words = cap - (head - tail);
+    uint64_t idx = head & r->mask;
+    uint64_t to_end = cap - idx;
+    if (n > to_end) {
+        /* Record would straddle the end: pad the rest and start at 0. */
+        if (free_words < to_end + n)
+            return NULL;
+        r->buf[idx] = flamme_ring_header(to_end, FLAMME_RING_PAD, 0);
+        head += to_end;
+        /* Pairs with the consumer's acquire load of head: the pad header is
+         * visible before the new head. */
+        atomic_store_explicit(&r->head, head, memory_order_release);
+        idx = 0;
+    } else if (free_words < n) {
+        return NULL;
+    }
+    r->reserved_pos = head;
+    return &r->buf[idx];
+}
+
+void flamme_ring_commit_sigsafe(struct flamme_ring *r, uint64_t used)
+{
+    /* Pairs with the consumer's acquire load of head: the record's words are
+     * visible before the head that covers them. */
+    atomic_store_explicit(&r->head, r->reserved_pos + used, memory_order_release);
+}
+
+uint64_t flamme_ring_drain(struct flamme_ring *r,
+                           void (*fn)(void *ctx, const uint64_t *rec, uint64_t nwords), void *ctx)
+{
+    /* Pairs with the producer's release stores of head. */
+    uint64_t head = atomic_load_explicit(&r->head, memory_order_acquire);
+    uint64_t tail = atomic_load_explicit(&r->tail, memory_order_relaxed);
+    uint64_t count = 0;
+    while (tail < head) {
+        const uint64_t *rec = &r->buf[tail & r->mask];
+        uint64_t nwords = rec[0] & 0xffffffffu;
+        uint32_t kind = (uint32_t)(rec[0] >> 32) & 0xff;
+        if (nwords == 0 || nwords > head - tail)
+            break; /* cannot happen with a well-behaved producer; stop rather than loop */
+        if (kind != FLAMME_RING_PAD) {
+            fn(ctx, rec, nwords);
+            count++;
+        }
+        tail += nwords;
+    }
+    /* Pairs with the producer's acquire load of tail: we are done reading
+     * everything below the new tail. */
+    atomic_store_explicit(&r->tail, tail, memory_order_release);
+    return count;
+}

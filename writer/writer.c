@@ -1,0 +1,316 @@
+/*
+ * writer/writer.c — the writer thread (see writer.h). Consumes the rings of
+ * agent/threads.c's slot table; the only thread that symbolizes, compresses
+ * or touches the profile file.
+ */
+#include "writer/writer.h"
+
+#include <dlfcn.h>
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "agent/agent.h"
+#include "agent/handler.h"
+#include "agent/threads.h"
+#include "common/profile.h"
+#include "writer/dedup.h"
+#include "writer/ring.h"
+#include "writer/symbols.h"
+
+int flamme_pthread_create_unprofiled(pthread_t *t, const pthread_attr_t *a, void *(*fn)(void *),
+                                     void *arg);
+
+#define DRAIN_INTERVAL_NS 20000000L     /* 20 ms between ring sweeps */
+#define CHUNK_INTERVAL_NS 1000000000ull /* a chunk at least every second */
+#define CHUNK_MAX_RAW (256u * 1024u)
+
+static struct {
+    pthread_t thread;
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+    int stop;
+    flamme_pw *pw;
+    flamme_dedup *dedup;
+    flamme_symtab *syms;
+    const char *self_module; /* libflamme.so's path: its frames are hidden */
+    uint32_t *ids;           /* scratch: frame ids of one sample */
+    uint32_t ids_cap;
+    uint64_t samples, lost;
+    uint32_t threads;
+    uint64_t last_chunk_ns;
+    int failed;
+    struct flamme_slot *cur;
+} W;
+
+/* Thread roots: a walk that ends in one of these reached the bottom of its
+ * thread even if the frame pointer after it was junk (glibc has none). */
+static int is_thread_root(const char *fn)
+{
+    static const char *const roots[] = {"main", "__libc_start_call_main", "__libc_start_main",
+                                        "start_thread", "clone3", "clone", "_start", NULL};
+    for (int i = 0; roots[i]; i++)
+        if (strcmp(fn, roots[i]) == 0)
+            return 1;
+    return 0;
+}
+
+/* Frame id for addr, emitting its FRAME record the first time.
+ * *hidden = 1 for the agent's own frames (the pthread trampoline).
+ * Returns UINT32_MAX on failure. */
+static uint32_t frame_id(uint64_t addr, int *hidden, int *root)
+{
+    int is_new;
+    uint32_t id = flamme_dedup_frame(W.dedup, addr, &is_new);
+    /* Per-frame facts kept in two bitmaps indexed by id. */
+    static uint8_t *hid, *rt;
+    static uint32_t cap;
+    if (id == UINT32_MAX)
+        return id;
+    if (id >= cap) {
+        uint32_t nc = cap ? cap * 2 : 4096;
+        while (nc <= id)
+            nc *= 2;
+        uint8_t *a = realloc(hid, nc), *b = realloc(rt, nc);
+        if (a)
+            hid = a;
+        if (b)
+            rt = b;
+        if (!a || !b)
+            return UINT32_MAX;
+        memset(hid + cap, 0, nc - cap);
+        memset(rt + cap, 0, nc - cap);
+        cap = nc;
+    }
+    if (is_new) {
+        const char *fn = "", *mod = "";
+        uint64_t off = 0;
+        flamme_symtab_lookup(W.syms, addr, &fn, &mod, &off);
+        hid[id] = W.self_module && strcmp(mod, W.self_module) == 0;
+        rt[id] = is_thread_root(fn);
+        if (flamme_pw_frame(W.pw, id, addr, off, fn, mod) != 0)
+            W.failed = 1;
+    }
+    *hidden = hid[id];
+    *root = rt[id];
+    return id;
+}
+
+/* Announces (or re-announces, when its domain becomes known) a thread. */
+static void announce(struct flamme_slot *s, int32_t domain)
+{
+    if (s->writer_announced && (domain < 0 || domain == s->writer_domain))
+        return;
+    const char *fn = "", *mod = "";
+    uint64_t off;
+    uint8_t kind = FLAMME_THREAD_C;
+    if (s->is_main)
+        kind = FLAMME_THREAD_MAIN;
+    else if (flamme_symtab_lookup(W.syms, s->start_routine, &fn, &mod, &off) == 1) {
+        if (strcmp(fn, "domain_thread_func") == 0)
+            kind = FLAMME_THREAD_DOMAIN;
+        else if (strcmp(fn, "caml_thread_start") == 0)
+            kind = FLAMME_THREAD_SYSTHREAD;
+        else if (strcmp(fn, "backup_thread_func") == 0)
+            kind = FLAMME_THREAD_BACKUP;
+        else if (strcmp(fn, "caml_thread_tick") == 0)
+            kind = FLAMME_THREAD_TICK;
+    }
+    if (domain >= 0)
+        s->writer_domain = domain;
+    if (!s->writer_announced)
+        W.threads++;
+    s->writer_announced = 1;
+    if (flamme_pw_thread(W.pw, (uint32_t)s->tid, kind, s->writer_domain, s->start_ns,
+                         s->is_main ? "main" : fn) != 0)
+        W.failed = 1;
+}
+
+/* Ring callback: one sample record -> FRAME/STACK records as needed + SAMPLE. */
+static void on_record(void *ctx, const uint64_t *rec, uint64_t nwords)
+{
+    (void)ctx;
+    struct flamme_slot *s = W.cur;
+    uint32_t flags = (uint32_t)(rec[0] >> 40);
+    uint64_t t = rec[1];
+    uint32_t weight = (uint32_t)rec[2];
+    int32_t domain = (int32_t)(uint32_t)(rec[2] >> 32);
+    uint64_t n = nwords - FLAMME_SAMPLE_HDR_WORDS;
+    const uint64_t *frames = rec + FLAMME_SAMPLE_HDR_WORDS;
+    announce(s, domain);
+    if (n > W.ids_cap) {
+        uint32_t *p = realloc(W.ids, n * sizeof *p);
+        if (!p) {
+            W.lost += weight;
+            return;
+        }
+        W.ids = p;
+        W.ids_cap = (uint32_t)n;
+    }
+    uint32_t k = 0;
+    int last_root = 0;
+    for (uint64_t i = 0; i < n; i++) {
+        int hidden, root;
+        /* Return addresses point after the call; the call itself is one byte
+         * earlier, which keeps a call at the very end of a function (noreturn)
+         * attributed to that function. The leaf pc is exact. */
+        uint32_t id = frame_id(i ? frames[i] - 1 : frames[i], &hidden, &root);
+        if (id == UINT32_MAX) {
+            W.failed = 1;
+            return;
+        }
+        if (hidden)
+            continue;
+        W.ids[k++] = id;
+        last_root = root;
+    }
+    if (last_root)
+        flags &= ~FLAMME_SAMPLE_BROKEN;
+    int is_new;
+    uint32_t sid = flamme_dedup_stack(W.dedup, W.ids, k, &is_new);
+    if (sid == UINT32_MAX) {
+        W.failed = 1;
+        return;
+    }
+    if (is_new && flamme_pw_stack(W.pw, sid, k, W.ids) != 0)
+        W.failed = 1;
+    if (flamme_pw_sample(W.pw, sid, (uint32_t)s->tid, weight, domain, flags, t) != 0)
+        W.failed = 1;
+    W.samples++;
+}
+
+/* One sweep over all slots: drain rings, report losses, retire dead threads. */
+static void sweep(void)
+{
+    int hwm = atomic_load_explicit(&flamme_slots_hwm, memory_order_acquire);
+    for (int i = 0; i < hwm; i++) {
+        struct flamme_slot *s = &flamme_slots[i];
+        /* Pairs with the release stores in register (LIVE) and unregister (DEAD). */
+        int st = atomic_load_explicit(&s->state, memory_order_acquire);
+        if (st != FLAMME_SLOT_LIVE && st != FLAMME_SLOT_DEAD)
+            continue;
+        W.cur = s;
+        if (!s->writer_announced)
+            announce(s, -1);
+        flamme_ring_drain(s->ring, on_record, NULL);
+        uint64_t lost = atomic_load_explicit(&s->lost, memory_order_relaxed);
+        if (lost != s->writer_lost_seen) {
+            if (flamme_pw_lost(W.pw, (uint32_t)s->tid, lost - s->writer_lost_seen) != 0)
+                W.failed = 1;
+            W.lost += lost - s->writer_lost_seen;
+            s->writer_lost_seen = lost;
+        }
+        if (st == FLAMME_SLOT_DEAD) {
+            if (flamme_pw_thread_end(W.pw, (uint32_t)s->tid, s->end_ns) != 0)
+                W.failed = 1;
+            flamme_ring_free(s->ring);
+            s->ring = NULL;
+            /* Pairs with the acquire CAS in claim_slot. */
+            atomic_store_explicit(&s->state, FLAMME_SLOT_FREE, memory_order_release);
+        }
+    }
+    uint64_t now = flamme_now_sigsafe();
+    if (flamme_pw_pending(W.pw) >= CHUNK_MAX_RAW ||
+        (flamme_pw_pending(W.pw) > 0 && now - W.last_chunk_ns >= CHUNK_INTERVAL_NS)) {
+        if (flamme_pw_flush(W.pw) != 0)
+            W.failed = 1;
+        W.last_chunk_ns = now;
+    }
+}
+
+static void *writer_main(void *arg)
+{
+    (void)arg;
+    pthread_mutex_lock(&W.lock);
+    while (!W.stop) {
+        pthread_mutex_unlock(&W.lock);
+        sweep();
+        pthread_mutex_lock(&W.lock);
+        if (W.stop)
+            break;
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_nsec += DRAIN_INTERVAL_NS;
+        if (ts.tv_nsec >= 1000000000L) {
+            ts.tv_sec++;
+            ts.tv_nsec -= 1000000000L;
+        }
+        pthread_cond_timedwait(&W.cond, &W.lock, &ts);
+    }
+    pthread_mutex_unlock(&W.lock);
+    sweep(); /* final drain: sampling has stopped */
+    return NULL;
+}
+
+int flamme_writer_start(int fd, const char *path, const char *cmdline)
+{
+    struct flamme_header h;
+    memset(&h, 0, sizeof h);
+    struct timespec rt;
+    clock_gettime(CLOCK_REALTIME, &rt);
+    h.major = FLAMME_VERSION_MAJOR;
+    h.minor = FLAMME_VERSION_MINOR;
+    h.pid = (uint32_t)getpid();
+    h.hz = (uint32_t)flamme_cfg.hz;
+    h.start_realtime_ns = (uint64_t)rt.tv_sec * 1000000000u + (uint64_t)rt.tv_nsec;
+    h.start_monotonic_ns = flamme_now_sigsafe();
+    W.pw = flamme_pw_open(fd, &h);
+    W.dedup = flamme_dedup_new();
+    W.syms = flamme_symtab_new();
+    if (!W.pw || !W.dedup || !W.syms) {
+        flamme_agent_warn(1, "cannot start the profile writer for %s: %s", path,
+                          strerror(errno ? errno : ENOMEM));
+        return -1;
+    }
+    Dl_info di;
+    if (dladdr((void *)flamme_writer_start, &di) && di.dli_fname) {
+        const char *fn, *mod;
+        uint64_t off;
+        flamme_symtab_lookup(W.syms, (uint64_t)(uintptr_t)flamme_writer_start, &fn, &mod, &off);
+        W.self_module = *mod ? mod : NULL;
+    }
+    char buf[32];
+    flamme_pw_info(W.pw, "agent", "flamme " "1.0");
+    snprintf(buf, sizeof buf, "%d", flamme_cfg.hz);
+    flamme_pw_info(W.pw, "hz", buf);
+    snprintf(buf, sizeof buf, "%d", flamme_cfg.depth);
+    flamme_pw_info(W.pw, "depth", buf);
+    flamme_pw_info(W.pw, "engine", "timer");
+    if (cmdline)
+        flamme_pw_info(W.pw, "cmdline", cmdline);
+    W.last_chunk_ns = flamme_now_sigsafe();
+    pthread_mutex_init(&W.lock, NULL);
+    pthread_cond_init(&W.cond, NULL);
+    /* The writer never takes samples: block everything so no signal meant
+     * for the program lands on it. */
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    int rc = flamme_pthread_create_unprofiled(&W.thread, NULL, writer_main, NULL);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (rc != 0) {
+        flamme_agent_warn(1, "cannot start the writer thread: %s", strerror(rc));
+        return -1;
+    }
+    return 0;
+}
+
+int flamme_writer_stop(uint64_t *samples, uint64_t *lost, uint32_t *threads)
+{
+    pthread_mutex_lock(&W.lock);
+    W.stop = 1;
+    pthread_cond_signal(&W.cond);
+    pthread_mutex_unlock(&W.lock);
+    pthread_join(W.thread, NULL);
+    *samples = W.samples;
+    *lost = W.lost;
+    *threads = W.threads;
+    int rc = flamme_pw_close(W.pw, W.samples, W.lost, flamme_now_sigsafe(), W.threads);
+    W.pw = NULL;
+    return (rc != 0 || W.failed) ? -1 : 0;
+}

@@ -1,0 +1,23 @@
+/*
+ * writer/writer.h — the writer thread: drains every thread's ring, interns
+ * frames and stacks, symbolizes each new address once, and streams the
+ * profile file in compressed chunks (at most ~1 s of samples behind, so a
+ * killed process keeps all but its last second).
+ *
+ * Who: started by the agent constructor, stopped by the agent's exit
+ * handler. Runs as its own thread with every signal blocked.
+ */
+#ifndef FLAMME_WRITER_WRITER_H
+#define FLAMME_WRITER_WRITER_H
+#include <stdint.h>
+
+/* Opens fd as the profile and starts the writer thread. cmdline (may be NULL)
+ * is stored as INFO. Returns 0, or -1 (a message was printed). */
+int flamme_writer_start(int fd, const char *path, const char *cmdline);
+
+/* Final drain, END record, close; joins the thread. Fills the totals for the
+ * summary. Returns 0, or -1 if the profile could not be written completely.
+ * Call once, after sampling stopped. */
+int flamme_writer_stop(uint64_t *samples, uint64_t *lost, uint32_t *threads);
+
+#endif

@@ -1,0 +1,427 @@
+/*
+ * tools/collapse.c — a loaded profile as folded stacks (tools/collapse.h),
+ * and the `flamme collapse` verb.
+ *
+ * Owns: how a profile's frames and threads are named in every text the tools
+ * print: demangled function names (tools/demangle.c), "[module]" for frames
+ * without a symbol, the "[truncated]" / "[broken]" markers and the thread
+ * root labels. Called by the collapse, svg and report verbs; single thread.
+ *
+ * Folded-safe names: flamegraph.pl splits frames on ';' and records on lines,
+ * so ';' in a name becomes ':' (as stackcollapse-perf.pl does) and every
+ * control character (newline, tab, ...) becomes a space.
+ *
+ * Markers: a TRUNCATED stack lost its root end, a BROKEN one stopped at an
+ * invalid frame pointer; either way its root-most known frame is not a real
+ * root, so the marker becomes the root-most frame (below the thread label)
+ * and such stacks group together instead of posing as roots. A stack
+ * flagged both is shown as truncated.
+ */
+#include "tools/collapse.h"
+#include "tools/cmds.h"
+#include "tools/demangle.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+const char *flamme_thread_label(const struct flamme_thread *t, char *buf, size_t len)
+{
+    if (!t) {
+        snprintf(buf, len, "thread ?");
+        return buf;
+    }
+    switch (t->kind) {
+    case FLAMME_THREAD_MAIN:
+        snprintf(buf, len, "main");
+        break;
+    case FLAMME_THREAD_DOMAIN:
+        snprintf(buf, len, "domain %d", (int)t->domain);
+        break;
+    case FLAMME_THREAD_SYSTHREAD:
+        snprintf(buf, len, "thread %u (domain %d)", (unsigned)t->tid, (int)t->domain);
+        break;
+    case FLAMME_THREAD_BACKUP:
+        snprintf(buf, len, "backup (domain %d)", (int)t->domain);
+        break;
+    case FLAMME_THREAD_TICK:
+        snprintf(buf, len, "tick");
+        break;
+    default: /* FLAMME_THREAD_C, FLAMME_THREAD_UNKNOWN, future kinds */
+        snprintf(buf, len, "thread %u", (unsigned)t->tid);
+        break;
+    }
+    return buf;
+}
+
+/* ------------------------------------------------------------ text buffer */
+
+struct sbuf {
+    char *s;
+    size_t len, cap;
+    int oom;
+};
+
+static void sb_add(struct sbuf *b, const char *s, size_t n)
+{
+    if (b->oom)
+        return;
+    if (b->len + n + 1 > b->cap) {
+        size_t nc = b->cap ? b->cap : 256;
+        while (nc < b->len + n + 1)
+            nc *= 2;
+        char *ns = realloc(b->s, nc);
+        if (!ns) {
+            b->oom = 1;
+            return;
+        }
+        b->s = ns;
+        b->cap = nc;
+    }
+    memcpy(b->s + b->len, s, n);
+    b->len += n;
+    b->s[b->len] = '\0';
+}
+
+static void sb_frame(struct sbuf *b, const char *name)
+{
+    if (b->len)
+        sb_add(b, ";", 1);
+    sb_add(b, name, strlen(name));
+}
+
+/* ------------------------------------------------------------ frame names */
+
+static void make_folded_safe(char *s)
+{
+    for (; *s; s++) {
+        if (*s == ';')
+            *s = ':';
+        else if ((unsigned char)*s < 0x20 || *s == 0x7f)
+            *s = ' ';
+    }
+}
+
+static const char *base_name(const char *path)
+{
+    const char *slash = strrchr(path, '/');
+    return slash && slash[1] ? slash + 1 : path;
+}
+
+/* Display name of one frame, malloc'd; NULL on allocation failure. */
+static char *frame_name(const struct flamme_frame *f, const struct flamme_collapse_opts *o)
+{
+    char buf[4096];
+    if (f->function[0]) {
+        if (o->raw_names)
+            snprintf(buf, sizeof buf, "%s", f->function);
+        else
+            flamme_demangle(f->function, buf, sizeof buf);
+    } else if (f->module[0]) {
+        if (o->addresses)
+            snprintf(buf, sizeof buf, "%s+0x%llx", base_name(f->module),
+                     (unsigned long long)f->offset);
+        else
+            snprintf(buf, sizeof buf, "[%s]", base_name(f->module));
+    } else {
+        if (o->addresses)
+            snprintf(buf, sizeof buf, "0x%llx", (unsigned long long)f->addr);
+        else
+            snprintf(buf, sizeof buf, "[unknown]");
+    }
+    make_folded_safe(buf);
+    return strdup(buf);
+}
+
+/* ------------------------------------------------------------ aggregation */
+
+/* Level 1: (stack id, tid or 0, marker) -> weight, so each distinct
+ * combination is turned into text once however many samples share it. */
+struct key_ent {
+    uint64_t key; /* stack_id << 32 | tid ; marker kept separately */
+    uint32_t marker;
+    uint64_t weight;
+    int used;
+};
+
+/* Level 2: folded text -> weight (different stacks can print alike: two
+ * return addresses in one function). */
+struct text_ent {
+    char *text;
+    uint64_t hash, weight;
+};
+
+static uint64_t mix64(uint64_t x)
+{
+    x ^= x >> 33;
+    x *= 0xff51afd7ed558ccdull;
+    x ^= x >> 33;
+    x *= 0xc4ceb9fe1a85ec53ull;
+    return x ^ (x >> 33);
+}
+
+static uint64_t hash_str(const char *s)
+{
+    uint64_t h = 1469598103934665603ull;
+    for (; *s; s++)
+        h = (h ^ (unsigned char)*s) * 1099511628211ull;
+    return h;
+}
+
+struct text_tab {
+    struct text_ent *e;
+    size_t cap, n;
+};
+
+/* Adds weight to text (takes ownership of text). Returns 0 or -1. */
+static int text_add(struct text_tab *t, char *text, uint64_t weight)
+{
+    if ((t->n + 1) * 2 > t->cap) {
+        size_t nc = t->cap ? t->cap * 2 : 1024;
+        struct text_ent *ne = calloc(nc, sizeof *ne);
+        if (!ne) {
+            free(text);
+            return -1;
+        }
+        for (size_t i = 0; i < t->cap; i++) {
+            if (!t->e[i].text)
+                continue;
+            size_t j = t->e[i].hash & (nc - 1);
+            while (ne[j].text)
+                j = (j + 1) & (nc - 1);
+            ne[j] = t->e[i];
+        }
+        free(t->e);
+        t->e = ne;
+        t->cap = nc;
+    }
+    uint64_t h = hash_str(text);
+    size_t j = h & (t->cap - 1);
+    while (t->e[j].text) {
+        if (t->e[j].hash == h && strcmp(t->e[j].text, text) == 0) {
+            t->e[j].weight += weight;
+            free(text);
+            return 0;
+        }
+        j = (j + 1) & (t->cap - 1);
+    }
+    t->e[j] = (struct text_ent){ text, h, weight };
+    t->n++;
+    return 0;
+}
+
+static int text_cmp(const void *a, const void *b)
+{
+    const struct text_ent *x = a, *y = b;
+    return strcmp(x->text, y->text);
+}
+
+/* Level-1 table: open addressing over (key, marker). Returns the entry for
+ * the pair, or NULL on allocation failure. */
+static struct key_ent *key_slot(struct key_ent **tab, size_t *cap, size_t *n, uint64_t key,
+                                uint32_t marker)
+{
+    if ((*n + 1) * 2 > *cap) {
+        size_t nc = *cap ? *cap * 2 : 1024;
+        struct key_ent *ne = calloc(nc, sizeof *ne);
+        if (!ne)
+            return NULL;
+        for (size_t i = 0; i < *cap; i++) {
+            if (!(*tab)[i].used)
+                continue;
+            size_t j = mix64((*tab)[i].key ^ (*tab)[i].marker) & (nc - 1);
+            while (ne[j].used)
+                j = (j + 1) & (nc - 1);
+            ne[j] = (*tab)[i];
+        }
+        free(*tab);
+        *tab = ne;
+        *cap = nc;
+    }
+    size_t j = mix64(key ^ marker) & (*cap - 1);
+    while ((*tab)[j].used) {
+        if ((*tab)[j].key == key && (*tab)[j].marker == marker)
+            return &(*tab)[j];
+        j = (j + 1) & (*cap - 1);
+    }
+    (*tab)[j] = (struct key_ent){ key, marker, 0, 1 };
+    (*n)++;
+    return &(*tab)[j];
+}
+
+#define MARK_TRUNCATED 1u
+#define MARK_BROKEN 2u
+
+/* Text of one level-1 entry; NULL on allocation failure. */
+static char *stack_text(const struct flamme_profile *p, const struct flamme_collapse_opts *o,
+                        char **names, const struct key_ent *k)
+{
+    struct sbuf b = { 0 };
+    uint32_t stack_id = (uint32_t)(k->key >> 32), tid = (uint32_t)k->key;
+    if (o->threads) {
+        char lbl[96];
+        const struct flamme_thread *t = flamme_profile_thread(p, tid);
+        if (t)
+            flamme_thread_label(t, lbl, sizeof lbl);
+        else
+            snprintf(lbl, sizeof lbl, "thread %u", (unsigned)tid);
+        make_folded_safe(lbl);
+        sb_frame(&b, lbl);
+    }
+    if (k->marker == MARK_TRUNCATED)
+        sb_frame(&b, "[truncated]");
+    else if (k->marker == MARK_BROKEN)
+        sb_frame(&b, "[broken]");
+    const struct flamme_stack *st = &p->stacks[stack_id];
+    for (uint32_t i = st->n; i-- > 0;) {
+        uint32_t fid = st->frames[i];
+        if (fid >= p->nframes) {
+            sb_frame(&b, "[bad frame]");
+            continue;
+        }
+        if (!names[fid] && !(names[fid] = frame_name(&p->frames[fid], o))) {
+            free(b.s);
+            return NULL;
+        }
+        sb_frame(&b, names[fid]);
+    }
+    if (b.len == 0)
+        sb_frame(&b, "[no frames]");
+    if (b.oom) {
+        free(b.s);
+        return NULL;
+    }
+    return b.s;
+}
+
+int flamme_collapse_profile(const struct flamme_profile *p, const struct flamme_collapse_opts *o,
+                            void (*emit)(void *ctx, const char *stack, uint64_t count), void *ctx)
+{
+    int rc = -1;
+    struct key_ent *keys = NULL;
+    size_t kcap = 0, nkeys = 0;
+    struct text_tab texts = { 0 };
+    char **names = calloc(p->nframes ? p->nframes : 1, sizeof *names);
+    if (!names)
+        return -1;
+
+    for (size_t i = 0; i < p->nsamples; i++) {
+        const struct flamme_sample *s = &p->samples[i];
+        if (s->stack_id >= p->nstacks)
+            continue; /* the loader rejects these; never index out of bounds */
+        uint32_t marker = (s->flags & FLAMME_SAMPLE_TRUNCATED) ? MARK_TRUNCATED
+                          : (s->flags & FLAMME_SAMPLE_BROKEN)  ? MARK_BROKEN
+                                                               : 0;
+        uint64_t key = (uint64_t)s->stack_id << 32 | (o->threads ? s->tid : 0);
+        struct key_ent *k = key_slot(&keys, &kcap, &nkeys, key, marker);
+        if (!k)
+            goto out;
+        k->weight += s->weight;
+    }
+    for (size_t i = 0; i < kcap; i++) {
+        if (!keys[i].used || keys[i].weight == 0)
+            continue;
+        char *text = stack_text(p, o, names, &keys[i]);
+        if (!text || text_add(&texts, text, keys[i].weight) != 0)
+            goto out;
+    }
+
+    /* Compact, sort by text, emit. */
+    size_t n = 0;
+    for (size_t i = 0; i < texts.cap; i++)
+        if (texts.e[i].text)
+            texts.e[n++] = texts.e[i];
+    if (n)
+        qsort(texts.e, n, sizeof *texts.e, text_cmp);
+    for (size_t i = 0; i < n; i++)
+        emit(ctx, texts.e[i].text, texts.e[i].weight);
+    texts.cap = n; /* entries past n were moved down */
+    rc = 0;
+out:
+    for (size_t i = 0; i < texts.cap; i++)
+        free(texts.e[i].text);
+    free(texts.e);
+    free(keys);
+    for (size_t i = 0; i < p->nframes; i++)
+        free(names[i]);
+    free(names);
+    return rc;
+}
+
+/* ------------------------------------------------------------ the verb */
+
+static void emit_line(void *ctx, const char *stack, uint64_t count)
+{
+    fprintf((FILE *)ctx, "%s %llu\n", stack, (unsigned long long)count);
+}
+
+static int usage(void)
+{
+    fprintf(stderr, "usage: flamme collapse FILE [--threads] [--raw] [--addresses] [-o OUT]\n");
+    return 2;
+}
+
+int flamme_cmd_collapse(int argc, char **argv)
+{
+    struct flamme_collapse_opts o = { 0 };
+    const char *in = NULL, *outpath = NULL;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (strcmp(a, "--threads") == 0)
+            o.threads = 1;
+        else if (strcmp(a, "--raw") == 0)
+            o.raw_names = 1;
+        else if (strcmp(a, "--addresses") == 0)
+            o.addresses = 1;
+        else if (strcmp(a, "-o") == 0 && i + 1 < argc)
+            outpath = argv[++i];
+        else if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
+            usage();
+            return 0;
+        } else if (a[0] == '-' && a[1]) {
+            fprintf(stderr, "flamme collapse: unknown option: %s\n", a);
+            return 2;
+        } else if (!in)
+            in = a;
+        else {
+            fprintf(stderr, "flamme collapse: more than one input file: %s\n", a);
+            return 2;
+        }
+    }
+    if (!in)
+        return usage();
+
+    struct flamme_profile p;
+    char err[512];
+    if (flamme_profile_load(in, &p, err, sizeof err) != 0) {
+        fprintf(stderr, "flamme collapse: %s\n", err);
+        return 2;
+    }
+    if (p.truncated)
+        fprintf(stderr, "flamme collapse: %s: file is truncated or damaged; using what was readable\n",
+                in);
+
+    FILE *out = stdout;
+    if (outpath && !(out = fopen(outpath, "w"))) {
+        fprintf(stderr, "flamme collapse: cannot create %s: %s\n", outpath, strerror(errno));
+        flamme_profile_free(&p);
+        return 1;
+    }
+    int rc = 0;
+    if (flamme_collapse_profile(&p, &o, emit_line, out) != 0) {
+        fprintf(stderr, "flamme collapse: %s: out of memory\n", in);
+        rc = 1;
+    }
+    if (fflush(out) != 0 || ferror(out)) {
+        fprintf(stderr, "flamme collapse: write error on %s: %s\n", outpath ? outpath : "stdout",
+                strerror(errno));
+        rc = 1;
+    }
+    if (out != stdout && fclose(out) != 0 && rc == 0) {
+        fprintf(stderr, "flamme collapse: cannot write %s: %s\n", outpath, strerror(errno));
+        rc = 1;
+    }
+    flamme_profile_free(&p);
+    return rc;
+}

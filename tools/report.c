@@ -1,0 +1,312 @@
+/*
+ * tools/report.c — `flamme report FILE`: a one-screen text summary of a
+ * profile: header facts, totals, how many stacks reach a real thread root,
+ * per-thread shares and the top functions by self and total time.
+ *
+ * Built on flamme_collapse_profile (threads off), so the names, markers and
+ * "[module]" frames are exactly those of `flamme collapse` and the SVG.
+ * Percentages are of sample weight (a sample's weight is the number of
+ * timer ticks it stands for).
+ */
+#include "tools/cmds.h"
+#include "tools/collapse.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define TOP_N 20
+
+/* Root-most frames that mean the walk reached the bottom of a thread. */
+static const char *const thread_roots[] = { "main",        "__libc_start_call_main",
+                                            "__libc_start_main", "start_thread",
+                                            "clone3",      "clone",
+                                            "_start" };
+
+struct fn {
+    char *name;
+    uint64_t self, total;
+    size_t stamp; /* last line counted in total, +1 (0 = never) */
+};
+
+struct agg {
+    struct fn *fns;
+    size_t cap, n;
+    uint64_t weight, complete, truncated, broken;
+    size_t line; /* current line number, for the stamp */
+    int oom;
+};
+
+static uint64_t hash_mem(const char *s, size_t n)
+{
+    uint64_t h = 1469598103934665603ull;
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ (unsigned char)s[i]) * 1099511628211ull;
+    return h;
+}
+
+/* Entry for name s[0..n); NULL on allocation failure. */
+static struct fn *fn_get(struct agg *a, const char *s, size_t n)
+{
+    if ((a->n + 1) * 2 > a->cap) {
+        size_t nc = a->cap ? a->cap * 2 : 1024;
+        struct fn *ne = calloc(nc, sizeof *ne);
+        if (!ne)
+            return NULL;
+        for (size_t i = 0; i < a->cap; i++) {
+            if (!a->fns[i].name)
+                continue;
+            size_t j = hash_mem(a->fns[i].name, strlen(a->fns[i].name)) & (nc - 1);
+            while (ne[j].name)
+                j = (j + 1) & (nc - 1);
+            ne[j] = a->fns[i];
+        }
+        free(a->fns);
+        a->fns = ne;
+        a->cap = nc;
+    }
+    size_t j = hash_mem(s, n) & (a->cap - 1);
+    while (a->fns[j].name) {
+        if (strncmp(a->fns[j].name, s, n) == 0 && a->fns[j].name[n] == '\0')
+            return &a->fns[j];
+        j = (j + 1) & (a->cap - 1);
+    }
+    char *name = strndup(s, n);
+    if (!name)
+        return NULL;
+    a->fns[j] = (struct fn){ name, 0, 0, 0 };
+    a->n++;
+    return &a->fns[j];
+}
+
+static int is_marker(const char *s, size_t n)
+{
+    return (n == 11 && memcmp(s, "[truncated]", 11) == 0) || (n == 8 && memcmp(s, "[broken]", 8) == 0) ||
+           (n == 11 && memcmp(s, "[no frames]", 11) == 0);
+}
+
+/* One folded line: classify its root, count self for the leaf and total
+ * once per distinct function. */
+static void on_stack(void *ctx, const char *stack, uint64_t w)
+{
+    struct agg *a = ctx;
+    a->line++;
+    a->weight += w;
+    size_t rootlen = strcspn(stack, ";");
+    if (rootlen == 11 && memcmp(stack, "[truncated]", 11) == 0)
+        a->truncated += w;
+    else if (rootlen == 8 && memcmp(stack, "[broken]", 8) == 0)
+        a->broken += w;
+    else
+        for (size_t i = 0; i < sizeof thread_roots / sizeof thread_roots[0]; i++)
+            if (strlen(thread_roots[i]) == rootlen && memcmp(stack, thread_roots[i], rootlen) == 0)
+                a->complete += w;
+
+    struct fn *leaf = NULL;
+    for (const char *p = stack; *p;) {
+        size_t n = strcspn(p, ";");
+        if (!is_marker(p, n)) {
+            struct fn *f = fn_get(a, p, n);
+            if (!f) {
+                a->oom = 1;
+                return;
+            }
+            if (f->stamp != a->line) {
+                f->stamp = a->line;
+                f->total += w;
+            }
+            leaf = f;
+        }
+        p += n;
+        if (*p == ';')
+            p++;
+    }
+    if (leaf)
+        leaf->self += w;
+}
+
+static int by_self(const void *x, const void *y)
+{
+    const struct fn *a = *(struct fn *const *)x, *b = *(struct fn *const *)y;
+    if (a->self != b->self)
+        return a->self > b->self ? -1 : 1;
+    return strcmp(a->name, b->name);
+}
+
+static int by_total(const void *x, const void *y)
+{
+    const struct fn *a = *(struct fn *const *)x, *b = *(struct fn *const *)y;
+    if (a->total != b->total)
+        return a->total > b->total ? -1 : 1;
+    return strcmp(a->name, b->name);
+}
+
+static double pct(uint64_t part, uint64_t whole)
+{
+    return whole ? 100.0 * (double)part / (double)whole : 0.0;
+}
+
+static void print_top(struct fn **v, size_t n, uint64_t weight, int self_first)
+{
+    printf("%s\n", self_first ? "top functions by self time:" : "top functions by total time:");
+    printf("  %7s %7s %10s  %s\n", "self%", "total%", self_first ? "self" : "total", "function");
+    for (size_t i = 0; i < n && i < TOP_N; i++) {
+        if ((self_first ? v[i]->self : v[i]->total) == 0)
+            break; /* sorted: the rest never ran as leaf */
+        printf("  %6.1f%% %6.1f%% %10llu  %s\n", pct(v[i]->self, weight), pct(v[i]->total, weight),
+               (unsigned long long)(self_first ? v[i]->self : v[i]->total), v[i]->name);
+    }
+}
+
+struct tstat {
+    uint32_t tid;
+    uint64_t weight, samples;
+};
+
+static int by_tid(const void *x, const void *y)
+{
+    const struct tstat *a = x, *b = y;
+    return a->tid < b->tid ? -1 : a->tid > b->tid;
+}
+
+static int by_weight(const void *x, const void *y)
+{
+    const struct tstat *a = x, *b = y;
+    if (a->weight != b->weight)
+        return a->weight > b->weight ? -1 : 1;
+    return a->tid < b->tid ? -1 : a->tid > b->tid;
+}
+
+/* Per-thread table: samples sorted by tid, then runs summed. */
+static int print_threads(const struct flamme_profile *p, uint64_t weight)
+{
+    struct tstat *t = malloc((p->nsamples ? p->nsamples : 1) * sizeof *t);
+    if (!t)
+        return -1;
+    for (size_t i = 0; i < p->nsamples; i++)
+        t[i] = (struct tstat){ p->samples[i].tid, p->samples[i].weight, 1 };
+    qsort(t, p->nsamples, sizeof *t, by_tid);
+    size_t n = 0;
+    for (size_t i = 0; i < p->nsamples; i++) {
+        if (n && t[n - 1].tid == t[i].tid) {
+            t[n - 1].weight += t[i].weight;
+            t[n - 1].samples++;
+        } else
+            t[n++] = t[i];
+    }
+    qsort(t, n, sizeof *t, by_weight);
+    printf("threads (%zu with samples):\n", n);
+    printf("  %-28s %10s %10s %7s\n", "thread", "tid", "samples", "%");
+    for (size_t i = 0; i < n; i++) {
+        char lbl[96];
+        const struct flamme_thread *th = flamme_profile_thread(p, t[i].tid);
+        if (th)
+            flamme_thread_label(th, lbl, sizeof lbl);
+        else
+            snprintf(lbl, sizeof lbl, "thread %u", (unsigned)t[i].tid);
+        printf("  %-28s %10u %10llu %6.1f%%\n", lbl, (unsigned)t[i].tid, (unsigned long long)t[i].weight,
+               pct(t[i].weight, weight));
+    }
+    free(t);
+    return 0;
+}
+
+static void print_header(const char *path, const struct flamme_profile *p)
+{
+    printf("profile: %s\n", path);
+    double dur = p->end_ns > p->hdr.start_monotonic_ns
+                     ? (double)(p->end_ns - p->hdr.start_monotonic_ns) / 1e9
+                     : 0.0;
+    char when[64] = "?";
+    time_t secs = (time_t)(p->hdr.start_realtime_ns / 1000000000ull);
+    struct tm tm;
+    if (gmtime_r(&secs, &tm))
+        strftime(when, sizeof when, "%Y-%m-%d %H:%M:%S UTC", &tm);
+    printf("  pid %u, %u Hz per thread, %.2f s, started %s\n", (unsigned)p->hdr.pid,
+           (unsigned)p->hdr.hz, dur, when);
+    const char *cmd = flamme_profile_info(p, "cmdline");
+    if (cmd)
+        printf("  command: %s\n", cmd);
+    if (p->truncated)
+        printf("  status: damaged or cut short (read up to the last whole chunk)\n");
+    else if (!p->complete)
+        printf("  status: incomplete (no end record: the process did not exit cleanly)\n");
+    else
+        printf("  status: complete\n");
+}
+
+int flamme_cmd_report(int argc, char **argv)
+{
+    const char *in = NULL;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
+            fprintf(stderr, "usage: flamme report FILE\n");
+            return 0;
+        }
+        if (argv[i][0] == '-' && argv[i][1]) {
+            fprintf(stderr, "flamme report: unknown option: %s\n", argv[i]);
+            return 2;
+        }
+        if (in) {
+            fprintf(stderr, "flamme report: more than one input file: %s\n", argv[i]);
+            return 2;
+        }
+        in = argv[i];
+    }
+    if (!in) {
+        fprintf(stderr, "usage: flamme report FILE\n");
+        return 2;
+    }
+
+    struct flamme_profile p;
+    char err[512];
+    if (flamme_profile_load(in, &p, err, sizeof err) != 0) {
+        fprintf(stderr, "flamme report: %s\n", err);
+        return 2;
+    }
+    struct agg a = { 0 };
+    struct flamme_collapse_opts o = { 0 };
+    struct fn **v = NULL;
+    int rc = 1;
+    if (flamme_collapse_profile(&p, &o, on_stack, &a) != 0 || a.oom)
+        goto out;
+
+    print_header(in, &p);
+    printf("totals:\n");
+    printf("  samples: %zu records, weight %llu; lost: %llu (%.1f%%)\n", p.nsamples,
+           (unsigned long long)a.weight, (unsigned long long)p.lost, pct(p.lost, a.weight + p.lost));
+    printf("stacks:\n");
+    printf("  complete stacks: %.1f%%  (root-most frame is a thread root: main, start_thread, ...)\n",
+           pct(a.complete, a.weight));
+    printf("  truncated: %.1f%%  broken: %.1f%%  other: %.1f%%\n", pct(a.truncated, a.weight),
+           pct(a.broken, a.weight), pct(a.weight - a.complete - a.truncated - a.broken, a.weight));
+    if (print_threads(&p, a.weight) != 0)
+        goto out;
+
+    v = malloc((a.n ? a.n : 1) * sizeof *v);
+    if (!v)
+        goto out;
+    size_t n = 0;
+    for (size_t i = 0; i < a.cap; i++)
+        if (a.fns[i].name)
+            v[n++] = &a.fns[i];
+    qsort(v, n, sizeof *v, by_self);
+    print_top(v, n, a.weight, 1);
+    qsort(v, n, sizeof *v, by_total);
+    print_top(v, n, a.weight, 0);
+    rc = 0;
+out:
+    if (rc != 0)
+        fprintf(stderr, "flamme report: %s: out of memory\n", in);
+    if (fflush(stdout) != 0 && rc == 0) {
+        fprintf(stderr, "flamme report: write error on stdout\n");
+        rc = 1;
+    }
+    free(v);
+    for (size_t i = 0; i < a.cap; i++)
+        free(a.fns[i].name);
+    free(a.fns);
+    flamme_profile_free(&p);
+    return rc;
+}

@@ -60,44 +60,56 @@ static int is_thread_root(const char *fn)
     return 0;
 }
 
-/* Frame id for addr, emitting its FRAME record the first time.
- * *hidden = 1 for the agent's own frames (the pthread trampoline).
- * Returns UINT32_MAX on failure. */
-static uint32_t frame_id(uint64_t addr, int *hidden, int *root)
+/* Facts about a frame id, kept in a byte per id. */
+#define FR_HIDDEN 1u /* the agent's own code (the pthread_create trampoline) */
+#define FR_ROOT 2u   /* a thread's first function */
+#define FR_MAIN 4u   /* the program's main() */
+
+/* Frame id for addr, emitting its FRAME record the first time. callee_facts
+ * are the facts of the frame this one called (0 for the leaf): glibc ships
+ * without .symtab, so its static thread roots have no symbol, but the
+ * caller of main() is by construction __libc_start_call_main and the caller
+ * of our trampoline is start_thread. Sets *facts. Returns UINT32_MAX on
+ * allocation failure. */
+static uint32_t frame_id(uint64_t addr, uint8_t callee_facts, uint8_t *facts)
 {
+    static uint8_t *fact;
+    static uint32_t cap;
     int is_new;
     uint32_t id = flamme_dedup_frame(W.dedup, addr, &is_new);
-    /* Per-frame facts kept in two bitmaps indexed by id. */
-    static uint8_t *hid, *rt;
-    static uint32_t cap;
     if (id == UINT32_MAX)
         return id;
     if (id >= cap) {
         uint32_t nc = cap ? cap * 2 : 4096;
         while (nc <= id)
             nc *= 2;
-        uint8_t *a = realloc(hid, nc), *b = realloc(rt, nc);
-        if (a)
-            hid = a;
-        if (b)
-            rt = b;
-        if (!a || !b)
+        uint8_t *a = realloc(fact, nc);
+        if (!a)
             return UINT32_MAX;
-        memset(hid + cap, 0, nc - cap);
-        memset(rt + cap, 0, nc - cap);
+        fact = a;
+        memset(fact + cap, 0, nc - cap);
         cap = nc;
     }
     if (is_new) {
         const char *fn = "", *mod = "";
         uint64_t off = 0;
         flamme_symtab_lookup(W.syms, addr, &fn, &mod, &off);
-        hid[id] = W.self_module && strcmp(mod, W.self_module) == 0;
-        rt[id] = is_thread_root(fn);
+        if (!*fn && (callee_facts & FR_MAIN))
+            fn = "__libc_start_call_main";
+        else if (!*fn && (callee_facts & FR_HIDDEN))
+            fn = "start_thread";
+        uint8_t f = 0;
+        if (W.self_module && strcmp(mod, W.self_module) == 0)
+            f |= FR_HIDDEN;
+        if (is_thread_root(fn))
+            f |= FR_ROOT;
+        if (strcmp(fn, "main") == 0)
+            f |= FR_MAIN;
+        fact[id] = f;
         if (flamme_pw_frame(W.pw, id, addr, off, fn, mod) != 0)
             W.failed = 1;
     }
-    *hidden = hid[id];
-    *root = rt[id];
+    *facts = fact[id];
     return id;
 }
 
@@ -153,23 +165,22 @@ static void on_record(void *ctx, const uint64_t *rec, uint64_t nwords)
         W.ids_cap = (uint32_t)n;
     }
     uint32_t k = 0;
-    int last_root = 0;
+    uint8_t facts = 0, last_facts = 0;
     for (uint64_t i = 0; i < n; i++) {
-        int hidden, root;
         /* Return addresses point after the call; the call itself is one byte
          * earlier, which keeps a call at the very end of a function (noreturn)
          * attributed to that function. The leaf pc is exact. */
-        uint32_t id = frame_id(i ? frames[i] - 1 : frames[i], &hidden, &root);
+        uint32_t id = frame_id(i ? frames[i] - 1 : frames[i], facts, &facts);
         if (id == UINT32_MAX) {
             W.failed = 1;
             return;
         }
-        if (hidden)
+        if (facts & FR_HIDDEN)
             continue;
         W.ids[k++] = id;
-        last_root = root;
+        last_facts = facts;
     }
-    if (last_root)
+    if (last_facts & FR_ROOT)
         flags &= ~FLAMME_SAMPLE_BROKEN;
     int is_new;
     uint32_t sid = flamme_dedup_stack(W.dedup, W.ids, k, &is_new);

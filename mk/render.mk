@@ -1,0 +1,30 @@
+# mk/render.mk — `flamme svg`, the flame graph renderer (owner: tools/svg.c,
+# tools/folded.[ch], tools/flamegraph.[ch], tools/flamegraph.js, tests/render/,
+# bench/render*). Targets: render-test (part of make test), bench-render.
+TOOL_SRCS += tools/svg.c tools/folded.c tools/flamegraph.c
+UNIT_TESTS += $(wildcard tests/unit/test_folded*.c tests/unit/test_flamegraph*.c)
+
+# The viewer's JavaScript is kept as a plain .js file and turned into a C
+# string literal that tools/flamegraph.c includes.
+$(BUILD)/gen/flamegraph_js.inc: tools/flamegraph.js
+	@mkdir -p $(dir $@)
+	sed -e 's/\\/\\\\/g' -e 's/"/\\"/g' -e 's/^/"/' -e 's/$$/\\n"/' $< > $@.tmp && mv $@.tmp $@
+$(BUILD)/tool/tools/flamegraph.o: $(BUILD)/gen/flamegraph_js.inc
+
+.PHONY: render-test bench-render
+render-test: $(BUILD)/flamme
+	python3 tests/render/run_tests.py $(BUILD)/flamme
+TEST_TARGETS += render-test
+
+# 200,000 unique stacks (~198 MB), made once under build/.
+RENDER_BIG := $(BUILD)/render/big.folded
+$(RENDER_BIG):
+	@mkdir -p $(dir $@)
+	python3 $(CURDIR)/../shared/bench/gen_folded.py --lines 200000 -o $@.tmp && mv $@.tmp $@
+
+bench-render: $(BUILD)/flamme $(RENDER_BIG)
+	python3 bench/render_bench.py $(BUILD)/flamme $(RENDER_BIG)
+BENCH_TARGETS += bench-render
+
+HELP_LINES += "make render-test  flamme svg tests (parser, options, escaping, headless chromium)" \
+              "make bench-render render a 200k-stack folded file; prints wall time and peak RSS"

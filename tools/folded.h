@@ -1,0 +1,75 @@
+/*
+ * tools/folded.h — the folded-stack ("collapsed") text format as
+ * flamegraph.pl reads it, parsed into interned frame ids.
+ *
+ * Owns: line syntax (`root;...;leaf COUNT` or `... COUNT1 COUNT2` for a
+ * differential line), the frame-name table, the per-stack records.
+ * Called by: `flamme svg` (tools/svg.c) and the flamegraph layout
+ * (tools/flamegraph.c); single thread; allocates.
+ *
+ * Rules (same as flamegraph.pl): frames are separated by ';' and may contain
+ * spaces; the count is the last whitespace-separated token, an unsigned
+ * integer or decimal ("12", "12.", "12.5"); if the rest of the line again
+ * ends in whitespace+number the line is differential (first number = before,
+ * second = after; widths use "after"). Lines that do not match are skipped
+ * with a warning. Duplicate stacks are kept as separate records here and are
+ * summed by the layout. A trailing '\r' is ignored.
+ */
+#ifndef FLAMME_TOOLS_FOLDED_H
+#define FLAMME_TOOLS_FOLDED_H
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+struct flamme_folded_stack {
+    size_t off;      /* index of the first frame id in flamme_folded.ids (root first) */
+    uint32_t n;      /* number of frames */
+    int has_before;  /* 1 for a differential line */
+    double count;    /* samples (the "after" column for a differential line) */
+    double before;   /* differential "before" column; 0 otherwise */
+};
+
+struct flamme_folded {
+    /* interned names: name i is arena + name_off[i], name_len[i] bytes, NUL-terminated */
+    char *arena; size_t arena_len, arena_cap;
+    size_t *name_off; uint32_t *name_len; uint32_t nnames, names_cap;
+    uint32_t *htab; size_t hcap;          /* open addressing, holds id+1, 0 = empty */
+    uint32_t *ids; size_t nids, ids_cap;  /* frame ids of all stacks, concatenated */
+    struct flamme_folded_stack *stacks; size_t nstacks, stacks_cap;
+    double total;        /* sum of count over all stacks */
+    size_t bad_lines;    /* lines skipped */
+    int differential;    /* 1 if any line was differential */
+    int oom;             /* 1 after an allocation failure */
+};
+
+void flamme_folded_init(struct flamme_folded *f);
+void flamme_folded_free(struct flamme_folded *f);
+
+/* Name of frame id (NUL-terminated, owned by f). */
+static inline const char *flamme_folded_name(const struct flamme_folded *f, uint32_t id)
+{
+    return f->arena + f->name_off[id];
+}
+
+/* Interns len bytes at s; returns the id, or UINT32_MAX on allocation failure. */
+uint32_t flamme_folded_intern(struct flamme_folded *f, const char *s, size_t len);
+
+/* Looks a name up without adding it; UINT32_MAX if absent. */
+uint32_t flamme_folded_lookup(const struct flamme_folded *f, const char *s, size_t len);
+
+/* Parses one line (without its '\n'). Returns 0 if added, 1 if the line is
+ * blank (ignored silently), -1 if malformed (why is set to a short reason),
+ * -2 on allocation failure. */
+int flamme_folded_parse_line(struct flamme_folded *f, const char *line, size_t len,
+                             const char **why);
+
+/* Adds the ';'-joined stack with count (used for profiles collapsed in memory).
+ * Returns 0, -1 for an empty stack, -2 on allocation failure. */
+int flamme_folded_add(struct flamme_folded *f, const char *stack, size_t len, double count);
+
+/* Reads all lines of fd. A malformed line prints "flamme svg: NAME:LINE: why"
+ * on stderr (at most 10 such warnings, then one summary) and is skipped.
+ * Returns 0, or -1 on a read error or allocation failure (message printed). */
+int flamme_folded_read_fd(struct flamme_folded *f, int fd, const char *name);
+
+#endif

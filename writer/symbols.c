@@ -28,7 +28,11 @@
  * through /proc/self/map_files/<range> when possible, which yields the very
  * inode that is mapped even if the path now names another file ("(deleted)");
  * otherwise by path, and only if its inode still matches /proc/self/maps.
- * The vDSO is parsed from memory (getauxval(AT_SYSINFO_EHDR)).
+ * The vDSO is parsed from memory (getauxval(AT_SYSINFO_EHDR)). A file with
+ * no .symtab (Debian's libc) also gets the .symtab of its separate debug
+ * file, /usr/lib/debug/.build-id/xx/yyyy.debug, when one is installed
+ * (libc6-dbg): glibc's thread roots start_thread and __libc_start_call_main
+ * are static functions.
  */
 #include "writer/symbols.h"
 
@@ -46,6 +50,7 @@
 #define REFRESH_MIN_NS 100000000ull /* re-read maps on a miss at most every 100 ms */
 #define COVER_WALK_MAX 256           /* nested sized symbols searched backwards */
 #define ELF_MAX_SECTIONS 65535
+#define MAX_STRTABS 3 /* .symtab, .dynsym, a debug file's .symtab */
 
 struct sym {
     uint64_t addr, size;
@@ -66,7 +71,7 @@ struct module {
     uint64_t text_lo, text_hi; /* .text vaddr range, 0/0 if unknown */
     Elf64_Phdr *phdrs;
     size_t nphdrs;
-    char *strbufs[2]; /* string tables the names point into (NULL for the vDSO) */
+    char *strbufs[MAX_STRTABS]; /* string tables the names point into (none for the vDSO) */
 };
 
 struct mapping {
@@ -238,54 +243,130 @@ static int load_symsec(struct module *m, const struct elf_src *src, const Elf64_
     return 0;
 }
 
+/* Symbols being collected for one module, from its file and maybe a
+ * separate debug file. */
+struct symacc {
+    struct sym *arr;
+    size_t cap;
+    int slot;          /* next m->strbufs slot */
+    int have_symtab;   /* a .symtab was found */
+    char debug_path[96]; /* /usr/lib/debug/.build-id/xx/yyyy.debug, or "" */
+};
+
+/* Reads and checks the ELF header. Returns 0, or -1 if src is not an ELF64
+ * image of this machine's byte order. */
+static int read_ehdr(const struct elf_src *src, Elf64_Ehdr *eh)
+{
+    if (src_read(src, 0, eh, sizeof *eh) != 0 || memcmp(eh->e_ident, ELFMAG, SELFMAG) != 0 ||
+        eh->e_ident[EI_CLASS] != ELFCLASS64 || eh->e_ident[EI_DATA] != ELFDATA2LSB ||
+        eh->e_phentsize != sizeof(Elf64_Phdr))
+        return -1;
+    return 0;
+}
+
+/* If section sh is a GNU build-id note, sets acc->debug_path to where
+ * Debian/Fedora debug packages put the matching .symtab. */
+static void note_build_id(const struct elf_src *src, const Elf64_Shdr *sh, struct symacc *acc)
+{
+    uint8_t buf[256];
+    if (sh->sh_size < sizeof(Elf64_Nhdr) || sh->sh_size > sizeof buf ||
+        src_read(src, sh->sh_offset, buf, sh->sh_size) != 0)
+        return;
+    Elf64_Nhdr nh;
+    memcpy(&nh, buf, sizeof nh);
+    size_t name_at = sizeof nh, desc_at = name_at + ((nh.n_namesz + 3) & ~3u);
+    if (nh.n_type != NT_GNU_BUILD_ID || nh.n_namesz != 4 || memcmp(buf + name_at, "GNU", 4) != 0 ||
+        nh.n_descsz < 2 || nh.n_descsz > 40 || desc_at + nh.n_descsz > sh->sh_size)
+        return;
+    char *o = acc->debug_path;
+    o += sprintf(o, "/usr/lib/debug/.build-id/%02x/", buf[desc_at]);
+    for (size_t i = 1; i < nh.n_descsz; i++)
+        o += sprintf(o, "%02x", buf[desc_at + i]);
+    strcpy(o, ".debug");
+}
+
+/* Collects the symbols of one image's section headers. main_file: also
+ * .dynsym, the .text range and the build-id; otherwise (a debug file) only
+ * .symtab. Missing or malformed section headers are not an error (the
+ * module is then module-only). Returns 0, or -1 on allocation failure. */
+static int load_sections(struct module *m, const struct elf_src *src, const Elf64_Ehdr *eh,
+                         int main_file, struct symacc *acc)
+{
+    size_t shnum = eh->e_shnum;
+    if (shnum == 0 || shnum > ELF_MAX_SECTIONS || eh->e_shentsize != sizeof(Elf64_Shdr) ||
+        eh->e_shstrndx >= shnum)
+        return 0;
+    Elf64_Shdr *sh = malloc(shnum * sizeof *sh);
+    if (!sh)
+        return -1;
+    if (src_read(src, eh->e_shoff, sh, shnum * sizeof *sh) != 0) {
+        free(sh);
+        return 0;
+    }
+    if (main_file) {
+        const Elf64_Shdr *ss = &sh[eh->e_shstrndx];
+        char *shstr = src_dup(src, ss->sh_offset, ss->sh_size);
+        for (size_t i = 0; shstr && i < shnum; i++) {
+            if (sh[i].sh_name < ss->sh_size && strcmp(shstr + sh[i].sh_name, ".text") == 0 &&
+                (sh[i].sh_flags & SHF_EXECINSTR)) {
+                m->text_lo = sh[i].sh_addr;
+                m->text_hi = sh[i].sh_addr + sh[i].sh_size;
+            }
+            if (sh[i].sh_type == SHT_NOTE && sh[i].sh_name < ss->sh_size &&
+                strcmp(shstr + sh[i].sh_name, ".note.gnu.build-id") == 0)
+                note_build_id(src, &sh[i], acc);
+        }
+        free(shstr);
+    }
+    int rc = 0;
+    for (size_t i = 0; i < shnum && acc->slot < MAX_STRTABS && rc == 0; i++) {
+        if (sh[i].sh_type == SHT_SYMTAB || (main_file && sh[i].sh_type == SHT_DYNSYM)) {
+            acc->have_symtab |= sh[i].sh_type == SHT_SYMTAB;
+            rc = load_symsec(m, src, sh, shnum, i, acc->slot++, &acc->arr, &acc->cap);
+        }
+    }
+    free(sh);
+    return rc;
+}
+
+/* Adds the .symtab of the separate debug file (libc6-dbg and the like): its
+ * static functions (start_thread, __libc_start_call_main) are otherwise
+ * nameless. Returns 0 (also when there is none), or -1 on allocation failure. */
+static int load_debug_file(struct module *m, struct symacc *acc)
+{
+    int fd = open(acc->debug_path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return 0;
+    struct stat st;
+    int rc = 0;
+    Elf64_Ehdr eh;
+    if (fstat(fd, &st) == 0 && st.st_size > 0) {
+        struct elf_src dsrc = { fd, NULL, (uint64_t)st.st_size };
+        if (read_ehdr(&dsrc, &eh) == 0)
+            rc = load_sections(m, &dsrc, &eh, 0, acc);
+    }
+    close(fd);
+    return rc;
+}
+
 /* Parses program headers and symbols of one ELF image into m.
  * Returns 0, or -1 if the image is not a readable ELF64 of this machine's
  * byte order (m is then module-only). */
 static int parse_elf(struct module *m, const struct elf_src *src)
 {
     Elf64_Ehdr eh;
-    if (src_read(src, 0, &eh, sizeof eh) != 0 || memcmp(eh.e_ident, ELFMAG, SELFMAG) != 0 ||
-        eh.e_ident[EI_CLASS] != ELFCLASS64 || eh.e_ident[EI_DATA] != ELFDATA2LSB ||
-        eh.e_phentsize != sizeof(Elf64_Phdr))
+    if (read_ehdr(src, &eh) != 0)
         return -1;
-
     m->nphdrs = eh.e_phnum;
     m->phdrs = calloc(eh.e_phnum ? eh.e_phnum : 1, sizeof(Elf64_Phdr));
     if (!m->phdrs || src_read(src, eh.e_phoff, m->phdrs, eh.e_phnum * sizeof(Elf64_Phdr)) != 0)
         return -1;
 
-    /* Without section headers (stripped hard, or not mapped) we can still
-     * compute offsets: module-only names, but a successful parse. */
-    size_t shnum = eh.e_shnum;
-    if (shnum == 0 || shnum > ELF_MAX_SECTIONS || eh.e_shentsize != sizeof(Elf64_Shdr) ||
-        eh.e_shstrndx >= shnum)
-        return 0;
-    Elf64_Shdr *sh = malloc(shnum * sizeof *sh);
-    if (!sh)
-        return -1;
-    if (src_read(src, eh.e_shoff, sh, shnum * sizeof *sh) != 0) {
-        free(sh);
-        return 0;
-    }
-
-    char *shstr = src_dup(src, sh[eh.e_shstrndx].sh_offset, sh[eh.e_shstrndx].sh_size);
-    for (size_t i = 0; shstr && i < shnum; i++) {
-        if (sh[i].sh_name < sh[eh.e_shstrndx].sh_size && strcmp(shstr + sh[i].sh_name, ".text") == 0 &&
-            (sh[i].sh_flags & SHF_EXECINSTR)) {
-            m->text_lo = sh[i].sh_addr;
-            m->text_hi = sh[i].sh_addr + sh[i].sh_size;
-        }
-    }
-    free(shstr);
-
-    struct sym *arr = NULL;
-    size_t cap = 0;
-    int slot = 0, rc = 0;
-    for (size_t i = 0; i < shnum && slot < 2 && rc == 0; i++) {
-        if (sh[i].sh_type == SHT_SYMTAB || sh[i].sh_type == SHT_DYNSYM)
-            rc = load_symsec(m, src, sh, shnum, i, slot++, &arr, &cap);
-    }
-    free(sh);
+    struct symacc acc = { 0 };
+    int rc = load_sections(m, src, &eh, 1, &acc);
+    if (rc == 0 && !acc.have_symtab && acc.debug_path[0] && src->fd >= 0)
+        rc = load_debug_file(m, &acc);
+    struct sym *arr = acc.arr;
     if (rc != 0) {
         free(arr);
         m->nsyms = 0;
@@ -592,8 +673,8 @@ void flamme_symtab_free(flamme_symtab *s)
         free(m->syms);
         free(m->maxend);
         free(m->phdrs);
-        free(m->strbufs[0]);
-        free(m->strbufs[1]);
+        for (int k = 0; k < MAX_STRTABS; k++)
+            free(m->strbufs[k]);
         free(m);
     }
     free(s->mods);

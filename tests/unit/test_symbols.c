@@ -1,7 +1,7 @@
 /*
  * tests/unit/test_symbols.c — writer/symbols.c against this very process:
  * functions of the (PIE) test binary incl. a static one, a libc function and
- * its load offset, FUNC preferred over a NOTYPE alias at one address, an
+ * its load offset, a static libc function via its debug file, FUNC preferred over a NOTYPE alias at one address, an
  * unsized asm function (nearest-preceding fallback), the vDSO, and an
  * address no mapping contains.
  */
@@ -9,6 +9,7 @@
 #include "writer/symbols.h"
 
 #include <dlfcn.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <string.h>
 #include <sys/auxv.h>
@@ -108,6 +109,32 @@ TEST(libc_function_and_offset)
     flamme_symtab_free(s);
 }
 
+static void *thread_ret(void *arg)
+{
+    *(void **)arg = __builtin_return_address(0);
+    return NULL;
+}
+
+/* start_thread is static in glibc: named only via a .symtab, which Debian
+ * ships in libc6-dbg (/usr/lib/debug/.build-id). Never a neighbour's name. */
+TEST(libc_static_via_debug_file)
+{
+    void *ra = NULL;
+    pthread_t th;
+    CHECK(pthread_create(&th, NULL, thread_ret, &ra) == 0);
+    pthread_join(th, NULL);
+    flamme_symtab *s = flamme_symtab_new();
+    int rc;
+    const char *mod;
+    const char *name = lookup(s, ra, &rc, &mod, NULL);
+    CHECK(strstr(mod, "libc") != NULL);
+    if (name[0])
+        CHECK_STR(name, "start_thread");
+    else
+        printf("  (libc has no .symtab and no debug file here: module-only, as expected)\n");
+    flamme_symtab_free(s);
+}
+
 TEST(vdso)
 {
     void *vdso = (void *)getauxval(AT_SYSINFO_EHDR);
@@ -152,6 +179,7 @@ int main(void)
     RUN(own_functions);
     RUN(func_preferred_over_notype_alias);
     RUN(libc_function_and_offset);
+    RUN(libc_static_via_debug_file);
     RUN(vdso);
     RUN(unmapped_and_new_mapping);
     return CHECK_DONE();

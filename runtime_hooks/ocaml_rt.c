@@ -74,10 +74,12 @@ int flamme_ocaml_ranges_sigsafe(const void *ds, uintptr_t sys_lo, uintptr_t sys_
         return 0;
     /* The domain state is never freed while its thread runs, so read it directly. */
     const char *d = ds;
+    /* The id is right even when the stacks are not usable (domain start-up
+     * and teardown run C code under the domain's state). */
+    *domain = *(const int32_t *)(d + DS_ID);
     uintptr_t c_stack = *(const uintptr_t *)(d + DS_C_STACK);
     if (c_stack < sys_lo || c_stack >= sys_hi)
         return 0;
-    *domain = *(const int32_t *)(d + DS_ID);
     uintptr_t s = *(const uintptr_t *)(d + DS_CURRENT_STACK);
     int n = 0;
     while (s && n < max) {

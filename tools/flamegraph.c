@@ -536,9 +536,12 @@ static void cp_save(struct cpmap *m, const struct flamme_folded *f, const char *
         fprintf(o, "%s\n", lines[i]);
     if (o && fclose(o) != 0)
         fprintf(stderr, "flamme svg: %s: cannot write palette file\n", path);
-    for (size_t i = m->nextra; i < k; i++)
+    for (size_t i = 0; i < k; i++) /* the extra lines too: they were moved here */
         free(lines[i]);
     free(lines);
+    free(m->extra);
+    m->extra = NULL;
+    m->nextra = 0;
 }
 
 /* ------------------------------------------------------------ the SVG */

@@ -18,6 +18,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "agent/engine.h"
 #include "agent/handler.h"
 #include "agent/threads.h"
 #include "runtime_hooks/ocaml_rt.h"
@@ -113,6 +114,7 @@ __attribute__((constructor)) static void flamme_init(void)
     if (flamme_cfg.disabled || !flamme_ocaml_present())
         return; /* not an OCaml 5 program: stay out of the way */
     flamme_agent_pid = getpid();
+    flamme_engine_init();
     int fd = open_output(flamme_cfg.output, sizeof flamme_cfg.output);
     if (fd < 0)
         return;

@@ -28,6 +28,27 @@ static long env_long(const char *name, long def, long lo, long hi)
     return v;
 }
 
+/* Parses env var name as one of the words in choices (NULL-terminated).
+ * Returns its index, or 0 (the default) when unset or unknown (with a
+ * warning naming the accepted words). */
+static int env_word(const char *name, const char *const *choices)
+{
+    const char *s = getenv(name);
+    if (!s || !*s)
+        return 0;
+    for (int i = 0; choices[i]; i++)
+        if (!strcmp(s, choices[i]))
+            return i;
+    char list[128] = "";
+    for (int i = 0; choices[i]; i++) {
+        strncat(list, choices[i], sizeof list - strlen(list) - 1);
+        if (choices[i + 1])
+            strncat(list, "|", sizeof list - strlen(list) - 1);
+    }
+    fprintf(stderr, "flamme: %s=%s is not one of %s; using %s\n", name, s, list, choices[0]);
+    return 0;
+}
+
 /* Expands %p (pid) and %% in pattern into out. Returns 0, or -1 if the
  * result does not fit. */
 static int expand_output(const char *pattern, char *out, size_t outlen)
@@ -67,6 +88,11 @@ void flamme_config_load(struct flamme_config *c)
     uint64_t words = (uint64_t)ring_kb * 1024 / 8;
     uint64_t min_words = 4 * ((uint64_t)c->depth + 8);
     c->ring_words = words < min_words ? min_words : words;
+
+    static const char *const engines[] = {"auto", "perf", "timer", "itimer", NULL};
+    static const char *const modes[] = {"cpu", "wall", NULL};
+    snprintf(c->engine, sizeof c->engine, "%s", engines[env_word("FLAMME_ENGINE", engines)]);
+    c->wall = env_word("FLAMME_MODE", modes) == 1;
 
     const char *out = getenv("FLAMME_OUTPUT");
     if (!out || !*out)

@@ -10,6 +10,9 @@
  *   FLAMME_QUIET   1: no informational lines on stderr (errors still printed)
  *   FLAMME_EXCL    1 (set by `flamme record`): never overwrite an existing
  *                  output; a second process of the same run writes OUTPUT.<pid>
+ *   FLAMME_ENGINE  auto|perf|timer|itimer (default auto: perf, else timer)
+ *   FLAMME_MODE    cpu|wall (default cpu); wall samples every thread on the
+ *                  wall clock, blocked ones included
  *   FLAMME_DISABLE 1: load but do nothing
  * A bad value prints one line on stderr and the default is used.
  */
@@ -25,6 +28,8 @@ struct flamme_config {
     int quiet;
     int excl;
     int disabled;
+    char engine[8];
+    int wall;
 };
 
 /* Fills c from the environment; never fails (bad values fall back to defaults

@@ -11,6 +11,7 @@
 #include <ucontext.h>
 
 #include "agent/agent.h"
+#include "agent/engine.h"
 #include "agent/threads.h"
 #include "common/profile.h"
 #include "writer/ring.h"
@@ -118,7 +119,8 @@ static void flamme_sigprof(int sig, siginfo_t *si, void *ucv)
 {
     int saved_errno = errno;
     struct flamme_slot *s = flamme_thread_self_sigsafe();
-    if (si->si_code != SI_TIMER || !s || si->si_value.sival_ptr != s) {
+    unsigned weight;
+    if (!flamme_engine_accept_sigsafe(s, si, &weight)) {
         forward(sig, si, ucv);
         errno = saved_errno;
         return;
@@ -171,9 +173,6 @@ static void flamme_sigprof(int sig, siginfo_t *si, void *ucv)
     uint32_t n = flamme_walk_sigsafe(pc, sp, fp, ranges, nr, rec + FLAMME_SAMPLE_HDR_WORDS,
                                      (uint32_t)max, &wflags);
     sflags |= wflags;
-    /* A POSIX timer's overrun count says how many expiries merged into this
-     * signal: weigh the sample by all of them so CPU time adds up. */
-    uint32_t weight = 1u + (si->si_overrun > 0 ? (uint32_t)si->si_overrun : 0u);
     rec[0] = flamme_ring_header(n + FLAMME_SAMPLE_HDR_WORDS, FLAMME_RING_SAMPLE, sflags);
     rec[1] = flamme_now_sigsafe();
     rec[2] = (uint64_t)weight | ((uint64_t)(uint32_t)domain << 32);

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "agent/agent.h"
+#include "agent/engine.h"
 #include "runtime_hooks/ocaml_rt.h"
 
 struct flamme_slot flamme_slots[FLAMME_MAX_THREADS];
@@ -57,39 +58,6 @@ static struct flamme_slot *claim_slot(void)
     return NULL;
 }
 
-/* Arms s's CPU-time timer at flamme_cfg.hz, first expiry at a random point
- * within one period so threads don't fire in lockstep and short-lived
- * threads are not under-sampled. Returns 0 or -1 (errno). */
-static int arm_timer(struct flamme_slot *s)
-{
-    struct sigevent sev;
-    memset(&sev, 0, sizeof sev);
-    sev.sigev_notify = SIGEV_THREAD_ID;
-    sev.sigev_signo = SIGPROF;
-    sev.sigev_value.sival_ptr = s;
-    sev._sigev_un._tid = s->tid;
-    if (timer_create(CLOCK_THREAD_CPUTIME_ID, &sev, &s->timer) != 0)
-        return -1;
-    long period = 1000000000L / flamme_cfg.hz;
-    uint64_t x = flamme_now_sigsafe() ^ ((uint64_t)s->tid * 0x9E3779B97F4A7C15ull);
-    x ^= x >> 33;
-    x *= 0xff51afd7ed558ccdull;
-    x ^= x >> 33;
-    long first = 1 + (long)(x % (uint64_t)period);
-    struct itimerspec its = {
-        .it_interval = {period / 1000000000L, period % 1000000000L},
-        .it_value = {first / 1000000000L, first % 1000000000L},
-    };
-    if (timer_settime(s->timer, 0, &its, NULL) != 0) {
-        int e = errno;
-        timer_delete(s->timer);
-        errno = e;
-        return -1;
-    }
-    s->has_timer = 1;
-    return 0;
-}
-
 struct flamme_slot *flamme_thread_register(int is_main, uintptr_t start_routine)
 {
     static _Atomic int warned_full, warned_timer;
@@ -102,7 +70,8 @@ struct flamme_slot *flamme_thread_register(int is_main, uintptr_t start_routine)
     }
     s->tid = (pid_t)syscall(SYS_gettid);
     s->is_main = is_main;
-    s->has_timer = 0;
+    atomic_store_explicit(&s->armed, 0, memory_order_relaxed);
+    s->perf_fd = -1;
     s->start_routine = start_routine;
     s->caml_state_slot = flamme_ocaml_state_slot();
     s->last_ds = NULL;
@@ -139,9 +108,9 @@ struct flamme_slot *flamme_thread_register(int is_main, uintptr_t start_routine)
     /* Threads the runtime starts with every signal blocked (the domain backup
      * thread, the systhreads tick thread) get no timer: the signal could never
      * be delivered and would only pend. They still appear in the profile. */
-    if (!s->sigprof_blocked && arm_timer(s) != 0 && !atomic_exchange(&warned_timer, 1))
-        flamme_agent_warn(1, "cannot create a CPU timer for thread %d: %s", (int)s->tid,
-                          strerror(errno));
+    if (!s->sigprof_blocked && flamme_engine_arm(s) != 0 && !atomic_exchange(&warned_timer, 1))
+        flamme_agent_warn(1, "cannot start the %s engine on thread %d: %s", flamme_engine_name(),
+                          (int)s->tid, strerror(errno));
     return s;
 }
 
@@ -154,10 +123,7 @@ void flamme_thread_unregister(struct flamme_slot *s)
     sigaddset(&prof, SIGPROF);
     pthread_sigmask(SIG_BLOCK, &prof, &old);
     tls_slot = NULL; /* a SIGPROF still pending finds no slot and is ignored */
-    if (s->has_timer) {
-        s->has_timer = 0;
-        timer_delete(s->timer);
-    }
+    flamme_engine_disarm(s);
     s->end_ns = flamme_now_sigsafe();
     /* Pairs with the writer's acquire load: every sample pushed before is
      * visible, and the writer may now drain and free the ring. */
@@ -170,14 +136,12 @@ void flamme_threads_stop_all(void)
     int hwm = atomic_load_explicit(&flamme_slots_hwm, memory_order_acquire);
     for (int i = 0; i < hwm; i++) {
         struct flamme_slot *s = &flamme_slots[i];
-        if (atomic_load_explicit(&s->state, memory_order_acquire) == FLAMME_SLOT_LIVE &&
-            s->has_timer) {
-            /* Timer ids are process-wide: deleting another thread's is allowed.
-             * A racing unregister may delete it too; the loser gets EINVAL. */
-            s->has_timer = 0;
-            timer_delete(s->timer);
-        }
+        /* Timer ids and perf fds are process-wide: another thread may
+         * disarm them; disarm itself lets exactly one caller through. */
+        if (atomic_load_explicit(&s->state, memory_order_acquire) == FLAMME_SLOT_LIVE)
+            flamme_engine_disarm(s);
     }
+    flamme_engine_stop();
 }
 
 /* ------------------------------------------------ pthread_create interposer */

@@ -28,7 +28,8 @@ struct flamme_slot {
     _Atomic int state;
     pid_t tid;
     int is_main;
-    int has_timer;
+    _Atomic int armed;         /* engine armed for this thread (engine.c) */
+    int perf_fd;               /* perf engine: the thread's event, or -1 */
     int sigprof_blocked;       /* started with SIGPROF blocked (backup/tick threads): no timer */
     uintptr_t start_routine;   /* what pthread_create was asked to run (0 for main) */
     void **caml_state_slot;    /* this thread's `caml_state` TLS variable, or NULL */

@@ -20,8 +20,10 @@
 
 static void record_usage(FILE *f)
 {
-    fprintf(f, "usage: flamme record [-F HZ] [-o FILE] [--depth N] -- CMD ARGS...\n"
+    fprintf(f, "usage: flamme record [-F HZ] [-o FILE] [--depth N] [--engine E] [--wall] -- CMD ARGS...\n"
                "  -F, --freq HZ    samples per CPU-second per thread (default 99)\n"
+               "  --engine E       auto|perf|timer|itimer (default auto: perf, else timer)\n"
+               "  --wall           wall-clock sampling: blocked threads too (off-CPU time)\n"
                "  -o, --output F   profile path (default flamme.flm; an old one becomes F.old)\n"
                "  --depth N        max frames per sample (default 8192)\n"
                "Child OCaml processes started by CMD write F.<pid>.\n");
@@ -99,9 +101,13 @@ static int summarize(const char *path)
         weight += p.samples[i].weight;
         complete += reaches_root(&p, &p.samples[i]);
     }
-    fprintf(stderr, "flamme: %zu samples, %zu threads, %llu lost, complete %.1f%%, wrote %s%s\n",
+    const char *engine = flamme_profile_info(&p, "engine");
+    const char *mode = flamme_profile_info(&p, "mode");
+    fprintf(stderr,
+            "flamme: %zu samples, %zu threads, %llu lost, complete %.1f%%, engine %s%s, wrote %s%s\n",
             p.nsamples, p.nthreads, (unsigned long long)p.lost,
-            p.nsamples ? 100.0 * (double)complete / (double)p.nsamples : 0.0, path,
+            p.nsamples ? 100.0 * (double)complete / (double)p.nsamples : 0.0,
+            engine ? engine : "?", mode && !strcmp(mode, "wall") ? " (wall clock)" : "", path,
             p.truncated || !p.complete ? " (profile truncated: program killed?)" : "");
     flamme_profile_free(&p);
     return 0;
@@ -155,6 +161,15 @@ int flamme_cmd_record(int argc, char **argv)
         } else if (!strcmp(a, "-F") || !strcmp(a, "--freq")) {
             if ((hz = parse_pos(a, i + 1 < argc ? argv[++i] : NULL, 10000)) < 0)
                 return 2;
+        } else if (!strcmp(a, "--engine")) {
+            const char *e = i + 1 < argc ? argv[++i] : "";
+            if (strcmp(e, "auto") && strcmp(e, "perf") && strcmp(e, "timer") && strcmp(e, "itimer")) {
+                fprintf(stderr, "flamme record: --engine must be auto, perf, timer or itimer, got '%s'\n", e);
+                return 2;
+            }
+            setenv("FLAMME_ENGINE", e, 1);
+        } else if (!strcmp(a, "--wall")) {
+            setenv("FLAMME_MODE", "wall", 1);
         } else if (!strcmp(a, "--depth")) {
             if ((depth = parse_pos(a, i + 1 < argc ? argv[++i] : NULL, 1000000)) < 0)
                 return 2;

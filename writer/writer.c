@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "agent/agent.h"
+#include "agent/engine.h"
 #include "agent/handler.h"
 #include "agent/threads.h"
 #include "common/profile.h"
@@ -291,7 +292,8 @@ int flamme_writer_start(int fd, const char *path, const char *cmdline)
     flamme_pw_info(W.pw, "hz", buf);
     snprintf(buf, sizeof buf, "%d", flamme_cfg.depth);
     flamme_pw_info(W.pw, "depth", buf);
-    flamme_pw_info(W.pw, "engine", "timer");
+    flamme_pw_info(W.pw, "engine", flamme_engine_name());
+    flamme_pw_info(W.pw, "mode", flamme_cfg.wall ? "wall" : "cpu");
     if (cmdline)
         flamme_pw_info(W.pw, "cmdline", cmdline);
     W.last_chunk_ns = flamme_now_sigsafe();

@@ -1,0 +1,242 @@
+/*
+ * agent/engine.c — the three sampling engines (see engine.h).
+ */
+#include "agent/engine.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/perf_event.h>
+#include <stdatomic.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/syscall.h>
+#include <sys/time.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "agent/agent.h"
+#include "agent/threads.h"
+
+enum flamme_engine flamme_engine;
+
+const char *flamme_engine_name(void)
+{
+    switch (flamme_engine) {
+    case FLAMME_ENGINE_PERF: return "perf";
+    case FLAMME_ENGINE_TIMER: return "timer";
+    case FLAMME_ENGINE_ITIMER: return "itimer";
+    }
+    return "none";
+}
+
+static long period_ns(void)
+{
+    return 1000000000L / flamme_cfg.hz;
+}
+
+/* A random first delay in [1, period] so threads don't fire in lockstep and
+ * threads shorter than one period still get their fair chance. */
+static long first_delay_ns(pid_t tid)
+{
+    uint64_t x = flamme_now_sigsafe() ^ ((uint64_t)tid * 0x9E3779B97F4A7C15ull);
+    x ^= x >> 33;
+    x *= 0xff51afd7ed558ccdull;
+    x ^= x >> 33;
+    return 1 + (long)(x % (uint64_t)period_ns());
+}
+
+/* ---------------------------------------------------------------- perf */
+
+/* Opens a task-clock event counting thread tid's user-space CPU time,
+ * overflowing every period. Returns the fd or -1 (errno). */
+static int perf_open(pid_t tid)
+{
+    struct perf_event_attr a;
+    memset(&a, 0, sizeof a);
+    a.size = sizeof a;
+    a.type = PERF_TYPE_SOFTWARE;
+    a.config = PERF_COUNT_SW_TASK_CLOCK;
+    a.sample_period = (uint64_t)period_ns();
+    a.disabled = 1;
+    a.exclude_kernel = 1; /* allowed at perf_event_paranoid 2 */
+    a.exclude_hv = 1;
+    a.wakeup_events = 1;
+    return (int)syscall(SYS_perf_event_open, &a, tid, -1, -1, PERF_FLAG_FD_CLOEXEC);
+}
+
+/* Routes the event's overflow to SIGPROF on thread tid and enables it for
+ * one overflow (re-armed by the handler with PERF_EVENT_IOC_REFRESH).
+ * Returns 0 or -1 (errno). */
+static int perf_route(int fd, pid_t tid)
+{
+    struct f_owner_ex owner = {F_OWNER_TID, tid};
+    if (fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_ASYNC) != 0 || fcntl(fd, F_SETSIG, SIGPROF) != 0 ||
+        fcntl(fd, F_SETOWN_EX, &owner) != 0)
+        return -1;
+    /* Task-clock has no skid worth speaking of; the first overflow comes after
+     * a random part of a period so threads are not in phase. */
+    uint64_t first = (uint64_t)first_delay_ns(tid);
+    ioctl(fd, PERF_EVENT_IOC_PERIOD, &first);
+    if (ioctl(fd, PERF_EVENT_IOC_REFRESH, 1) != 0)
+        return -1;
+    uint64_t p = (uint64_t)period_ns();
+    ioctl(fd, PERF_EVENT_IOC_PERIOD, &p);
+    return 0;
+}
+
+/* ---------------------------------------------------------------- timer */
+
+static int timer_arm(struct flamme_slot *s)
+{
+    struct sigevent sev;
+    memset(&sev, 0, sizeof sev);
+    sev.sigev_notify = SIGEV_THREAD_ID;
+    sev.sigev_signo = SIGPROF;
+    sev.sigev_value.sival_ptr = s;
+    sev._sigev_un._tid = s->tid;
+    clockid_t clk = flamme_cfg.wall ? CLOCK_MONOTONIC : CLOCK_THREAD_CPUTIME_ID;
+    if (timer_create(clk, &sev, &s->timer) != 0)
+        return -1;
+    long p = period_ns(), first = first_delay_ns(s->tid);
+    struct itimerspec its = {
+        .it_interval = {p / 1000000000L, p % 1000000000L},
+        .it_value = {first / 1000000000L, first % 1000000000L},
+    };
+    if (timer_settime(s->timer, 0, &its, NULL) != 0) {
+        int e = errno;
+        timer_delete(s->timer);
+        errno = e;
+        return -1;
+    }
+    return 0;
+}
+
+/* ---------------------------------------------------------------- common */
+
+static atomic_int itimer_armed;
+
+int flamme_engine_init(void)
+{
+    const char *want = flamme_cfg.engine;
+    if (flamme_cfg.wall) {
+        if (strcmp(want, "auto") && strcmp(want, "timer"))
+            flamme_agent_warn(1, "wall-clock mode needs the timer engine; using it instead of %s",
+                              want);
+        flamme_engine = FLAMME_ENGINE_TIMER;
+        return 0;
+    }
+    if (!strcmp(want, "timer")) {
+        flamme_engine = FLAMME_ENGINE_TIMER;
+        return 0;
+    }
+    if (!strcmp(want, "itimer")) {
+        flamme_engine = FLAMME_ENGINE_ITIMER;
+        return 0;
+    }
+    int fd = perf_open((pid_t)syscall(SYS_gettid));
+    if (fd >= 0) {
+        close(fd);
+        flamme_engine = FLAMME_ENGINE_PERF;
+        return 0;
+    }
+    if (!strcmp(want, "perf"))
+        flamme_agent_warn(1, "perf_event_open refused (%s; see /proc/sys/kernel/perf_event_paranoid); "
+                             "using the timer engine",
+                          strerror(errno));
+    flamme_engine = FLAMME_ENGINE_TIMER;
+    return 0;
+}
+
+int flamme_engine_arm(struct flamme_slot *s)
+{
+    switch (flamme_engine) {
+    case FLAMME_ENGINE_PERF: {
+        int fd = perf_open(s->tid);
+        if (fd < 0)
+            return -1;
+        s->perf_fd = fd;
+        if (perf_route(fd, s->tid) != 0) {
+            int e = errno;
+            s->perf_fd = -1;
+            close(fd);
+            errno = e;
+            return -1;
+        }
+        break;
+    }
+    case FLAMME_ENGINE_TIMER:
+        if (timer_arm(s) != 0)
+            return -1;
+        break;
+    case FLAMME_ENGINE_ITIMER:
+        if (!atomic_exchange(&itimer_armed, 1)) {
+            long p = period_ns();
+            struct itimerval it = {{p / 1000000000L, (p % 1000000000L) / 1000},
+                                   {p / 1000000000L, (p % 1000000000L) / 1000}};
+            if (it.it_interval.tv_usec == 0 && it.it_interval.tv_sec == 0)
+                it.it_interval.tv_usec = it.it_value.tv_usec = 1;
+            if (setitimer(ITIMER_PROF, &it, NULL) != 0)
+                return -1;
+        }
+        break;
+    }
+    /* Pairs with the acquire exchange in disarm: the handle is set first. */
+    atomic_store_explicit(&s->armed, 1, memory_order_release);
+    return 0;
+}
+
+void flamme_engine_disarm(struct flamme_slot *s)
+{
+    /* Exactly one caller (the exiting thread or the exit handler) wins. */
+    if (!atomic_exchange_explicit(&s->armed, 0, memory_order_acq_rel))
+        return;
+    switch (flamme_engine) {
+    case FLAMME_ENGINE_PERF:
+        if (s->perf_fd >= 0) {
+            ioctl(s->perf_fd, PERF_EVENT_IOC_DISABLE, 0);
+            close(s->perf_fd);
+            s->perf_fd = -1;
+        }
+        break;
+    case FLAMME_ENGINE_TIMER:
+        timer_delete(s->timer);
+        break;
+    case FLAMME_ENGINE_ITIMER:
+        break;
+    }
+}
+
+void flamme_engine_stop(void)
+{
+    if (flamme_engine == FLAMME_ENGINE_ITIMER && atomic_exchange(&itimer_armed, 0)) {
+        struct itimerval off;
+        memset(&off, 0, sizeof off);
+        setitimer(ITIMER_PROF, &off, NULL);
+    }
+}
+
+int flamme_engine_accept_sigsafe(struct flamme_slot *s, const siginfo_t *si, unsigned *weight)
+{
+    *weight = 1;
+    if (!s)
+        return 0;
+    switch (flamme_engine) {
+    case FLAMME_ENGINE_PERF:
+        if ((si->si_code != POLL_HUP && si->si_code != POLL_IN) || si->si_fd != s->perf_fd ||
+            s->perf_fd < 0)
+            return 0;
+        ioctl(s->perf_fd, PERF_EVENT_IOC_REFRESH, 1);
+        return 1;
+    case FLAMME_ENGINE_TIMER:
+        if (si->si_code != SI_TIMER || si->si_value.sival_ptr != s)
+            return 0;
+        /* Expiries merged into this one signal (the kernel delivers at most
+         * one per tick): weigh the sample by all of them. */
+        if (si->si_overrun > 0)
+            *weight += (unsigned)si->si_overrun;
+        return 1;
+    case FLAMME_ENGINE_ITIMER:
+        return si->si_code == SI_KERNEL;
+    }
+    return 0;
+}

@@ -1,0 +1,48 @@
+/*
+ * agent/engine.h — sampling engines: what makes SIGPROF arrive on a thread.
+ *   perf    per-thread perf_event task-clock (cpu mode), period in ns: the
+ *           asked rate even above the kernel tick (HZ=250 here)
+ *   timer   per-thread timer_create(CLOCK_THREAD_CPUTIME_ID) (cpu mode) or
+ *           CLOCK_MONOTONIC (wall mode); at most one expiry per tick, with
+ *           overruns counted into the sample's weight
+ *   itimer  process-wide setitimer(ITIMER_PROF) (portable, cpu mode only)
+ * Chosen once at start-up (FLAMME_ENGINE, default auto: perf, else timer).
+ * Arm/disarm run in the thread concerned or at exit; the _sigsafe function
+ * runs in the handler.
+ */
+#ifndef FLAMME_AGENT_ENGINE_H
+#define FLAMME_AGENT_ENGINE_H
+#include <signal.h>
+
+struct flamme_slot;
+
+enum flamme_engine { FLAMME_ENGINE_PERF = 1, FLAMME_ENGINE_TIMER, FLAMME_ENGINE_ITIMER };
+
+/* The engine in use after flamme_engine_init. */
+extern enum flamme_engine flamme_engine;
+
+/* Picks the engine for flamme_cfg (probing perf_event_open on the calling
+ * thread when asked for perf or auto). Returns 0, or -1 if no engine works
+ * (message printed). Constructor only. */
+int flamme_engine_init(void);
+
+/* Name of the engine ("perf", "timer", "itimer"). */
+const char *flamme_engine_name(void);
+
+/* Starts sampling slot s's thread (s->tid); call from that thread. For
+ * itimer the first call arms the process-wide timer. Returns 0 or -1 (errno). */
+int flamme_engine_arm(struct flamme_slot *s);
+
+/* Stops sampling s's thread; any thread. Idempotent. */
+void flamme_engine_disarm(struct flamme_slot *s);
+
+/* Process-wide stop (itimer), after every slot was disarmed. */
+void flamme_engine_stop(void);
+
+/* Decides whether a SIGPROF delivered to the thread of slot s (NULL if the
+ * thread has none) was sent by the engine for it; re-arms a one-shot perf
+ * event. Sets *weight to the number of periods the sample stands for.
+ * async-signal-safe: yes. */
+int flamme_engine_accept_sigsafe(struct flamme_slot *s, const siginfo_t *si, unsigned *weight);
+
+#endif

@@ -1,0 +1,46 @@
+/*
+ * agent/cfi.h — DWARF call-frame information (from .eh_frame) reduced to
+ * what a stack walk needs on x86_64, for code built without frame pointers
+ * (glibc, libm, C libraries): per address range, where the canonical frame
+ * address (CFA) is and where the caller's rbp was saved. The return address
+ * is always at CFA - 8.
+ *
+ * Built by the writer thread (flamme_cfi_add_module: parses ELF files,
+ * allocates) and read by the SIGPROF handler (flamme_cfi_lookup_sigsafe:
+ * no locks, no allocation). Publication: the builder prepares a new
+ * immutable table set and swaps one pointer (release); the handler loads it
+ * (acquire). Old sets are kept until flamme_cfi_free_all at exit, since a
+ * handler may still be reading one.
+ */
+#ifndef FLAMME_AGENT_CFI_H
+#define FLAMME_AGENT_CFI_H
+#include <stdint.h>
+
+#define FLAMME_CFA_RSP 0     /* CFA = rsp + cfa_off */
+#define FLAMME_CFA_RBP 1     /* CFA = rbp + cfa_off */
+#define FLAMME_CFA_UNKNOWN 2 /* no usable rule here (expression, PLT, signal frame) */
+
+struct flamme_cfi_row {
+    uint64_t pc;      /* absolute address where this row starts (rows sorted, a row
+                         lasts until the next row's pc or the table's end) */
+    uint8_t cfa_reg;  /* FLAMME_CFA_* */
+    int32_t cfa_off;
+    int32_t rbp_off;  /* caller's rbp saved at CFA + rbp_off; 0 = rbp not saved (unchanged) */
+};
+
+/* Parses the .eh_frame (via .eh_frame_hdr or section headers) of the ELF
+ * file `path` mapped with load bias `bias` (runtime address = st_value +
+ * bias), covering runtime addresses [lo, hi), and publishes its rows.
+ * Writer thread only. Returns the number of rows added, or -1 (file
+ * unreadable or without CFI). */
+long flamme_cfi_add_module(const char *path, uint64_t bias, uint64_t lo, uint64_t hi);
+
+/* Finds the row covering pc. Returns 1 and fills *row, or 0 when pc is in no
+ * module with CFI or in a gap (no FDE covers it).
+ * async-signal-safe: yes. */
+int flamme_cfi_lookup_sigsafe(uint64_t pc, struct flamme_cfi_row *row);
+
+/* Frees every table (at exit, after sampling stopped and handlers are done). */
+void flamme_cfi_free_all(void);
+
+#endif

@@ -1,0 +1,32 @@
+#!/usr/bin/env python3
+"""bench/render_bench.py — times `flamme svg` on a large folded file.
+
+Usage: python3 bench/render_bench.py build/flamme build/render/big.folded
+Prints wall time, CPU time, peak RSS (getrusage of the child) and output size
+for a default render and a --reverse --inverted render. Asserts nothing.
+Reference (notes/flamegraph-and-formats.md): flamegraph.pl takes 43-50 s and
+2.14 GB on the same 200,000-stack input.
+"""
+import os
+import resource
+import subprocess
+import sys
+import time
+
+flamme, big = sys.argv[1], sys.argv[2]
+out = os.path.join(os.path.dirname(os.path.abspath(big)), "big.svg")
+size_mb = os.path.getsize(big) / 1e6
+print("bench-render: input %s (%.1f MB)" % (big, size_mb))
+for extra in ([], ["--reverse", "--inverted"], ["--minwidth", "1"]):
+    # each run in its own child so ru_maxrss is that run's peak
+    code = ("import resource,subprocess,sys,time;t=time.time();"
+            "r=subprocess.run(sys.argv[1:]);w=time.time()-t;"
+            "u=resource.getrusage(resource.RUSAGE_CHILDREN);"
+            "print(r.returncode,w,u.ru_utime+u.ru_stime,u.ru_maxrss)")
+    cmd = [flamme, "svg"] + extra + [big, "-o", out]
+    p = subprocess.run([sys.executable, "-c", code] + cmd, capture_output=True, text=True)
+    rc, wall, cpu, rss_kb = p.stdout.split()
+    print("bench-render: flamme svg %-22s wall %.2f s  cpu %.2f s  peak RSS %.1f MB  "
+          "svg %.2f MB  (%.0f MB/s)  exit %s"
+          % (" ".join(extra) or "(defaults)", float(wall), float(cpu), int(rss_kb) / 1024,
+             os.path.getsize(out) / 1e6, size_mb / float(wall), rc))

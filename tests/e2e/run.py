@@ -307,7 +307,7 @@ def test_robust(ctx):
     variable, the profile is still written; an unwritable output path gives
     one error line and exit status 0."""
     for var, bad in (("FLAMME_HZ", "abc"), ("FLAMME_DEPTH", "-3")):
-        out = os.path.join(ctx.work, "robust_%s.flm" % var)
+        out = os.path.join(ctx.work, "robust_%s.flm" % bad.strip("-"))
         rc, so, se = preload(ctx, "split", ["10"], {var: bad, "FLAMME_OUTPUT": out})
         print("  %s=%s: exit %d, stderr: %r" % (var, bad, rc, se.strip()))
         check(rc == 0 and "split: rounds=40" in so, "%s=%s: program failed (exit %d): %s" % (var, bad, rc, se))
@@ -325,6 +325,13 @@ def test_robust(ctx):
     lines = [l for l in se.splitlines() if l.strip()]
     check(len(lines) == 1 and out in lines[0],
           "unwritable output: expected one error line naming %s, got:\n%s" % (out, se))
+    # `flamme record` passes the program's exit status through: an uncaught
+    # OCaml exception (int_of_string "bogus") exits with 2.
+    cmd = [ctx.flamme, "record", "-o", os.path.join(ctx.work, "status.flm"), "--", ctx.exe("split"), "bogus"]
+    rc, so, se = run(cmd)
+    print("  record of a failing program: exit %d" % rc)
+    check(rc == 2 and "Fatal error: exception Failure" in se,
+          "%s: expected exit status 2 and the program's error, got %d:\n%s" % (" ".join(cmd), rc, se))
 
 
 def test_report(ctx):

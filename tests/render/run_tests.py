@@ -375,14 +375,7 @@ HARNESS = """<!DOCTYPE html><html><head><meta charset="utf-8"></head><body>
 @test
 def browser_click_zoom_and_search():
     _, _, _, raw = render(BROWSER_INPUT)
-    svg = raw.decode("utf-8")
-    svg = svg[svg.index("<svg"):]
-    page = write("harness.html", HARNESS % svg)
-    dom = chromium_dump("file://" + page)
-    m = re.search(r'<pre id="result">(.*?)</pre>', dom, re.S)
-    assert m, "no result in the dumped DOM"
-    res = json.loads(m.group(1).replace("&quot;", '"').replace("&amp;", "&"))
-    assert "error" not in res, res.get("error")
+    res = harness_result(HARNESS, raw, "harness.html")
     W = res["W"]
     near = lambda a, b: abs(a - b) < 0.02
     assert near(res["foo_w_before"], W * 30 / 100), res
@@ -398,6 +391,55 @@ def browser_click_zoom_and_search():
     assert res["foo_fill"] == "rgb(230,0,230)" and res["bar_fill_after_search"] != "rgb(230,0,230)"
     assert res["upper"] == 0 and abs(res["upper_ic"] - 70.0) < 1e-9, res
     assert near(res["foo_w_after_unzoom"], W * 30 / 100) and res["bar_shown_after_unzoom"], res
+
+
+THREADS_HARNESS = """<!DOCTYPE html><html><head><meta charset="utf-8"></head><body>
+%s
+<pre id="result">not run</pre>
+<script>
+(function () {
+  var out = {};
+  try {
+    var F = flamme, sel = document.querySelectorAll("#threads text");
+    function fr(name) { return F.frames.filter(function (f) { return f.name === name && f.d === 1; })[0]; }
+    function click(el) { el.dispatchEvent(new MouseEvent("click", {bubbles: true, cancelable: true})); }
+    out.labels = Array.prototype.map.call(sel, function (t) { return t.textContent; });
+    click(sel[out.labels.indexOf("domain 1")]);
+    out.dom_w = +fr("domain 1").rect.getAttribute("width");
+    out.main_hidden = fr("main").g.style.display === "none";
+    out.dom_on = sel[out.labels.indexOf("domain 1")].classList.contains("on");
+    out.all_on = sel[0].classList.contains("on");
+    click(sel[0]);
+    out.main_shown_after_all = fr("main").g.style.display !== "none";
+    out.all_on_after = sel[0].classList.contains("on");
+  } catch (e) { out.error = String(e) + " " + e.stack; }
+  document.getElementById("result").textContent = JSON.stringify(out);
+})();
+</script></body></html>
+"""
+
+
+def harness_result(template, raw, name):
+    svg = raw.decode("utf-8")
+    page = write(name, template % svg[svg.index("<svg"):])
+    dom = chromium_dump("file://" + page)
+    m = re.search(r'<pre id="result">(.*?)</pre>', dom, re.S)
+    assert m, "no result in the dumped DOM"
+    res = json.loads(m.group(1).replace("&quot;", '"').replace("&amp;", "&")
+                     .replace("&lt;", "<").replace("&gt;", ">"))
+    assert "error" not in res, res.get("error")
+    return res
+
+
+@test
+def browser_thread_selector():
+    root, _, _, raw = render("main;a 30\ndomain 1;b 70\n", "--threads")
+    W = float(root.get("data-w"))
+    res = harness_result(THREADS_HARNESS, raw, "threads.html")
+    assert res["labels"] == ["all", "domain 1", "main"], res
+    assert abs(res["dom_w"] - W) < 0.02 and res["main_hidden"], res
+    assert res["dom_on"] and not res["all_on"], res
+    assert res["main_shown_after_all"] and res["all_on_after"], res
 
 
 @test

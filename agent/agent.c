@@ -1,11 +1,14 @@
 /*
- * agent/agent.c — start-up and shut-down of libflamme.so inside the profiled
- * process. The constructor (main thread, before main) decides whether this
- * process is an OCaml 5 program; if not, the agent stays dormant (children
- * inherit LD_PRELOAD: sh, as, cp must run untouched). Otherwise it opens the
- * output, starts the writer thread, installs the SIGPROF handler and arms
- * the main thread's timer. An atexit handler, registered before the
- * program's own, runs last and flushes the profile.
+ * agent/agent.c — life cycle of the agent inside the profiled process.
+ *
+ * The constructor (main thread, before main) decides whether this process
+ * is an OCaml 5 program; if not, the agent stays dormant (children inherit
+ * LD_PRELOAD: sh, as, cp must run untouched). Otherwise threads are
+ * registered from then on (so a later start finds them all), and a preloaded
+ * agent starts profiling at once unless FLAMME_AUTOSTART=0. The linked copy
+ * (OCaml library, built with -DFLAMME_LINKED) only starts on request.
+ * An atexit handler registered before the program's own runs last and
+ * completes the profile.
  */
 #include "agent/agent.h"
 
@@ -18,6 +21,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "agent/api.h"
 #include "agent/engine.h"
 #include "agent/handler.h"
 #include "agent/threads.h"
@@ -26,9 +30,13 @@
 
 struct flamme_config flamme_cfg;
 _Atomic int flamme_agent_sampling;
+_Atomic int flamme_agent_loaded;
 pid_t flamme_agent_pid;
 
-static int writer_running;
+/* Serialises start/stop/exit. */
+static pthread_mutex_t life_lock = PTHREAD_MUTEX_INITIALIZER;
+static int running;          /* under life_lock */
+static int handler_installed; /* under life_lock */
 
 void flamme_agent_warn(int always, const char *fmt, ...)
 {
@@ -44,7 +52,7 @@ void flamme_agent_warn(int always, const char *fmt, ...)
 
 /* Opens the profile output. With FLAMME_EXCL (flamme record) an existing
  * file belongs to another process of the same run (e.g. an OCaml parent),
- * so this one writes PATH.<pid>. Returns the fd or -1 (message printed). */
+ * so this one writes PATH.<pid>. Returns the fd or -1 with errno set. */
 static int open_output(char *path, size_t cap)
 {
     int flags = O_WRONLY | O_CREAT | O_CLOEXEC | (flamme_cfg.excl ? O_EXCL : O_TRUNC);
@@ -54,8 +62,6 @@ static int open_output(char *path, size_t cap)
         snprintf(path + l, cap - l, ".%d", (int)getpid());
         fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     }
-    if (fd < 0)
-        flamme_agent_warn(1, "cannot write profile %s: %s; not profiling", path, strerror(errno));
     return fd;
 }
 
@@ -79,33 +85,125 @@ static char *read_cmdline(void)
     return buf;
 }
 
-/* Stops sampling and writes the rest of the profile. Runs at exit in the
- * owning process only (a fork child has no timers and no writer). */
-static void flamme_atexit(void)
+int flamme_agent_start(const struct flamme_start_opts *o, char *err, size_t errlen)
 {
-    if (getpid() != flamme_agent_pid || !writer_running)
-        return;
-    writer_running = 0;
-    /* Pairs with the handler's acquire load: no sample is pushed after this. */
+    if (!atomic_load_explicit(&flamme_agent_loaded, memory_order_acquire) ||
+        getpid() != flamme_agent_pid) {
+        snprintf(err, errlen, "profiling unavailable: not an OCaml 5 native program (or a fork child)");
+        return -1;
+    }
+    pthread_mutex_lock(&life_lock);
+    if (running) {
+        pthread_mutex_unlock(&life_lock);
+        snprintf(err, errlen, "already running (writing %s)", flamme_cfg.output);
+        return -1;
+    }
+    if (o && o->output && *o->output && flamme_config_set_output(&flamme_cfg, o->output) != 0) {
+        pthread_mutex_unlock(&life_lock);
+        snprintf(err, errlen, "output path too long: %s", o->output);
+        return -1;
+    }
+    if (o && o->hz > 0)
+        flamme_cfg.hz = o->hz > 10000 ? 10000 : o->hz;
+    if (o && o->wall >= 0)
+        flamme_cfg.wall = o->wall;
+    int fd = open_output(flamme_cfg.output, sizeof flamme_cfg.output);
+    if (fd < 0) {
+        snprintf(err, errlen, "cannot write profile %s: %s", flamme_cfg.output, strerror(errno));
+        pthread_mutex_unlock(&life_lock);
+        return -1;
+    }
+    flamme_engine_init();
+    if (!handler_installed) {
+        if (flamme_handler_install() != 0) {
+            snprintf(err, errlen, "cannot install the SIGPROF handler: %s", strerror(errno));
+            close(fd);
+            pthread_mutex_unlock(&life_lock);
+            return -1;
+        }
+        handler_installed = 1;
+    }
+    if (flamme_writer_start(fd, flamme_cfg.output, read_cmdline()) != 0) {
+        snprintf(err, errlen, "cannot start the profile writer for %s", flamme_cfg.output);
+        pthread_mutex_unlock(&life_lock);
+        return -1;
+    }
+    running = 1;
+    /* Pairs with the acquire loads in the handler and in thread
+     * registration: threads registering from now on arm themselves... */
+    atomic_store_explicit(&flamme_agent_sampling, 1, memory_order_release);
+    /* ...and the ones already there are armed here. */
+    flamme_threads_arm_all();
+    pthread_mutex_unlock(&life_lock);
+    return 0;
+}
+
+int flamme_agent_stop(struct flamme_totals *t, char *err, size_t errlen)
+{
+    pthread_mutex_lock(&life_lock);
+    if (!running) {
+        pthread_mutex_unlock(&life_lock);
+        snprintf(err, errlen, "not running");
+        return -1;
+    }
+    running = 0;
+    /* Pairs with the handler's acquire load: no sample is pushed after the
+     * handlers in flight finish. */
     atomic_store_explicit(&flamme_agent_sampling, 0, memory_order_release);
-    flamme_threads_stop_all();
+    flamme_threads_disarm_all();
     uint64_t samples, lost;
     uint32_t threads;
     int rc = flamme_writer_stop(&samples, &lost, &threads);
-    if (rc != 0)
-        flamme_agent_warn(1, "profile %s is incomplete (write error)", flamme_cfg.output);
-    else
-        flamme_agent_warn(0, "%llu samples, %u threads, %llu lost, wrote %s",
-                          (unsigned long long)samples, threads, (unsigned long long)lost,
-                          flamme_cfg.output);
+    if (t) {
+        t->samples = samples;
+        t->lost = lost;
+        t->threads = threads;
+        snprintf(t->output, sizeof t->output, "%s", flamme_cfg.output);
+    }
+    pthread_mutex_unlock(&life_lock);
+    if (rc != 0) {
+        snprintf(err, errlen, "profile %s is incomplete (write error)", flamme_cfg.output);
+        return -1;
+    }
+    return 0;
 }
 
-/* In a fork child: timers are not inherited and the writer thread does not
- * exist, so the child simply stops sampling (its copy of the profile state
- * is never written). */
+int flamme_agent_running(void)
+{
+    pthread_mutex_lock(&life_lock);
+    int r = running;
+    pthread_mutex_unlock(&life_lock);
+    return r;
+}
+
+#ifndef FLAMME_LINKED
+/* The one data symbol a preloaded agent exports (see api.h). */
+__attribute__((visibility("default"))) const struct flamme_agent_api_v1 flamme_agent_api_v1 = {
+    1, sizeof(struct flamme_agent_api_v1), flamme_agent_start, flamme_agent_stop,
+    flamme_agent_running};
+#endif
+
+/* Completes the profile at exit, in the owning process only. */
+static void flamme_atexit(void)
+{
+    if (getpid() != flamme_agent_pid || !flamme_agent_running())
+        return;
+    struct flamme_totals t;
+    char err[256];
+    if (flamme_agent_stop(&t, err, sizeof err) != 0)
+        flamme_agent_warn(1, "%s", err);
+    else
+        flamme_agent_warn(0, "%llu samples, %u threads, %llu lost, wrote %s",
+                          (unsigned long long)t.samples, t.threads, (unsigned long long)t.lost,
+                          t.output);
+}
+
+/* In a fork child: timers and perf events are not inherited and the writer
+ * thread does not exist, so the child is left alone entirely. */
 static void flamme_atfork_child(void)
 {
     atomic_store_explicit(&flamme_agent_sampling, 0, memory_order_release);
+    atomic_store_explicit(&flamme_agent_loaded, 0, memory_order_release);
 }
 
 __attribute__((constructor)) static void flamme_init(void)
@@ -114,23 +212,16 @@ __attribute__((constructor)) static void flamme_init(void)
     if (flamme_cfg.disabled || !flamme_ocaml_present())
         return; /* not an OCaml 5 program: stay out of the way */
     flamme_agent_pid = getpid();
-    flamme_engine_init();
-    int fd = open_output(flamme_cfg.output, sizeof flamme_cfg.output);
-    if (fd < 0)
-        return;
-    if (flamme_writer_start(fd, flamme_cfg.output, read_cmdline()) != 0) {
-        close(fd);
-        return;
-    }
-    writer_running = 1;
-    atexit(flamme_atexit);
-    if (flamme_handler_install() != 0) {
-        flamme_agent_warn(1, "cannot install the SIGPROF handler: %s; not profiling",
-                          strerror(errno));
-        return; /* the profile is still closed cleanly at exit, with no samples */
-    }
     pthread_atfork(NULL, NULL, flamme_atfork_child);
-    /* Pairs with the acquire loads in the handler and pthread_create wrapper. */
-    atomic_store_explicit(&flamme_agent_sampling, 1, memory_order_release);
+    atexit(flamme_atexit);
+    /* Pairs with the acquire loads in the pthread_create wrapper and start. */
+    atomic_store_explicit(&flamme_agent_loaded, 1, memory_order_release);
     flamme_thread_register(1, 0);
+#ifndef FLAMME_LINKED
+    if (flamme_cfg.autostart) {
+        char err[512];
+        if (flamme_agent_start(NULL, err, sizeof err) != 0)
+            flamme_agent_warn(1, "%s; not profiling", err);
+    }
+#endif
 }

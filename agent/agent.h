@@ -15,6 +15,10 @@ extern struct flamme_config flamme_cfg;
  * handler is installed, cleared at exit before timers are deleted; the
  * handler and pthread_create wrapper load it (acquire). */
 extern _Atomic int flamme_agent_sampling;
+/* 1 once the constructor found an OCaml 5 runtime (threads are then
+ * registered); 0 in other processes and fork children. Release/acquire
+ * like flamme_agent_sampling. */
+extern _Atomic int flamme_agent_loaded;
 /* pid of the process that owns the profile (a forked child differs). */
 extern pid_t flamme_agent_pid;
 

@@ -76,12 +76,18 @@ static int expand_output(const char *pattern, char *out, size_t outlen)
     return 0;
 }
 
+int flamme_config_set_output(struct flamme_config *c, const char *pattern)
+{
+    return expand_output(pattern, c->output, sizeof c->output);
+}
+
 void flamme_config_load(struct flamme_config *c)
 {
     memset(c, 0, sizeof *c);
     c->quiet = env_long("FLAMME_QUIET", 0, 0, 1);
     c->excl = env_long("FLAMME_EXCL", 0, 0, 1);
     c->disabled = env_long("FLAMME_DISABLE", 0, 0, 1);
+    c->autostart = env_long("FLAMME_AUTOSTART", 1, 0, 1);
     c->hz = (int)env_long("FLAMME_HZ", 99, 1, 10000);
     c->depth = (int)env_long("FLAMME_DEPTH", 8192, 16, 1000000);
     long ring_kb = env_long("FLAMME_RING_KB", 1024, 64, 1L << 22);
@@ -97,7 +103,7 @@ void flamme_config_load(struct flamme_config *c)
     const char *out = getenv("FLAMME_OUTPUT");
     if (!out || !*out)
         out = "flamme.%p.flm";
-    if (expand_output(out, c->output, sizeof c->output) != 0) {
+    if (flamme_config_set_output(c, out) != 0) {
         fprintf(stderr, "flamme: FLAMME_OUTPUT is too long; using flamme.%%p.flm\n");
         expand_output("flamme.%p.flm", c->output, sizeof c->output);
     }

@@ -13,6 +13,7 @@
  *   FLAMME_ENGINE  auto|perf|timer|itimer (default auto: perf, else timer)
  *   FLAMME_MODE    cpu|wall (default cpu); wall samples every thread on the
  *                  wall clock, blocked ones included
+ *   FLAMME_AUTOSTART 0: a preloaded agent waits for Flamme.start (default 1)
  *   FLAMME_DISABLE 1: load but do nothing
  * A bad value prints one line on stderr and the default is used.
  */
@@ -30,10 +31,14 @@ struct flamme_config {
     int disabled;
     char engine[8];
     int wall;
+    int autostart;
 };
 
 /* Fills c from the environment; never fails (bad values fall back to defaults
  * with a warning on stderr). */
 void flamme_config_load(struct flamme_config *c);
+
+/* Sets c->output from pattern (%p expanded). Returns 0, or -1 if too long. */
+int flamme_config_set_output(struct flamme_config *c, const char *pattern);
 
 #endif

@@ -58,9 +58,26 @@ static struct flamme_slot *claim_slot(void)
     return NULL;
 }
 
+/* Serialises arming and disarming (start, stop, thread start and exit). */
+static pthread_mutex_t arm_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* Arms s unless already armed; warns once per process on failure.
+ * Caller holds arm_lock. */
+static void arm_locked(struct flamme_slot *s)
+{
+    static int warned;
+    if (atomic_load_explicit(&s->armed, memory_order_relaxed) || s->sigprof_blocked)
+        return;
+    if (flamme_engine_arm(s) != 0 && !warned) {
+        warned = 1;
+        flamme_agent_warn(1, "cannot start the %s engine on thread %d: %s", flamme_engine_name(),
+                          (int)s->tid, strerror(errno));
+    }
+}
+
 struct flamme_slot *flamme_thread_register(int is_main, uintptr_t start_routine)
 {
-    static _Atomic int warned_full, warned_timer;
+    static _Atomic int warned_full;
     struct flamme_slot *s = claim_slot();
     if (!s) {
         if (!atomic_exchange(&warned_full, 1))
@@ -108,9 +125,14 @@ struct flamme_slot *flamme_thread_register(int is_main, uintptr_t start_routine)
     /* Threads the runtime starts with every signal blocked (the domain backup
      * thread, the systhreads tick thread) get no timer: the signal could never
      * be delivered and would only pend. They still appear in the profile. */
-    if (!s->sigprof_blocked && flamme_engine_arm(s) != 0 && !atomic_exchange(&warned_timer, 1))
-        flamme_agent_warn(1, "cannot start the %s engine on thread %d: %s", flamme_engine_name(),
-                          (int)s->tid, strerror(errno));
+    if (!s->sigprof_blocked) {
+        pthread_mutex_lock(&arm_lock);
+        /* Pairs with the release store in flamme_agent_start, which then arms
+         * every LIVE slot under arm_lock: one of the two arms this thread. */
+        if (atomic_load_explicit(&flamme_agent_sampling, memory_order_acquire))
+            arm_locked(s);
+        pthread_mutex_unlock(&arm_lock);
+    }
     return s;
 }
 
@@ -123,7 +145,9 @@ void flamme_thread_unregister(struct flamme_slot *s)
     sigaddset(&prof, SIGPROF);
     pthread_sigmask(SIG_BLOCK, &prof, &old);
     tls_slot = NULL; /* a SIGPROF still pending finds no slot and is ignored */
+    pthread_mutex_lock(&arm_lock);
     flamme_engine_disarm(s);
+    pthread_mutex_unlock(&arm_lock);
     s->end_ns = flamme_now_sigsafe();
     /* Pairs with the writer's acquire load: every sample pushed before is
      * visible, and the writer may now drain and free the ring. */
@@ -131,17 +155,25 @@ void flamme_thread_unregister(struct flamme_slot *s)
     pthread_sigmask(SIG_SETMASK, &old, NULL);
 }
 
-void flamme_threads_stop_all(void)
+void flamme_threads_arm_all(void)
 {
+    pthread_mutex_lock(&arm_lock);
     int hwm = atomic_load_explicit(&flamme_slots_hwm, memory_order_acquire);
-    for (int i = 0; i < hwm; i++) {
-        struct flamme_slot *s = &flamme_slots[i];
-        /* Timer ids and perf fds are process-wide: another thread may
-         * disarm them; disarm itself lets exactly one caller through. */
-        if (atomic_load_explicit(&s->state, memory_order_acquire) == FLAMME_SLOT_LIVE)
-            flamme_engine_disarm(s);
-    }
+    for (int i = 0; i < hwm; i++)
+        if (atomic_load_explicit(&flamme_slots[i].state, memory_order_acquire) == FLAMME_SLOT_LIVE)
+            arm_locked(&flamme_slots[i]);
+    pthread_mutex_unlock(&arm_lock);
+}
+
+void flamme_threads_disarm_all(void)
+{
+    pthread_mutex_lock(&arm_lock);
+    int hwm = atomic_load_explicit(&flamme_slots_hwm, memory_order_acquire);
+    for (int i = 0; i < hwm; i++)
+        if (atomic_load_explicit(&flamme_slots[i].state, memory_order_acquire) == FLAMME_SLOT_LIVE)
+            flamme_engine_disarm(&flamme_slots[i]);
     flamme_engine_stop();
+    pthread_mutex_unlock(&arm_lock);
 }
 
 /* ------------------------------------------------ pthread_create interposer */
@@ -164,9 +196,7 @@ static void *flamme_tramp(void *p)
 {
     struct tramp t = *(struct tramp *)p;
     free(p);
-    struct flamme_slot *s = NULL;
-    if (atomic_load_explicit(&flamme_agent_sampling, memory_order_acquire))
-        s = flamme_thread_register(0, (uintptr_t)t.fn);
+    struct flamme_slot *s = flamme_thread_register(0, (uintptr_t)t.fn);
     void *ret;
     pthread_cleanup_push(tramp_cleanup, s);
     ret = t.fn(t.arg);
@@ -199,7 +229,9 @@ __attribute__((visibility("default"))) int pthread_create(pthread_t *t, const pt
     pthread_create_fn real = real_pthread_create();
     if (!real)
         return EAGAIN;
-    if (!atomic_load_explicit(&flamme_agent_sampling, memory_order_acquire))
+    /* Pairs with the release store in the constructor (0 in fork children
+     * and non-OCaml processes: no wrapping at all). */
+    if (!atomic_load_explicit(&flamme_agent_loaded, memory_order_acquire))
         return real(t, a, fn, arg);
     struct tramp *tr = malloc(sizeof *tr);
     if (!tr)

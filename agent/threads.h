@@ -51,7 +51,7 @@ extern _Atomic int flamme_slots_hwm;
 
 /* Registers the calling thread: claims a slot, records its stack bounds and
  * caml_state location, maps its ring, and (unless SIGPROF is blocked in it)
- * arms its CPU-time timer. Returns the slot, or NULL if the table is full or
+ * arms the sampling engine if profiling is on. Returns the slot, or NULL if the table is full or
  * the ring cannot be mapped (the thread then runs unprofiled). Any thread. */
 struct flamme_slot *flamme_thread_register(int is_main, uintptr_t start_routine);
 
@@ -59,8 +59,12 @@ struct flamme_slot *flamme_thread_register(int is_main, uintptr_t start_routine)
  * drained). Safe to call with NULL. */
 void flamme_thread_unregister(struct flamme_slot *s);
 
-/* Deletes every live thread's timer (at exit: no more samples). Any thread. */
-void flamme_threads_stop_all(void);
+/* Arms the sampling engine on every live thread that is not yet armed
+ * (at start: threads that existed before). Any thread. */
+void flamme_threads_arm_all(void);
+
+/* Disarms every live thread (at stop: no more samples). Any thread. */
+void flamme_threads_disarm_all(void);
 
 /* The calling thread's slot, or NULL. async-signal-safe: yes. */
 struct flamme_slot *flamme_thread_self_sigsafe(void);

@@ -47,6 +47,8 @@ static struct {
     uint64_t last_chunk_ns;
     int failed;
     struct flamme_slot *cur;
+    uint8_t *fact; /* per frame id: FR_* bits */
+    uint32_t fact_cap;
 } W;
 
 /* Thread roots: a walk that ends in one of these reached the bottom of its
@@ -74,22 +76,20 @@ static int is_thread_root(const char *fn)
  * allocation failure. */
 static uint32_t frame_id(uint64_t addr, uint8_t callee_facts, uint8_t *facts)
 {
-    static uint8_t *fact;
-    static uint32_t cap;
     int is_new;
     uint32_t id = flamme_dedup_frame(W.dedup, addr, &is_new);
     if (id == UINT32_MAX)
         return id;
-    if (id >= cap) {
-        uint32_t nc = cap ? cap * 2 : 4096;
+    if (id >= W.fact_cap) {
+        uint32_t nc = W.fact_cap ? W.fact_cap * 2 : 4096;
         while (nc <= id)
             nc *= 2;
-        uint8_t *a = realloc(fact, nc);
+        uint8_t *a = realloc(W.fact, nc);
         if (!a)
             return UINT32_MAX;
-        fact = a;
-        memset(fact + cap, 0, nc - cap);
-        cap = nc;
+        W.fact = a;
+        memset(W.fact + W.fact_cap, 0, nc - W.fact_cap);
+        W.fact_cap = nc;
     }
     if (is_new) {
         const char *fn = "", *mod = "";
@@ -106,11 +106,11 @@ static uint32_t frame_id(uint64_t addr, uint8_t callee_facts, uint8_t *facts)
             f |= FR_ROOT;
         if (strcmp(fn, "main") == 0)
             f |= FR_MAIN;
-        fact[id] = f;
+        W.fact[id] = f;
         if (flamme_pw_frame(W.pw, id, addr, off, fn, mod) != 0)
             W.failed = 1;
     }
-    *facts = fact[id];
+    *facts = W.fact[id];
     return id;
 }
 
@@ -261,6 +261,20 @@ static void *writer_main(void *arg)
 
 int flamme_writer_start(int fd, const char *path, const char *cmdline)
 {
+    /* A profile may be started again after a stop: begin from a clean slate
+     * (the symbolizer is kept: the process's code is the same). */
+    flamme_symtab *keep_syms = W.syms;
+    free(W.ids);
+    free(W.fact);
+    memset(&W, 0, sizeof W);
+    W.syms = keep_syms;
+    int hwm = atomic_load_explicit(&flamme_slots_hwm, memory_order_acquire);
+    for (int i = 0; i < hwm; i++) {
+        struct flamme_slot *s = &flamme_slots[i];
+        s->writer_announced = 0;
+        s->writer_domain = -1;
+        s->writer_lost_seen = atomic_load_explicit(&s->lost, memory_order_relaxed);
+    }
     struct flamme_header h;
     memset(&h, 0, sizeof h);
     struct timespec rt;
@@ -273,7 +287,8 @@ int flamme_writer_start(int fd, const char *path, const char *cmdline)
     h.start_monotonic_ns = flamme_now_sigsafe();
     W.pw = flamme_pw_open(fd, &h);
     W.dedup = flamme_dedup_new();
-    W.syms = flamme_symtab_new();
+    if (!W.syms)
+        W.syms = flamme_symtab_new();
     if (!W.pw || !W.dedup || !W.syms) {
         flamme_agent_warn(1, "cannot start the profile writer for %s: %s", path,
                           strerror(errno ? errno : ENOMEM));
@@ -325,5 +340,9 @@ int flamme_writer_stop(uint64_t *samples, uint64_t *lost, uint32_t *threads)
     *threads = W.threads;
     int rc = flamme_pw_close(W.pw, W.samples, W.lost, flamme_now_sigsafe(), W.threads);
     W.pw = NULL;
+    flamme_dedup_free(W.dedup);
+    W.dedup = NULL;
+    pthread_mutex_destroy(&W.lock);
+    pthread_cond_destroy(&W.cond);
     return (rc != 0 || W.failed) ? -1 : 0;
 }

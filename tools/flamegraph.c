@@ -801,7 +801,7 @@ int flamme_fg_render(struct flamme_folded *f, const struct flamme_fg_opts *op, F
     }
     fputs(" -->\n", o);
     fprintf(o, "<!-- %zu frames drawn; %zu frames narrower than the minimum width merged into "
-               "\xe2\x80\xa6 frames (%s samples) -->\n",
+               "\xe2\x80\xa6 frames (%s of the total) -->\n",
             st->drawn, st->elided_frames, fmt_count(st->elided_samples, b1, sizeof b1));
     fprintf(o, "<defs><linearGradient id=\"background\" y1=\"0\" y2=\"1\" x1=\"0\" x2=\"0\">"
                "<stop stop-color=\"%s\" offset=\"5%%\"/><stop stop-color=\"%s\" offset=\"95%%\"/>"
@@ -836,10 +836,12 @@ int flamme_fg_render(struct flamme_folded *f, const struct flamme_fg_opts *op, F
     fprintf(o, "<text id=\"search\" x=\"%.2f\" y=\"%.1f\">Search</text>\n", op->width - XPAD - 30, yline);
     fprintf(o, "<text id=\"ignorecase\" x=\"%.2f\" y=\"%.1f\">ic</text>\n", op->width - XPAD - 16, yline);
     fprintf(o, "<text id=\"elided\" x=\"%.2f\" y=\"%.1f\">", op->width - XPAD - 120, yline);
-    if (st->elided_frames)
-        fprintf(o, "%zu frames narrower than %g%s elided into \xe2\x80\xa6 (%s %s, %.2f%%)",
-                st->elided_frames, op->minwidth, op->minwidth_pct ? "%" : " px",
-                fmt_count(st->elided_samples, b2, sizeof b2), "samples", 100.0 * st->elided_samples / total);
+    if (st->elided_frames) {
+        fprintf(o, "%zu frames narrower than %g%s elided into \xe2\x80\xa6 (%s ", st->elided_frames,
+                op->minwidth, op->minwidth_pct ? "%" : " px", fmt_count(st->elided_samples, b2, sizeof b2));
+        put_escz(o, op->countname);
+        fprintf(o, ", %.2f%%)", 100.0 * st->elided_samples / total);
+    }
     fputs("</text>\n", o);
     if (op->threads) {
         yline += fs * 1.8;

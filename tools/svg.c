@@ -121,9 +121,14 @@ static int read_input(struct flamme_folded *f, const char *path, int threads)
         return 1;
     }
     unsigned char head[16];
-    ssize_t hn = is_stdin ? -1 : pread(fd, head, sizeof head, 0);
+    /* pread fails on a pipe (folded text then); a profile redirected from a
+     * file into stdin is loaded through /proc. */
+    ssize_t hn = pread(fd, head, sizeof head, 0);
     if (hn > 0 && flamme_is_profile(head, (size_t)hn)) {
-        close(fd);
+        if (is_stdin)
+            path = "/proc/self/fd/0";
+        else
+            close(fd);
         struct flamme_profile p;
         char err[512];
         if (flamme_profile_load(path, &p, err, sizeof err) != 0) {

@@ -12,6 +12,7 @@
  */
 #include "agent/agent.h"
 
+#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -206,11 +207,21 @@ static void flamme_atfork_child(void)
     atomic_store_explicit(&flamme_agent_loaded, 0, memory_order_release);
 }
 
+/* Name of an OCaml primitive of the flamme OCaml library: when the program
+ * links the library, a preloaded agent leaves starting to Flamme.start. */
+#define FLAMME_ML_START_PRIMITIVE "caml_flamme_start"
+
 __attribute__((constructor)) static void flamme_init(void)
 {
     flamme_config_load(&flamme_cfg);
     if (flamme_cfg.disabled || !flamme_ocaml_present())
         return; /* not an OCaml 5 program: stay out of the way */
+#ifdef FLAMME_LINKED
+    /* A preloaded agent is the one owner of threads, engines and handler;
+     * this linked copy stays dormant and the stubs delegate to it. */
+    if (dlsym(RTLD_DEFAULT, FLAMME_AGENT_API_SYMBOL))
+        return;
+#endif
     flamme_agent_pid = getpid();
     pthread_atfork(NULL, NULL, flamme_atfork_child);
     atexit(flamme_atexit);
@@ -218,7 +229,7 @@ __attribute__((constructor)) static void flamme_init(void)
     atomic_store_explicit(&flamme_agent_loaded, 1, memory_order_release);
     flamme_thread_register(1, 0);
 #ifndef FLAMME_LINKED
-    if (flamme_cfg.autostart) {
+    if (flamme_cfg.autostart && !dlsym(RTLD_DEFAULT, FLAMME_ML_START_PRIMITIVE)) {
         char err[512];
         if (flamme_agent_start(NULL, err, sizeof err) != 0)
             flamme_agent_warn(1, "%s; not profiling", err);

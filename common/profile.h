@@ -65,6 +65,9 @@ enum flamme_thread_kind {
 #define FLAMME_SAMPLE_TRUNCATED 0x1u /* depth limit hit: frames past the limit were dropped (root end) */
 #define FLAMME_SAMPLE_BROKEN    0x2u /* walk stopped at an invalid frame pointer, not at a clean end */
 #define FLAMME_SAMPLE_NO_OCAML  0x4u /* no OCaml stack ranges were usable (blocking section, no domain) */
+#define FLAMME_SAMPLE_SYSCALL   0x8u /* (wall mode) the thread was blocked in a system call */
+#define FLAMME_SAMPLE_GC_MINOR  0x10u /* taken during a minor collection of the thread's domain */
+#define FLAMME_SAMPLE_GC_MAJOR  0x20u /* taken during a major GC slice of the thread's domain */
 
 /* Frame ids and stack ids are assigned by the writer, dense from 0, and each
  * is defined (FRAME / STACK record) before the first record that uses it. */

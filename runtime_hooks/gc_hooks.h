@@ -1,0 +1,29 @@
+/*
+ * runtime_hooks/gc_hooks.h — GC insight from the OCaml runtime's GC timing
+ * hooks (caml_minor_gc_begin_hook, caml_major_slice_begin_hook, ... chained,
+ * never clobbered): per-thread "in GC" state for the sample handler, and
+ * per-domain minor-GC / major-slice durations for the profile.
+ *
+ * Who: flamme_gc_hooks_install from flamme_agent_start (any thread, once per
+ * process); the hooks run on OCaml threads in normal context; the handler
+ * calls flamme_gc_flags_sigsafe; the writer thread calls flamme_gc_drain.
+ */
+#ifndef FLAMME_RUNTIME_HOOKS_GC_HOOKS_H
+#define FLAMME_RUNTIME_HOOKS_GC_HOOKS_H
+#include <stdint.h>
+
+#include "common/profile.h"
+
+/* Chains the runtime's GC timing hooks (idempotent). Returns 0, or -1 when
+ * the runtime does not export them. */
+int flamme_gc_hooks_install(void);
+
+/* FLAMME_SAMPLE_GC_* bits for the calling thread right now.
+ * async-signal-safe: yes. */
+uint32_t flamme_gc_flags_sigsafe(void);
+
+/* Writes the GC events recorded since the last call into the profile.
+ * Writer thread only. Returns 0 or -1 (write error). */
+int flamme_gc_drain(flamme_pw *pw);
+
+#endif

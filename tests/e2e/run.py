@@ -11,7 +11,8 @@ the thread's root. Tolerances are stated next to each assertion.
 
 Prints, per program, the number of samples and the fraction reaching a root,
 and ends with `e2e: N passed, N failed`; exits 1 if anything failed.
-Usage: run.py [--build DIR] [--only NAME,NAME] [--keep]
+Every test runs once per sampling engine (FLAMME_ENGINE: timer, perf).
+Usage: run.py [--build DIR] [--only NAME,NAME] [--engines timer,perf] [--keep]
 """
 import argparse
 import os
@@ -28,7 +29,10 @@ RUN_TIMEOUT = 180  # seconds; a hang is a failure, not a stuck CI job
 MAIN_ROOTS = {"main", "__libc_start_call_main", "__libc_start_main", "_start"}
 THREAD_ROOTS = {"start_thread", "clone3", "clone"}
 ALL_ROOTS = MAIN_ROOTS | THREAD_ROOTS
-INCOMPLETE_ROOTS = {"[truncated]", "[broken]"}
+# glibc's thread entries are static functions: with a libc that has no
+# .symtab they show up as "[libc.so.6]". Such a frame can only be root-most
+# when the walk ended cleanly in libc (a bad frame pointer gives [broken]).
+UNNAMED_LIBC = re.compile(r"^\[libc\.so\.[0-9.]+\]$")
 
 LABEL_DOMAIN = re.compile(r"^domain (\d+)$")
 LABEL_SYSTHREAD = re.compile(r"^thread (\d+) \(domain (\d+)\)$")
@@ -58,11 +62,16 @@ class Ctx:
         return path
 
 
+ENGINE = {}  # {"FLAMME_ENGINE": name} while the tests of one engine run
+
+
 def run(cmd, env=None, cwd=None):
     """Runs cmd; returns (rc, stdout, stderr) as text. A timeout is a failure."""
     full_env = dict(os.environ)
-    for k in ("FLAMME_OUTPUT", "FLAMME_HZ", "FLAMME_DEPTH", "LD_PRELOAD"):
-        full_env.pop(k, None)
+    for k in list(full_env):
+        if k.startswith("FLAMME_") or k == "LD_PRELOAD":
+            del full_env[k]
+    full_env.update(ENGINE)
     if env:
         full_env.update(env)
     try:
@@ -83,6 +92,9 @@ def record(ctx, name, args=(), out=None, cwd=None):
     check(rc == 0, "%s: exit status %d, stderr:\n%s" % (" ".join(cmd), rc, se))
     summary = [l for l in se.splitlines() if l.startswith("flamme:")]
     check(len(summary) == 1, "%s: expected one 'flamme:' summary line on stderr, got:\n%s" % (name, se))
+    m = re.search(r"\bengine (\w+)", summary[0])
+    want = ENGINE.get("FLAMME_ENGINE")
+    check(not (m and want) or m.group(1) == want, "%s: ran with engine %s, wanted %s" % (name, m and m.group(1), want))
     check(os.path.exists(os.path.join(cwd or "", out)), "%s: no profile written at %s" % (name, out))
     ctx.profiles[name] = os.path.join(cwd or "", out)
     return ctx.profiles[name], so, se
@@ -114,14 +126,28 @@ def frac(stacks, sel, pred):
     return (total(stacks, lambda f: sel(f) and pred(f)) / n) if n else 0.0, n
 
 
+def is_root(frame):
+    return frame in ALL_ROOTS or bool(UNNAMED_LIBC.match(frame))
+
+
 def reaches(roots):
-    # frames[0] is the thread label (collapse --threads), frames[1] the root.
-    return lambda f: len(f) > 1 and f[1] in roots
+    """Predicate: the stack (frames[0] = thread label from collapse --threads)
+    starts at one of roots, or at an unnamed libc frame that is followed by
+    main (for the main roots) or is a thread entry (start_thread)."""
+    def pred(f):
+        if len(f) < 2:
+            return False
+        if f[1] in roots:
+            return True
+        if not UNNAMED_LIBC.match(f[1]):
+            return False
+        return (len(f) > 2 and f[2] == "main") if roots is MAIN_ROOTS else True
+    return pred
 
 
 def add_figure(ctx, name, stacks):
     n = total(stacks)
-    r = total(stacks, reaches(ALL_ROOTS))
+    r = total(stacks, lambda f: len(f) > 1 and is_root(f[1]))
     pct = 100.0 * r / n if n else 0.0
     ctx.figures.append((name, n, pct))
     print("  figure: %-10s samples=%-6d reaching a root=%5.1f%%" % (name, n, pct))
@@ -335,9 +361,9 @@ def test_robust(ctx):
 
 
 def test_report(ctx):
-    """`flamme report` states the share of complete stacks; it must agree
-    (±0.5 points: rounding to one decimal) with the share of stacks that
-    `flamme collapse` does not root at [truncated] or [broken]."""
+    """`flamme report` states the share of complete stacks (root-most frame is
+    a thread root); it must agree (±0.5 points: rounding to one decimal) with
+    the share computed here from `flamme collapse` output."""
     names = [n for n in ("split", "domains", "effects") if n in ctx.profiles]
     if not names:
         record(ctx, "split", ["30"])
@@ -349,7 +375,7 @@ def test_report(ctx):
         m = re.search(r"complete stacks:\s*([0-9]+(?:\.[0-9]+)?)%", so)
         check(m, "report %s: no 'complete stacks: NN.N%%' line in:\n%s" % (name, so))
         st = collapse(ctx, prof, threads=False)
-        mine = 100.0 * total(st, lambda f: f[0] not in INCOMPLETE_ROOTS) / total(st)
+        mine = 100.0 * total(st, lambda f: is_root(f[0])) / total(st)
         print("  %s: report says %s%%, collapse gives %.2f%%" % (name, m.group(1), mine))
         check(abs(float(m.group(1)) - mine) <= 0.5, "report %s: complete stacks %s%% but collapse gives %.2f%%"
               % (name, m.group(1), mine))
@@ -360,10 +386,23 @@ TESTS = [("split", test_split), ("domains", test_domains), ("effects", test_effe
          ("robust", test_robust), ("report", test_report)]
 
 
+def engine_available(ctx, engine):
+    """Whether the agent really uses `engine` here (perf may be refused by
+    perf_event_paranoid or seccomp, and the agent then falls back): a short
+    recording must report that engine in its summary line."""
+    out = os.path.join(ctx.work, "probe.flm")
+    rc, _, se = run([ctx.flamme, "record", "-o", out, "--", ctx.exe("split"), "1"])
+    m = re.search(r"\bengine (\w+)", se)
+    return rc == 0 and (m is None or m.group(1) == engine), se.strip()
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--build", default="build")
     ap.add_argument("--only", default="", help="comma-separated test names")
+    ap.add_argument("--engines", default="timer,perf",
+                    help="FLAMME_ENGINE values to run every test with (default timer,perf; "
+                         "perf is skipped with a note where the kernel refuses it)")
     ap.add_argument("--keep", action="store_true", help="keep the temporary directory")
     a = ap.parse_args()
     for f in ("flamme", "libflamme.so"):
@@ -373,22 +412,39 @@ def main():
             return 1
     only = set(filter(None, a.only.split(",")))
     work = tempfile.mkdtemp(prefix="flamme-e2e.")
-    ctx = Ctx(a.build, work)
+    figures = []
     passed = failed = 0
-    for name, fn in TESTS:
-        if only and name not in only:
-            continue
-        print("== %s" % name, flush=True)
+    for engine in filter(None, a.engines.split(",")):
+        ENGINE.clear()
+        ENGINE["FLAMME_ENGINE"] = engine
+        ctx = Ctx(a.build, os.path.join(work, engine))
+        os.makedirs(ctx.work)
         try:
-            fn(ctx)
-            passed += 1
-            print("PASS %s" % name, flush=True)
+            ok, why = engine_available(ctx, engine)
         except Failure as e:
+            ok, why = False, str(e)
+        if not ok:
+            if engine == "perf":
+                print("e2e: engine perf not usable here, its tests are skipped: %s" % why)
+                continue
             failed += 1
-            print("FAIL %s: %s" % (name, e), flush=True)
+            print("FAIL engine %s: a short recording does not use it: %s" % (engine, why))
+            continue
+        for name, fn in TESTS:
+            if only and name not in only:
+                continue
+            print("== %s [engine %s]" % (name, engine), flush=True)
+            try:
+                fn(ctx)
+                passed += 1
+                print("PASS %s [%s]" % (name, engine), flush=True)
+            except Failure as e:
+                failed += 1
+                print("FAIL %s [%s]: %s" % (name, engine, e), flush=True)
+        figures += [(engine,) + f for f in ctx.figures]
     print("figures (samples, share of stacks reaching a thread root):")
-    for name, n, pct in ctx.figures:
-        print("  %-10s %6d samples  %5.1f%%" % (name, n, pct))
+    for engine, name, n, pct in figures:
+        print("  %-6s %-10s %6d samples  %5.1f%%" % (engine, name, n, pct))
     if a.keep or failed:
         print("e2e: profiles kept in %s" % work)
     else:

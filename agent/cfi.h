@@ -43,4 +43,17 @@ int flamme_cfi_lookup_sigsafe(uint64_t pc, struct flamme_cfi_row *row);
 /* Frees every table (at exit, after sampling stopped and handlers are done). */
 void flamme_cfi_free_all(void);
 
+/* --- Additions by the cfi.c implementer (not part of the first agreed
+ * interface; both are builder-side, writer thread only). --- */
+
+/* Adds every readable r-x file mapping of /proc/self/maps, except the files
+ * skip1 and skip2 (a path as in maps, or any path naming the same inode;
+ * NULL = none) and mappings already added with the same path and range.
+ * Bias from the ELF program headers. [vdso] and anonymous code are not
+ * added. Returns the number of modules added (0 if none or maps unreadable). */
+int flamme_cfi_add_from_maps(const char *skip1, const char *skip2);
+
+/* Published modules, rows, and bytes they occupy (for summaries/tests). */
+void flamme_cfi_stats(uint64_t *modules, uint64_t *rows, uint64_t *bytes);
+
 #endif

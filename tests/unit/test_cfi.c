@@ -1,0 +1,407 @@
+/*
+ * tests/unit/test_cfi.c — agent/cfi.c against this very process's libc:
+ *  - rows at function entries (CFA = rsp + 8, by the x86-64 call ABI) and
+ *    after each prologue push/sub, decoded from libc's machine code itself
+ *    (an expectation independent of the .eh_frame being parsed);
+ *  - a real unwind out of a qsort comparator through glibc's frames (built
+ *    without frame pointers) using only the rows, back to the test function
+ *    that called qsort: its frame pointer and its name must come out;
+ *  - lookups outside every module, adding a module twice, modules from
+ *    /proc/self/maps (incl. this PIE binary's bias), bad files.
+ * The test binary is built with -fno-omit-frame-pointer (CFLAGS_COMMON).
+ */
+#include "tests/unit/check.h"
+#include "agent/cfi.h"
+#include "writer/symbols.h"
+
+#include <dlfcn.h>
+#include <fcntl.h>
+#include <link.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+static struct {
+    char path[4096];
+    uint64_t bias, lo, hi;
+} libc;
+
+/* The r-x mapping of /proc/self/maps holding addr. Returns 1, or 0. */
+static int exec_mapping_of(uintptr_t addr, uint64_t *lo, uint64_t *hi)
+{
+    FILE *f = fopen("/proc/self/maps", "r");
+    char line[4400];
+    int found = 0;
+    while (f && !found && fgets(line, sizeof line, f)) {
+        unsigned long long a, b;
+        char perms[8];
+        if (sscanf(line, "%llx-%llx %7s", &a, &b, perms) == 3 && perms[2] == 'x' && addr >= a &&
+            addr < b) {
+            *lo = a;
+            *hi = b;
+            found = 1;
+        }
+    }
+    if (f)
+        fclose(f);
+    return found;
+}
+
+static void *libc_sym(const char *name)
+{
+    void *h = dlopen("libc.so.6", RTLD_NOW | RTLD_NOLOAD);
+    void *p = h ? dlsym(h, name) : NULL;
+    if (h)
+        dlclose(h);
+    return p;
+}
+
+/* Size of the dynamic symbol at p (from libc's .dynsym), or 0. */
+static uint64_t sym_size(void *p)
+{
+    Dl_info di;
+    const ElfW(Sym) *sym = NULL;
+    if (!dladdr1(p, &di, (void **)&sym, RTLD_DL_SYMENT) || !sym || di.dli_saddr != p)
+        return 0;
+    return sym->st_size;
+}
+
+static int lookup(const void *p, struct flamme_cfi_row *row)
+{
+    return flamme_cfi_lookup_sigsafe((uint64_t)(uintptr_t)p, row);
+}
+
+/* Adds libc with flamme_cfi_add_module; everything below needs it. */
+TEST(build_libc)
+{
+    void *h = dlopen("libc.so.6", RTLD_NOW | RTLD_NOLOAD);
+    struct link_map *lm = NULL;
+    CHECK(h && dlinfo(h, RTLD_DI_LINKMAP, &lm) == 0 && lm);
+    if (!lm)
+        return;
+    snprintf(libc.path, sizeof libc.path, "%s", lm->l_name);
+    libc.bias = lm->l_addr;
+    dlclose(h);
+    CHECK(exec_mapping_of((uintptr_t)libc_sym("qsort"), &libc.lo, &libc.hi));
+
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    long n = flamme_cfi_add_module(libc.path, libc.bias, libc.lo, libc.hi);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    uint64_t mods, rows, bytes;
+    flamme_cfi_stats(&mods, &rows, &bytes);
+    printf("  info: %s: %ld rows, %llu bytes, built in %.1f ms\n", libc.path, n,
+           (unsigned long long)bytes,
+           (double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) / 1e6);
+    CHECK(n > 1000); /* glibc has thousands of FDEs */
+    CHECK(mods == 1 && rows == (uint64_t)n);
+}
+
+/* Checks the rows along a function's prologue against its code: each push
+ * adds 8 to the CFA offset (push %rbp also saves rbp there), sub $imm,%rsp
+ * adds imm; register-to-register moves change nothing. Stops at the first
+ * other instruction. Returns the number of stack-changing instructions
+ * checked. */
+static int check_prologue(const char *name)
+{
+    const uint8_t *pc = libc_sym(name);
+    struct flamme_cfi_row row;
+    CHECK(pc != NULL);
+    if (!pc)
+        return 0;
+    /* At any function's first instruction the return address is at *rsp. */
+    int ok = lookup(pc, &row);
+    CHECK(ok && row.cfa_reg == FLAMME_CFA_RSP && row.cfa_off == 8 && row.rbp_off == 0);
+    if (!ok || row.cfa_off != 8)
+        fprintf(stderr, "  %s entry: ok=%d reg=%d off=%d\n", name, ok, row.cfa_reg, row.cfa_off);
+    int off = 8, rbp_at = 0, checked = 0;
+    for (int insn = 0; insn < 16; insn++) {
+        if (pc[0] == 0xf3 && pc[1] == 0x0f && pc[2] == 0x1e && pc[3] == 0xfa) {
+            pc += 4; /* endbr64 */
+            continue;
+        }
+        int rex = (pc[0] & 0xf0) == 0x40 ? pc[0] : 0;
+        const uint8_t *op = pc + (rex != 0);
+        if (op[0] >= 0x50 && op[0] <= 0x57 && (rex == 0 || rex == 0x41)) {
+            off += 8;
+            if (op[0] == 0x55 && rex == 0)
+                rbp_at = -off;
+            pc = op + 1;
+        } else if (rex == 0x48 && op[0] == 0x83 && op[1] == 0xec) {
+            off += op[2];
+            pc = op + 3;
+        } else if (rex == 0x48 && op[0] == 0x81 && op[1] == 0xec) {
+            int32_t imm;
+            memcpy(&imm, op + 2, 4);
+            off += imm;
+            pc = op + 6;
+        } else if ((rex & 0xf8) == 0x48 && (op[0] == 0x89 || op[0] == 0x8b) && op[1] >= 0xc0 &&
+                   (op[1] & 7) != 4 && ((op[1] >> 3) & 7) != 4) {
+            pc = op + 2; /* mov between registers, neither of them rsp */
+            continue;
+        } else {
+            break;
+        }
+        ok = lookup(pc, &row);
+        CHECK(ok && row.cfa_reg == FLAMME_CFA_RSP && row.cfa_off == off && row.rbp_off == rbp_at);
+        if (!ok || row.cfa_off != off || row.rbp_off != rbp_at)
+            fprintf(stderr, "  %s+%#lx: want rsp+%d rbp@%d, got ok=%d reg=%d off=%d rbp@%d\n", name,
+                    (unsigned long)(pc - (const uint8_t *)libc_sym(name)), off, rbp_at, ok,
+                    row.cfa_reg, row.cfa_off, row.rbp_off);
+        checked++;
+    }
+    return checked;
+}
+
+TEST(rows_match_prologues)
+{
+    static const char *const fns[] = { "malloc", "free", "calloc", "realloc", "qsort", "qsort_r",
+                                       "memmove", "memcpy", "strlen", "fclose", "fwrite",
+                                       "getenv", "strtol", "nanosleep", "pthread_mutex_lock" };
+    int checked = 0;
+    for (size_t i = 0; i < sizeof fns / sizeof fns[0]; i++)
+        checked += check_prologue(fns[i]);
+    printf("  info: %d prologue instructions checked\n", checked);
+    CHECK(checked >= 3); /* malloc alone pushes three registers */
+
+    /* qsort itself is a tail jump in some glibc versions; qsort_r does the
+     * work and keeps callee-saved registers on the stack. */
+    const uint8_t *q = libc_sym("qsort_r");
+    uint64_t size = q ? sym_size((void *)q) : 0;
+    CHECK(size > 0);
+    int deeper = 0;
+    for (uint64_t i = 0; i < size && !deeper; i++) {
+        struct flamme_cfi_row row;
+        if (lookup(q + i, &row) && row.cfa_reg == FLAMME_CFA_RSP && row.cfa_off > 8)
+            deeper = 1;
+    }
+    CHECK(deeper);
+}
+
+/* ---- a real unwind through qsort */
+
+static void *caller_fp;    /* frame address of flamme_test_sort_caller */
+static int walked, libc_frames, walk_ok;
+static uint64_t walk_pc, walk_rbp, walk_sp;
+
+/* Walks from its own frame out of the comparator (frame pointers), then
+ * through libc (rows only) until the pc leaves libc. */
+static __attribute__((noinline)) void walk_from_here(void)
+{
+    uint64_t *fp = __builtin_frame_address(0);
+    /* this frame -> comparator -> libc, by frame pointers (test code) */
+    uint64_t pc = fp[1], sp = (uint64_t)(uintptr_t)(fp + 2), rbp = fp[0];
+    uint64_t *cfp = (uint64_t *)(uintptr_t)rbp;
+    pc = cfp[1];
+    sp = (uint64_t)(uintptr_t)(cfp + 2);
+    rbp = cfp[0];
+    walk_ok = 1;
+    for (int depth = 0; pc >= libc.lo && pc < libc.hi; depth++) {
+        struct flamme_cfi_row row;
+        /* A return address may be just past the function's last byte (a
+         * call to a noreturn function): the call itself is at pc - 1. */
+        if (depth == 64 || !flamme_cfi_lookup_sigsafe(pc - 1, &row) ||
+            row.cfa_reg == FLAMME_CFA_UNKNOWN) {
+            walk_ok = 0;
+            break;
+        }
+        uint64_t cfa = (row.cfa_reg == FLAMME_CFA_RSP ? sp : rbp) + (uint64_t)(int64_t)row.cfa_off;
+        if (cfa <= sp) {
+            walk_ok = 0; /* the stack only grows towards callers */
+            break;
+        }
+        if (row.rbp_off)
+            rbp = *(uint64_t *)(uintptr_t)(cfa + (uint64_t)(int64_t)row.rbp_off);
+        pc = *(uint64_t *)(uintptr_t)(cfa - 8);
+        sp = cfa;
+        libc_frames++;
+    }
+    walk_pc = pc;
+    walk_rbp = rbp;
+    walk_sp = sp;
+}
+
+static __attribute__((noinline)) int cmp_int(const void *a, const void *b)
+{
+    if (!walked) {
+        walked = 1;
+        walk_from_here();
+    }
+    int x = *(const int *)a, y = *(const int *)b;
+    return (x > y) - (x < y);
+}
+
+__attribute__((noinline)) void flamme_test_sort_caller(int *v, size_t n);
+__attribute__((noinline)) void flamme_test_sort_caller(int *v, size_t n)
+{
+    caller_fp = __builtin_frame_address(0);
+    qsort(v, n, sizeof *v, cmp_int);
+    __asm__ volatile("" ::: "memory"); /* no tail call: this frame must be live */
+}
+
+TEST(unwind_through_qsort)
+{
+    int v[200];
+    for (int i = 0; i < 200; i++)
+        v[i] = (i * 7919) % 200;
+    walked = libc_frames = walk_ok = 0;
+    flamme_test_sort_caller(v, 200);
+    CHECK(walked);
+    CHECK(walk_ok);
+    CHECK(libc_frames >= 1);
+    printf("  info: %d libc frames between the comparator and its caller\n", libc_frames);
+    /* Back in the caller: its frame pointer (restored from where libc saved
+     * it, or never touched) and a stack pointer inside its frame. */
+    CHECK(walk_rbp == (uint64_t)(uintptr_t)caller_fp);
+    CHECK(walk_sp <= (uint64_t)(uintptr_t)caller_fp);
+    /* ... and the return address names the caller (symtab, not CFI). */
+    flamme_symtab *st = flamme_symtab_new();
+    const char *fn = "", *mod = "";
+    uint64_t off;
+    CHECK(st && flamme_symtab_lookup(st, walk_pc, &fn, &mod, &off) == 1);
+    CHECK_STR(fn, "flamme_test_sort_caller");
+    if (st)
+        flamme_symtab_free(st);
+    for (int i = 1; i < 200; i++)
+        CHECK(v[i - 1] <= v[i]);
+}
+
+TEST(outside_modules)
+{
+    struct flamme_cfi_row row;
+    CHECK(flamme_cfi_lookup_sigsafe(0, &row) == 0);
+    CHECK(flamme_cfi_lookup_sigsafe(1, &row) == 0);
+    CHECK(flamme_cfi_lookup_sigsafe(UINT64_MAX, &row) == 0);
+    CHECK(flamme_cfi_lookup_sigsafe(libc.lo - 1, &row) == 0);
+    CHECK(flamme_cfi_lookup_sigsafe(libc.hi, &row) == 0);
+    CHECK(lookup((void *)flamme_test_sort_caller, &row) == 0); /* this binary: not added */
+    void *heap = malloc(16);
+    CHECK(lookup(heap, &row) == 0);
+    free(heap);
+    CHECK(lookup(&row, &row) == 0);
+    /* Inside libc, every answer is a row at or before the address. */
+    for (uint64_t a = libc.lo; a < libc.hi; a += 4099)
+        if (flamme_cfi_lookup_sigsafe(a, &row))
+            CHECK(row.pc <= a && row.pc >= libc.lo);
+}
+
+TEST(add_twice_no_duplicates)
+{
+    uint64_t m0, r0, b0, m1, r1, b1;
+    flamme_cfi_stats(&m0, &r0, &b0);
+    long n = flamme_cfi_add_module(libc.path, libc.bias, libc.lo, libc.hi);
+    flamme_cfi_stats(&m1, &r1, &b1);
+    CHECK(n == (long)r0);
+    CHECK(m1 == m0 && r1 == r0);
+    struct flamme_cfi_row row;
+    CHECK(lookup(libc_sym("malloc"), &row) && row.cfa_off == 8);
+}
+
+TEST(from_maps)
+{
+    char exe[4096];
+    ssize_t k = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    CHECK(k > 0);
+    exe[k > 0 ? k : 0] = '\0';
+    uint64_t m0, r0, b0, m1, r1, b1;
+    flamme_cfi_stats(&m0, &r0, &b0);
+    int added = flamme_cfi_add_from_maps(exe, NULL);
+    flamme_cfi_stats(&m1, &r1, &b1);
+    CHECK(added >= 1);                   /* ld.so at least; libc is already there */
+    CHECK(m1 == m0 + (uint64_t)added);   /* libc was not added again */
+    CHECK(flamme_cfi_add_from_maps(exe, NULL) == 0);
+    struct flamme_cfi_row row;
+    CHECK(lookup((void *)flamme_test_sort_caller, &row) == 0); /* skipped */
+    /* Now this PIE binary too: its bias comes from /proc/self/maps and the
+     * program headers, and its function's entry must say CFA = rsp + 8. */
+    CHECK(flamme_cfi_add_from_maps(NULL, NULL) == 1);
+    CHECK(lookup((void *)flamme_test_sort_caller, &row) == 1);
+    CHECK(row.cfa_reg == FLAMME_CFA_RSP && row.cfa_off == 8);
+    CHECK(lookup(libc_sym("malloc"), &row) && row.cfa_off == 8);
+}
+
+/* Copies the first len bytes of src into dst; with phase > 0, every 4 KiB
+ * block whose index is phase modulo 16 becomes pseudo-random bytes. */
+static int make_copy(const char *src, const char *dst, size_t len, unsigned phase)
+{
+    int in = open(src, O_RDONLY), out = open(dst, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    char buf[65536];
+    size_t done = 0;
+    int rc = in >= 0 && out >= 0 ? 0 : -1;
+    while (rc == 0 && done < len) {
+        ssize_t r = read(in, buf, sizeof buf < len - done ? sizeof buf : len - done);
+        if (r <= 0)
+            break;
+        for (ssize_t i = 0; phase && i < r; i++)
+            if (((done + (size_t)i) >> 12) % 16 == phase)
+                buf[i] = (char)(((done + (size_t)i) * 2654435761u) >> 13);
+        if (write(out, buf, (size_t)r) != r)
+            rc = -1;
+        done += (size_t)r;
+    }
+    if (in >= 0)
+        close(in);
+    if (out >= 0)
+        close(out);
+    return rc;
+}
+
+TEST(bad_files)
+{
+    uint64_t m0, r0, b0, m1, r1, b1;
+    flamme_cfi_stats(&m0, &r0, &b0);
+    /* Distinct address ranges, far from anything mapped. */
+    const uint64_t base = 0x7e0000000000ull;
+    CHECK(flamme_cfi_add_module("/nonexistent/lib.so", 0, base, base + 0x1000) == -1);
+    CHECK(flamme_cfi_add_module("/dev/null", 0, base, base + 0x1000) == -1);
+    CHECK(flamme_cfi_add_module("/proc/self/maps", 0, base, base + 0x1000) == -1);
+    char tmp[] = "/tmp/flamme_cfi_XXXXXX";
+    int fd = mkstemp(tmp);
+    CHECK(fd >= 0);
+    if (fd < 0)
+        return;
+    close(fd);
+    /* Truncated libc: the section headers (at its end) are gone. */
+    const uint64_t lo = base, hi = base + 0x1000000;
+    CHECK(make_copy(libc.path, tmp, 100000, 0) == 0);
+    CHECK(flamme_cfi_add_module(tmp, base, lo, hi) == -1);
+    flamme_cfi_stats(&m1, &r1, &b1);
+    CHECK(m1 == m0);
+    /* Garbage in one 4 KiB block of every 64 KiB (hitting .eh_frame too):
+     * must not crash; whatever it yields stays inside its range. */
+    for (unsigned phase = 1; phase < 16; phase += 3) {
+        CHECK(make_copy(libc.path, tmp, (size_t)1 << 30, phase) == 0);
+        flamme_cfi_add_module(tmp, base, lo, hi);
+        struct flamme_cfi_row row;
+        for (uint64_t a = lo; a < hi; a += 0x1003)
+            if (flamme_cfi_lookup_sigsafe(a, &row))
+                CHECK(row.pc >= lo && row.pc <= a);
+    }
+    unlink(tmp);
+}
+
+TEST(free_all)
+{
+    flamme_cfi_free_all();
+    struct flamme_cfi_row row;
+    CHECK(lookup(libc_sym("malloc"), &row) == 0);
+    uint64_t m, r, b;
+    flamme_cfi_stats(&m, &r, &b);
+    CHECK(m == 0 && r == 0);
+}
+
+int main(void)
+{
+    RUN(build_libc);
+    RUN(rows_match_prologues);
+    RUN(unwind_through_qsort);
+    RUN(outside_modules);
+    RUN(add_twice_no_duplicates);
+    RUN(from_maps);
+    RUN(bad_files);
+    RUN(free_all);
+    return CHECK_DONE();
+}

@@ -223,6 +223,7 @@ __attribute__((constructor)) static void flamme_init(void)
         return;
 #endif
     flamme_agent_pid = getpid();
+    flamme_safe_read_init();
     pthread_atfork(NULL, NULL, flamme_atfork_child);
     atexit(flamme_atexit);
     /* Pairs with the acquire loads in the pthread_create wrapper and start. */

@@ -14,6 +14,7 @@
  *   FLAMME_MODE    cpu|wall (default cpu); wall samples every thread on the
  *                  wall clock, blocked ones included
  *   FLAMME_AUTOSTART 0: a preloaded agent waits for Flamme.start (default 1)
+ *   FLAMME_STATS   1: print the handler's cost at the end (even if quiet)
  *   FLAMME_DISABLE 1: load but do nothing
  * A bad value prints one line on stderr and the default is used.
  */
@@ -32,6 +33,7 @@ struct flamme_config {
     char engine[8];
     int wall;
     int autostart;
+    int stats;
 };
 
 /* Fills c from the environment; never fails (bad values fall back to defaults

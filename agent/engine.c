@@ -9,6 +9,7 @@
 #include <stdatomic.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/mman.h>
 #include <sys/syscall.h>
 #include <sys/time.h>
 #include <time.h>
@@ -61,26 +62,39 @@ static int perf_open(pid_t tid)
     a.exclude_kernel = 1; /* allowed at perf_event_paranoid 2 */
     a.exclude_hv = 1;
     a.wakeup_events = 1;
+    a.sample_type = 0; /* records are bare headers: only the wake-up matters */
     return (int)syscall(SYS_perf_event_open, &a, tid, -1, -1, PERF_FLAG_FD_CLOEXEC);
 }
 
-/* Routes the event's overflow to SIGPROF on thread tid and enables it for
- * one overflow (re-armed by the handler with PERF_EVENT_IOC_REFRESH).
- * Returns 0 or -1 (errno). */
-static int perf_route(int fd, pid_t tid)
+/* Bytes mapped per perf event: the metadata page plus one data page. The
+ * kernel signals (POLL_IN) after each sample record it writes there; the
+ * handler marks the records consumed by moving data_tail, a plain store, so
+ * a sample costs no system call. */
+#define PERF_MMAP_PAGES 2
+
+/* Maps the event's buffer, routes its wake-ups to SIGPROF on thread tid and
+ * enables it. Returns 0 or -1 (errno). */
+static int perf_route(struct flamme_slot *s, int fd, pid_t tid)
 {
+    long page = sysconf(_SC_PAGESIZE);
+    if (s->perf_meta) { /* left by a stop that disarmed s from another thread */
+        munmap(s->perf_meta, s->perf_map_len);
+        s->perf_meta = NULL;
+    }
+    void *m = mmap(NULL, (size_t)page * PERF_MMAP_PAGES, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (m == MAP_FAILED)
+        return -1;
+    s->perf_meta = m;
+    s->perf_map_len = (size_t)page * PERF_MMAP_PAGES;
     struct f_owner_ex owner = {F_OWNER_TID, tid};
     if (fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_ASYNC) != 0 || fcntl(fd, F_SETSIG, SIGPROF) != 0 ||
-        fcntl(fd, F_SETOWN_EX, &owner) != 0)
+        fcntl(fd, F_SETOWN_EX, &owner) != 0 || ioctl(fd, PERF_EVENT_IOC_ENABLE, 0) != 0) {
+        int e = errno;
+        munmap(m, s->perf_map_len);
+        s->perf_meta = NULL;
+        errno = e;
         return -1;
-    /* Task-clock has no skid worth speaking of; the first overflow comes after
-     * a random part of a period so threads are not in phase. */
-    uint64_t first = (uint64_t)first_delay_ns(tid);
-    ioctl(fd, PERF_EVENT_IOC_PERIOD, &first);
-    if (ioctl(fd, PERF_EVENT_IOC_REFRESH, 1) != 0)
-        return -1;
-    uint64_t p = (uint64_t)period_ns();
-    ioctl(fd, PERF_EVENT_IOC_PERIOD, &p);
+    }
     return 0;
 }
 
@@ -155,7 +169,7 @@ int flamme_engine_arm(struct flamme_slot *s)
         if (fd < 0)
             return -1;
         s->perf_fd = fd;
-        if (perf_route(fd, s->tid) != 0) {
+        if (perf_route(s, fd, s->tid) != 0) {
             int e = errno;
             s->perf_fd = -1;
             close(fd);
@@ -193,9 +207,17 @@ void flamme_engine_disarm(struct flamme_slot *s)
     switch (flamme_engine) {
     case FLAMME_ENGINE_PERF:
         if (s->perf_fd >= 0) {
-            ioctl(s->perf_fd, PERF_EVENT_IOC_DISABLE, 0);
-            close(s->perf_fd);
+            int fd = s->perf_fd;
+            ioctl(fd, PERF_EVENT_IOC_DISABLE, 0);
+            /* The handler of s's thread may still run (disarm from another
+             * thread at stop): it checks perf_fd before touching the map. */
             s->perf_fd = -1;
+            atomic_signal_fence(memory_order_seq_cst);
+            close(fd);
+            if (s->perf_meta && s->tid == (pid_t)syscall(SYS_gettid)) {
+                munmap(s->perf_meta, s->perf_map_len);
+                s->perf_meta = NULL;
+            }
         }
         break;
     case FLAMME_ENGINE_TIMER:
@@ -225,7 +247,13 @@ int flamme_engine_accept_sigsafe(struct flamme_slot *s, const siginfo_t *si, uns
         if ((si->si_code != POLL_HUP && si->si_code != POLL_IN) || si->si_fd != s->perf_fd ||
             s->perf_fd < 0)
             return 0;
-        ioctl(s->perf_fd, PERF_EVENT_IOC_REFRESH, 1);
+        if (s->perf_meta) {
+            struct perf_event_mmap_page *mp = s->perf_meta;
+            /* Pairs with the kernel's write of data_head: everything written so
+             * far is consumed, so the buffer never fills and wake-ups continue. */
+            uint64_t head = __atomic_load_n(&mp->data_head, __ATOMIC_ACQUIRE);
+            __atomic_store_n(&mp->data_tail, head, __ATOMIC_RELEASE);
+        }
         return 1;
     case FLAMME_ENGINE_TIMER:
         if (si->si_code != SI_TIMER || si->si_value.sival_ptr != s)

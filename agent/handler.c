@@ -20,6 +20,41 @@
 
 static struct sigaction prev_action;
 
+/* Handler cost histogram: bucket i counts samples that took [i*20, i*20+20)
+ * ns, the last bucket everything slower. Relaxed increments: statistics
+ * only, read after sampling stopped. */
+#define COST_BUCKET_NS 20
+#define COST_BUCKETS 1024
+static _Atomic uint64_t cost_hist[COST_BUCKETS];
+
+void flamme_handler_cost(uint64_t *p50, uint64_t *p99, uint64_t *n)
+{
+    uint64_t total = 0;
+    for (int i = 0; i < COST_BUCKETS; i++)
+        total += atomic_load_explicit(&cost_hist[i], memory_order_relaxed);
+    *n = total;
+    *p50 = *p99 = 0;
+    uint64_t acc = 0;
+    int got50 = 0;
+    for (int i = 0; i < COST_BUCKETS && total; i++) {
+        acc += atomic_load_explicit(&cost_hist[i], memory_order_relaxed);
+        if (!got50 && acc * 2 >= total) {
+            *p50 = (uint64_t)i * COST_BUCKET_NS + COST_BUCKET_NS / 2;
+            got50 = 1;
+        }
+        if (acc * 100 >= total * 99) {
+            *p99 = (uint64_t)i * COST_BUCKET_NS + COST_BUCKET_NS / 2;
+            break;
+        }
+    }
+}
+
+void flamme_handler_cost_reset(void)
+{
+    for (int i = 0; i < COST_BUCKETS; i++)
+        atomic_store_explicit(&cost_hist[i], 0, memory_order_relaxed);
+}
+
 /* Index of the range holding [addr, addr+len), or -1. */
 static int find_range(const struct flamme_range *r, int n, uintptr_t addr, uintptr_t len,
                       int hint)
@@ -131,6 +166,7 @@ static void flamme_sigprof(int sig, siginfo_t *si, void *ucv)
         errno = saved_errno;
         return;
     }
+    uint64_t t0 = flamme_now_sigsafe();
     ucontext_t *uc = ucv;
     uintptr_t pc = (uintptr_t)uc->uc_mcontext.gregs[REG_RIP];
     uintptr_t sp = (uintptr_t)uc->uc_mcontext.gregs[REG_RSP];
@@ -154,7 +190,10 @@ static void flamme_sigprof(int sig, siginfo_t *si, void *ucv)
             s->last_ds = ds;
         else
             ds = s->last_ds;
-        int k = flamme_ocaml_ranges_sigsafe(ds, s->stack_lo, s->stack_hi, ranges + nr,
+        /* Interrupted on an OCaml stack (not the system stack): the stack
+         * descriptors are live, no need for the costly checked reads. */
+        int direct = sp < s->stack_lo || sp >= s->stack_hi;
+        int k = flamme_ocaml_ranges_sigsafe(ds, s->stack_lo, s->stack_hi, direct, ranges + nr,
                                             MAX_RANGES - nr, &domain);
         nocaml = k == 0;
         nr += k;
@@ -174,10 +213,13 @@ static void flamme_sigprof(int sig, siginfo_t *si, void *ucv)
                                      (uint32_t)max, &wflags);
     sflags |= wflags;
     rec[0] = flamme_ring_header(n + FLAMME_SAMPLE_HDR_WORDS, FLAMME_RING_SAMPLE, sflags);
-    rec[1] = flamme_now_sigsafe();
+    rec[1] = t0;
     rec[2] = (uint64_t)weight | ((uint64_t)(uint32_t)domain << 32);
     flamme_ring_commit_sigsafe(s->ring, n + FLAMME_SAMPLE_HDR_WORDS);
     atomic_fetch_add_explicit(&s->taken, 1, memory_order_relaxed);
+    uint64_t b = (flamme_now_sigsafe() - t0) / COST_BUCKET_NS;
+    atomic_fetch_add_explicit(&cost_hist[b < COST_BUCKETS ? b : COST_BUCKETS - 1], 1,
+                              memory_order_relaxed);
     errno = saved_errno;
 }
 

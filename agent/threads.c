@@ -88,7 +88,7 @@ struct flamme_slot *flamme_thread_register(int is_main, uintptr_t start_routine)
     s->tid = (pid_t)syscall(SYS_gettid);
     s->is_main = is_main;
     atomic_store_explicit(&s->armed, 0, memory_order_relaxed);
-    s->perf_fd = -1;
+    s->perf_fd = -1; /* perf_meta: a leftover mapping is reused/unmapped by the next arm */
     s->start_routine = start_routine;
     s->caml_state_slot = flamme_ocaml_state_slot();
     s->last_ds = NULL;

@@ -30,6 +30,8 @@ struct flamme_slot {
     int is_main;
     _Atomic int armed;         /* engine armed for this thread (engine.c) */
     int perf_fd;               /* perf engine: the thread's event, or -1 */
+    void *perf_meta;           /* perf engine: the event's mapped buffer, or NULL */
+    size_t perf_map_len;
     int sigprof_blocked;       /* started with SIGPROF blocked (backup/tick threads): no timer */
     uintptr_t start_routine;   /* what pthread_create was asked to run (0 for main) */
     void **caml_state_slot;    /* this thread's `caml_state` TLS variable, or NULL */

@@ -43,13 +43,19 @@ void **flamme_ocaml_state_slot(void)
  * 1 -> 0, no ordering needed) the first time the kernel refuses it, after
  * which reads of runtime structures go direct. */
 static atomic_int vm_read_ok = 1;
+static pid_t self_pid; /* written before sampling starts; a fork child never samples */
+
+void flamme_safe_read_init(void)
+{
+    self_pid = getpid();
+}
 
 int flamme_safe_read_sigsafe(void *dst, uintptr_t addr, unsigned long len)
 {
     if (atomic_load_explicit(&vm_read_ok, memory_order_relaxed)) {
         struct iovec local = {dst, len};
         struct iovec remote = {(void *)addr, len};
-        long r = syscall(SYS_process_vm_readv, (long)getpid(), &local, 1UL, &remote, 1UL, 0UL);
+        long r = syscall(SYS_process_vm_readv, (long)self_pid, &local, 1UL, &remote, 1UL, 0UL);
         if (r == (long)len)
             return 0;
         if (r < 0 && (errno == ENOSYS || errno == EPERM))
@@ -67,7 +73,17 @@ int flamme_safe_read_sigsafe(void *dst, uintptr_t addr, unsigned long len)
     return 0;
 }
 
-int flamme_ocaml_ranges_sigsafe(const void *ds, uintptr_t sys_lo, uintptr_t sys_hi,
+/* Reads one word at addr, plainly or fault-tolerantly. Returns 0 or -1. */
+static int read_word(uintptr_t *dst, uintptr_t addr, int direct)
+{
+    if (direct) {
+        *dst = *(const uintptr_t *)addr;
+        return 0;
+    }
+    return flamme_safe_read_sigsafe(dst, addr, sizeof *dst);
+}
+
+int flamme_ocaml_ranges_sigsafe(const void *ds, uintptr_t sys_lo, uintptr_t sys_hi, int direct,
                                 struct flamme_range *out, int max, int32_t *domain)
 {
     if (!ds)
@@ -84,14 +100,14 @@ int flamme_ocaml_ranges_sigsafe(const void *ds, uintptr_t sys_lo, uintptr_t sys_
     int n = 0;
     while (s && n < max) {
         uintptr_t handler, parent;
-        if ((s & 7) || flamme_safe_read_sigsafe(&handler, s + SI_HANDLER, sizeof handler) != 0)
+        if ((s & 7) || read_word(&handler, s + SI_HANDLER, direct) != 0)
             break;
         if (handler <= s + SI_SIZE || handler - s > MAX_OCAML_STACK || (handler & 7))
             break;
         out[n].lo = s + SI_SIZE;
         out[n].hi = handler;
         n++;
-        if (flamme_safe_read_sigsafe(&parent, handler + SH_PARENT, sizeof parent) != 0)
+        if (read_word(&parent, handler + SH_PARENT, direct) != 0)
             break;
         s = parent;
     }

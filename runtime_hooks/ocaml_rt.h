@@ -29,16 +29,22 @@ void **flamme_ocaml_state_slot(void);
  * seen from a thread whose system stack is [sys_lo, sys_hi): the current
  * stack and each parent stack of the effect-handler chain. Rejects ds unless
  * its c_stack lies in the thread's system stack (so another systhread's or a
- * terminating domain's state is never trusted). Reads the runtime's
- * structures with a fault-tolerant read, so a stack freed concurrently is
- * skipped rather than dereferenced. Sets *domain to the domain id (or leaves
+ * terminating domain's state is never trusted). With direct = 0 the
+ * runtime's stack descriptors are read with a fault-tolerant read (a system
+ * call), so a stack freed in caml_try_realloc_stack's window is skipped
+ * rather than dereferenced; direct = 1 reads them plainly, which the caller
+ * may ask for only when the thread was interrupted on an OCaml stack (the
+ * runtime frees stacks only while running C on the system stack). Sets *domain to the domain id (or leaves
  * it). Returns the number of ranges added (0 if ds is unusable).
  * async-signal-safe: yes. */
-int flamme_ocaml_ranges_sigsafe(const void *ds, uintptr_t sys_lo, uintptr_t sys_hi,
+int flamme_ocaml_ranges_sigsafe(const void *ds, uintptr_t sys_lo, uintptr_t sys_hi, int direct,
                                 struct flamme_range *out, int max, int32_t *domain);
 
 /* Copies len bytes at addr into dst without faulting: returns 0, or -1 if
  * the memory is not readable. async-signal-safe: yes. */
 int flamme_safe_read_sigsafe(void *dst, uintptr_t addr, unsigned long len);
+
+/* Records the process id used by flamme_safe_read_sigsafe (call at start). */
+void flamme_safe_read_init(void);
 
 #endif

@@ -312,6 +312,7 @@ int flamme_writer_start(int fd, const char *path, const char *cmdline)
     if (cmdline)
         flamme_pw_info(W.pw, "cmdline", cmdline);
     W.last_chunk_ns = flamme_now_sigsafe();
+    flamme_handler_cost_reset();
     pthread_mutex_init(&W.lock, NULL);
     pthread_cond_init(&W.cond, NULL);
     /* The writer never takes samples: block everything so no signal meant
@@ -338,6 +339,16 @@ int flamme_writer_stop(uint64_t *samples, uint64_t *lost, uint32_t *threads)
     *samples = W.samples;
     *lost = W.lost;
     *threads = W.threads;
+    uint64_t p50, p99, n;
+    flamme_handler_cost(&p50, &p99, &n);
+    char buf[64];
+    snprintf(buf, sizeof buf, "%llu %llu %llu", (unsigned long long)p50,
+             (unsigned long long)p99, (unsigned long long)n);
+    flamme_pw_info(W.pw, "handler_ns_p50_p99_n", buf);
+    if (flamme_cfg.stats)
+        flamme_agent_warn(1, "handler cost: median %llu ns, p99 %llu ns over %llu samples",
+                          (unsigned long long)p50, (unsigned long long)p99,
+                          (unsigned long long)n);
     int rc = flamme_pw_close(W.pw, W.samples, W.lost, flamme_now_sigsafe(), W.threads);
     W.pw = NULL;
     flamme_dedup_free(W.dedup);

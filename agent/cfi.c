@@ -491,9 +491,9 @@ struct ehf {
 /* Parses the CIE at offset off of the section. Returns 0, or -1. */
 static int parse_cie(const struct ehf *e, uint64_t off, struct cie *c)
 {
-    struct rd r = { e->buf + off, e->buf + e->size, e->buf, e->vaddr, 0 };
     if (off + 4 > e->size)
         return -1;
+    struct rd r = { e->buf + off, e->buf + e->size, e->buf, e->vaddr, 0 };
     uint64_t len = rd_u(&r, 4);
     if (len == 0xffffffffu)
         len = rd_u(&r, 8);
@@ -961,8 +961,12 @@ int flamme_cfi_add_from_maps(const char *skip1, const char *skip2)
             continue;
         char *path = line + pathpos;
         path[strcspn(path, "\n")] = '\0';
-        if (strlen(perms) < 3 || perms[0] != 'r' || perms[2] != 'x' || path[0] != '/' ||
-            strstr(path, " (deleted)"))
+        static const char del[] = " (deleted)";
+        size_t pl = strlen(path);
+        int deleted = pl > sizeof del - 1 && strcmp(path + pl - (sizeof del - 1), del) == 0;
+        if (deleted)
+            path[pl - (sizeof del - 1)] = '\0';
+        if (strlen(perms) < 3 || perms[0] != 'r' || perms[2] != 'x' || path[0] != '/')
             continue;
         if (is_skipped(skip1, path, makedev(dmaj, dmin), ino) ||
             is_skipped(skip2, path, makedev(dmaj, dmin), ino) ||
@@ -973,7 +977,7 @@ int flamme_cfi_add_from_maps(const char *skip1, const char *skip2)
         char mf[64];
         snprintf(mf, sizeof mf, "/proc/self/map_files/%llx-%llx", start, end);
         int fd = open(mf, O_RDONLY | O_CLOEXEC);
-        if (fd < 0)
+        if (fd < 0 && !deleted)
             fd = open(path, O_RDONLY | O_CLOEXEC);
         if (fd < 0)
             continue;

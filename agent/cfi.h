@@ -48,7 +48,8 @@ void flamme_cfi_free_all(void);
 
 /* Adds every readable r-x file mapping of /proc/self/maps, except the files
  * skip1 and skip2 (a path as in maps, or any path naming the same inode;
- * NULL = none) and mappings already added with the same path and range.
+ * NULL = none) and mappings already added (same file and range). Deleted
+ * files are read through /proc/self/map_files.
  * Bias from the ELF program headers. [vdso] and anonymous code are not
  * added. Returns the number of modules added (0 if none or maps unreadable). */
 int flamme_cfi_add_from_maps(const char *skip1, const char *skip2);

@@ -1,8 +1,10 @@
 # mk/cfi.mk — .eh_frame unwind rows for the stack walker (owner: agent/cfi.c,
 # tests/unit/test_cfi.c). agent/cfi.c goes into LIB_SRCS so that both
-# libflamme.so and build/libflamme_core.a (hence the unit test) contain it;
-# mk/agent.mk's agent/*.c wildcard put it in SO_SRCS as well, which would
-# link it twice into the .so, so it is taken out of SO_SRCS first.
+# libflamme.so and build/libflamme_core.a (hence the unit test) contain it.
+# mk/agent.mk's agent/*.c wildcard also put it in SO_SRCS; it is taken out
+# again so SO_SRCS and LIB_SRCS stay disjoint as mk/zz-rules.mk expects.
+# (The .so link rule in mk/agent.mk expanded its prerequisites before this
+# file was read, so it lists cfi.o exactly once, from the wildcard.)
 SO_SRCS  := $(filter-out agent/cfi.c,$(SO_SRCS))
 LIB_SRCS += agent/cfi.c
 UNIT_TESTS += tests/unit/test_cfi.c

@@ -7,7 +7,8 @@
  *    without frame pointers) using only the rows, back to the test function
  *    that called qsort: its frame pointer and its name must come out;
  *  - lookups outside every module, adding a module twice, modules from
- *    /proc/self/maps (incl. this PIE binary's bias), bad files.
+ *    /proc/self/maps (incl. this PIE binary's bias), bad files, a copy of
+ *    libc without section headers (found through PT_GNU_EH_FRAME).
  * The test binary is built with -fno-omit-frame-pointer (CFLAGS_COMMON).
  */
 #include "tests/unit/check.h"
@@ -15,8 +16,10 @@
 #include "writer/symbols.h"
 
 #include <dlfcn.h>
+#include <elf.h>
 #include <fcntl.h>
 #include <link.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,6 +30,7 @@
 static struct {
     char path[4096];
     uint64_t bias, lo, hi;
+    long rows;
 } libc;
 
 /* The r-x mapping of /proc/self/maps holding addr. Returns 1, or 0. */
@@ -96,6 +100,7 @@ TEST(build_libc)
     printf("  info: %s: %ld rows, %llu bytes, built in %.1f ms\n", libc.path, n,
            (unsigned long long)bytes,
            (double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) / 1e6);
+    libc.rows = n;
     CHECK(n > 1000); /* glibc has thousands of FDEs */
     CHECK(mods == 1 && rows == (uint64_t)n);
 }
@@ -237,8 +242,11 @@ static __attribute__((noinline)) int cmp_int(const void *a, const void *b)
 __attribute__((noinline)) void flamme_test_sort_caller(int *v, size_t n);
 __attribute__((noinline)) void flamme_test_sort_caller(int *v, size_t n)
 {
+    /* libc's own qsort, not a sanitizer's interceptor of it */
+    void (*libc_qsort)(void *, size_t, size_t, int (*)(const void *, const void *)) =
+        (void (*)(void *, size_t, size_t, int (*)(const void *, const void *)))libc_sym("qsort");
     caller_fp = __builtin_frame_address(0);
-    qsort(v, n, sizeof *v, cmp_int);
+    libc_qsort(v, n, sizeof *v, cmp_int);
     __asm__ volatile("" ::: "memory"); /* no tail call: this frame must be live */
 }
 
@@ -383,6 +391,39 @@ TEST(bad_files)
     unlink(tmp);
 }
 
+/* Without section headers the .eh_frame is found through PT_GNU_EH_FRAME:
+ * same rows as from the intact file, at the copy's (fake) load address. */
+TEST(no_section_headers)
+{
+    char tmp[] = "/tmp/flamme_cfi_XXXXXX";
+    int fd = mkstemp(tmp);
+    CHECK(fd >= 0);
+    if (fd < 0)
+        return;
+    close(fd);
+    CHECK(make_copy(libc.path, tmp, (size_t)1 << 30, 0) == 0);
+    fd = open(tmp, O_WRONLY);
+    uint16_t zero = 0;
+    CHECK(fd >= 0 && pwrite(fd, &zero, sizeof zero, offsetof(Elf64_Ehdr, e_shnum)) == 2);
+    if (fd >= 0)
+        close(fd);
+    const uint64_t bias = 0x7d0000000000ull;
+    long n = flamme_cfi_add_module(tmp, bias, libc.lo - libc.bias + bias, libc.hi - libc.bias + bias);
+    unlink(tmp);
+    CHECK(n == libc.rows);
+    static const char *const fns[] = { "malloc", "qsort_r", "fwrite" };
+    for (size_t i = 0; i < sizeof fns / sizeof fns[0]; i++) {
+        const uint8_t *p = libc_sym(fns[i]);
+        for (int k = 0; p && k < 64; k++) {
+            struct flamme_cfi_row a, b;
+            int ra = lookup(p + k, &a);
+            int rb = flamme_cfi_lookup_sigsafe((uint64_t)(uintptr_t)(p + k) - libc.bias + bias, &b);
+            CHECK(ra == rb && (!ra || (a.cfa_reg == b.cfa_reg && a.cfa_off == b.cfa_off &&
+                                       a.rbp_off == b.rbp_off && a.pc - libc.bias == b.pc - bias)));
+        }
+    }
+}
+
 TEST(free_all)
 {
     flamme_cfi_free_all();
@@ -402,6 +443,7 @@ int main(void)
     RUN(add_twice_no_duplicates);
     RUN(from_maps);
     RUN(bad_files);
+    RUN(no_section_headers);
     RUN(free_all);
     return CHECK_DONE();
 }

@@ -11,6 +11,7 @@
 #include <ucontext.h>
 
 #include "agent/agent.h"
+#include "agent/cfi.h"
 #include "agent/engine.h"
 #include "agent/threads.h"
 #include "common/profile.h"
@@ -89,6 +90,33 @@ static uintptr_t leaf_caller(uintptr_t pc, uintptr_t sp, const struct flamme_ran
     return *(const uintptr_t *)slot;
 }
 
+/* One step of the walk by call-frame information: code without frame
+ * pointers (glibc, C libraries) says where its caller's return address and
+ * rbp are relative to rsp or rbp. Returns 1 and updates the registers, 0
+ * when pc has no usable rule (then frame pointers are used), -1 when the
+ * rule points outside the known stacks. */
+static int cfi_step(uintptr_t lookup_pc, uintptr_t *pc, uintptr_t *sp, uintptr_t *fp,
+                    const struct flamme_range *ranges, int nranges)
+{
+    struct flamme_cfi_row row;
+    if (!flamme_cfi_lookup_sigsafe(lookup_pc, &row) || row.cfa_reg == FLAMME_CFA_UNKNOWN)
+        return 0;
+    uintptr_t cfa = (row.cfa_reg == FLAMME_CFA_RSP ? *sp : *fp) + (intptr_t)row.cfa_off;
+    if (cfa <= *sp || find_range(ranges, nranges, cfa - 8, 8, -1) < 0)
+        return -1;
+    uintptr_t new_fp = *fp;
+    if (row.rbp_off) {
+        uintptr_t at = cfa + (intptr_t)row.rbp_off;
+        if (find_range(ranges, nranges, at, 8, -1) < 0)
+            return -1;
+        new_fp = *(const uintptr_t *)at;
+    }
+    *pc = *(const uintptr_t *)(cfa - 8);
+    *sp = cfa;
+    *fp = new_fp;
+    return 1;
+}
+
 uint32_t flamme_walk_sigsafe(uintptr_t pc, uintptr_t sp, uintptr_t fp,
                              const struct flamme_range *ranges, int nranges, uint64_t *frames,
                              uint32_t max, uint32_t *flags)
@@ -98,12 +126,35 @@ uint32_t flamme_walk_sigsafe(uintptr_t pc, uintptr_t sp, uintptr_t fp,
     if (max == 0)
         return 0;
     frames[n++] = pc;
-    int ok;
-    uintptr_t caller = leaf_caller(pc, sp, ranges, nranges, &ok);
-    if (ok && n < max && caller)
-        frames[n++] = caller;
     int cur = -1, switches = 0;
+    int leaf = 1;
     while (n < max) {
+        /* A return address points after its call: look up the call itself. */
+        int c = cfi_step(leaf ? pc : pc - 1, &pc, &sp, &fp, ranges, nranges);
+        if (c < 0) {
+            *flags |= FLAMME_SAMPLE_BROKEN;
+            return n;
+        }
+        if (c > 0) {
+            if (pc == 0)
+                return n; /* outermost frame (RA zero) */
+            frames[n++] = pc;
+            leaf = 0;
+            continue;
+        }
+        if (leaf) {
+            /* Frame-pointer code interrupted where rbp does not describe the
+             * current function yet (entry) or any more (just before ret). */
+            int ok;
+            uintptr_t caller = leaf_caller(pc, sp, ranges, nranges, &ok);
+            leaf = 0;
+            if (ok && caller) {
+                frames[n++] = caller;
+                pc = caller;
+                if (n >= max)
+                    break;
+            }
+        }
         if (fp == 0)
             return n; /* clean end: clone/_start zero rbp */
         int r = (fp & 7) ? -1 : find_range(ranges, nranges, fp, 16, cur);
@@ -130,6 +181,8 @@ uint32_t flamme_walk_sigsafe(uintptr_t pc, uintptr_t sp, uintptr_t fp,
             }
             cur = r;
         }
+        pc = ret;
+        sp = fp + 16;
         fp = next;
     }
     *flags |= FLAMME_SAMPLE_TRUNCATED;

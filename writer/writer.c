@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "agent/agent.h"
+#include "agent/cfi.h"
 #include "agent/engine.h"
 #include "agent/handler.h"
 #include "agent/threads.h"
@@ -30,6 +31,7 @@ int flamme_pthread_create_unprofiled(pthread_t *t, const pthread_attr_t *a, void
 #define DRAIN_INTERVAL_NS 20000000L     /* 20 ms between ring sweeps */
 #define CHUNK_INTERVAL_NS 1000000000ull /* a chunk at least every second */
 #define CHUNK_MAX_RAW (256u * 1024u)
+#define CFI_RESCAN_NS 2000000000ull /* look for new libraries every 2 s */
 
 static struct {
     pthread_t thread;
@@ -47,6 +49,7 @@ static struct {
     uint64_t last_chunk_ns;
     int failed;
     struct flamme_slot *cur;
+    uint64_t last_cfi_ns;
     uint8_t *fact; /* per frame id: FR_* bits */
     uint32_t fact_cap;
 } W;
@@ -227,6 +230,11 @@ static void sweep(void)
         }
     }
     uint64_t now = flamme_now_sigsafe();
+    /* Libraries loaded since (dlopen) get their unwind tables too. */
+    if (now - W.last_cfi_ns >= CFI_RESCAN_NS) {
+        flamme_cfi_add_from_maps("/proc/self/exe", W.self_module);
+        W.last_cfi_ns = now;
+    }
     if (flamme_pw_pending(W.pw) >= CHUNK_MAX_RAW ||
         (flamme_pw_pending(W.pw) > 0 && now - W.last_chunk_ns >= CHUNK_INTERVAL_NS)) {
         if (flamme_pw_flush(W.pw) != 0)
@@ -301,6 +309,10 @@ int flamme_writer_start(int fd, const char *path, const char *cmdline)
         flamme_symtab_lookup(W.syms, (uint64_t)(uintptr_t)flamme_writer_start, &fn, &mod, &off);
         W.self_module = *mod ? mod : NULL;
     }
+    /* Unwind tables for code without frame pointers (everything but the
+     * OCaml executable, which has them): built before sampling starts. */
+    flamme_cfi_add_from_maps("/proc/self/exe", W.self_module);
+    W.last_cfi_ns = flamme_now_sigsafe();
     char buf[32];
     flamme_pw_info(W.pw, "agent", "flamme " "1.0");
     snprintf(buf, sizeof buf, "%d", flamme_cfg.hz);

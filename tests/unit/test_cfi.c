@@ -19,6 +19,8 @@
 #include <elf.h>
 #include <fcntl.h>
 #include <link.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -308,6 +310,39 @@ TEST(add_twice_no_duplicates)
     CHECK(lookup(libc_sym("malloc"), &row) && row.cfa_off == 8);
 }
 
+/* Re-adding libc while another thread looks up: the reader always sees a
+ * complete set (the old or the new one), never a missing or torn row. */
+static atomic_int stop_reader;
+static long reader_lookups, reader_misses;
+
+static void *reader(void *arg)
+{
+    const uint8_t *m = arg;
+    while (!atomic_load(&stop_reader)) {
+        struct flamme_cfi_row row;
+        for (int k = 0; k < 16; k++) {
+            reader_lookups++;
+            if (!lookup(m + k, &row) || row.cfa_reg != FLAMME_CFA_RSP || row.cfa_off < 8)
+                reader_misses++;
+        }
+    }
+    return NULL;
+}
+
+TEST(concurrent_lookup)
+{
+    pthread_t t;
+    atomic_store(&stop_reader, 0);
+    reader_lookups = reader_misses = 0;
+    CHECK(pthread_create(&t, NULL, reader, libc_sym("malloc")) == 0);
+    for (int i = 0; i < 20; i++)
+        CHECK(flamme_cfi_add_module(libc.path, libc.bias, libc.lo, libc.hi) == libc.rows);
+    atomic_store(&stop_reader, 1);
+    pthread_join(t, NULL);
+    CHECK(reader_lookups > 0);
+    CHECK(reader_misses == 0);
+}
+
 TEST(from_maps)
 {
     char exe[4096];
@@ -335,7 +370,7 @@ TEST(from_maps)
  * block whose index is phase modulo 16 becomes pseudo-random bytes. */
 static int make_copy(const char *src, const char *dst, size_t len, unsigned phase)
 {
-    int in = open(src, O_RDONLY), out = open(dst, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    int in = open(src, O_RDONLY), out = open(dst, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW, 0600);
     char buf[65536];
     size_t done = 0;
     int rc = in >= 0 && out >= 0 ? 0 : -1;
@@ -366,12 +401,8 @@ TEST(bad_files)
     CHECK(flamme_cfi_add_module("/nonexistent/lib.so", 0, base, base + 0x1000) == -1);
     CHECK(flamme_cfi_add_module("/dev/null", 0, base, base + 0x1000) == -1);
     CHECK(flamme_cfi_add_module("/proc/self/maps", 0, base, base + 0x1000) == -1);
-    char tmp[] = "/tmp/flamme_cfi_XXXXXX";
-    int fd = mkstemp(tmp);
-    CHECK(fd >= 0);
-    if (fd < 0)
-        return;
-    close(fd);
+    char tmp[64];
+    snprintf(tmp, sizeof tmp, "/tmp/flamme_cfi_test.%d", (int)getpid());
     /* Truncated libc: the section headers (at its end) are gone. */
     const uint64_t lo = base, hi = base + 0x1000000;
     CHECK(make_copy(libc.path, tmp, 100000, 0) == 0);
@@ -395,14 +426,10 @@ TEST(bad_files)
  * same rows as from the intact file, at the copy's (fake) load address. */
 TEST(no_section_headers)
 {
-    char tmp[] = "/tmp/flamme_cfi_XXXXXX";
-    int fd = mkstemp(tmp);
-    CHECK(fd >= 0);
-    if (fd < 0)
-        return;
-    close(fd);
+    char tmp[64];
+    snprintf(tmp, sizeof tmp, "/tmp/flamme_cfi_test.%d", (int)getpid());
     CHECK(make_copy(libc.path, tmp, (size_t)1 << 30, 0) == 0);
-    fd = open(tmp, O_WRONLY);
+    int fd = open(tmp, O_WRONLY);
     uint16_t zero = 0;
     CHECK(fd >= 0 && pwrite(fd, &zero, sizeof zero, offsetof(Elf64_Ehdr, e_shnum)) == 2);
     if (fd >= 0)
@@ -414,13 +441,15 @@ TEST(no_section_headers)
     static const char *const fns[] = { "malloc", "qsort_r", "fwrite" };
     for (size_t i = 0; i < sizeof fns / sizeof fns[0]; i++) {
         const uint8_t *p = libc_sym(fns[i]);
-        for (int k = 0; p && k < 64; k++) {
+        int same = p != NULL;
+        for (int k = 0; same && k < 64; k++) {
             struct flamme_cfi_row a, b;
             int ra = lookup(p + k, &a);
             int rb = flamme_cfi_lookup_sigsafe((uint64_t)(uintptr_t)(p + k) - libc.bias + bias, &b);
-            CHECK(ra == rb && (!ra || (a.cfa_reg == b.cfa_reg && a.cfa_off == b.cfa_off &&
-                                       a.rbp_off == b.rbp_off && a.pc - libc.bias == b.pc - bias)));
+            same = ra == rb && (!ra || (a.cfa_reg == b.cfa_reg && a.cfa_off == b.cfa_off &&
+                                        a.rbp_off == b.rbp_off && a.pc - libc.bias == b.pc - bias));
         }
+        CHECK(same);
     }
 }
 
@@ -441,6 +470,7 @@ int main(void)
     RUN(unwind_through_qsort);
     RUN(outside_modules);
     RUN(add_twice_no_duplicates);
+    RUN(concurrent_lookup);
     RUN(from_maps);
     RUN(bad_files);
     RUN(no_section_headers);

@@ -89,6 +89,7 @@ void flamme_config_load(struct flamme_config *c)
     c->disabled = env_long("FLAMME_DISABLE", 0, 0, 1);
     c->autostart = env_long("FLAMME_AUTOSTART", 1, 0, 1);
     c->stats = env_long("FLAMME_STATS", 0, 0, 1);
+    c->sample_blocked = env_long("FLAMME_SAMPLE_BLOCKED", 1, 0, 1);
     c->hz = (int)env_long("FLAMME_HZ", 99, 1, 10000);
     c->depth = (int)env_long("FLAMME_DEPTH", 8192, 16, 1000000);
     long ring_kb = env_long("FLAMME_RING_KB", 1024, 64, 1L << 22);

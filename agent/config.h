@@ -14,6 +14,8 @@
  *   FLAMME_MODE    cpu|wall (default cpu); wall samples every thread on the
  *                  wall clock, blocked ones included
  *   FLAMME_AUTOSTART 0: a preloaded agent waits for Flamme.start (default 1)
+ *   FLAMME_SAMPLE_BLOCKED 0: leave threads that start with SIGPROF blocked
+ *                  (runtime backup/tick threads) unsampled (default 1)
  *   FLAMME_STATS   1: print the handler's cost at the end (even if quiet)
  *   FLAMME_DISABLE 1: load but do nothing
  * A bad value prints one line on stderr and the default is used.
@@ -34,6 +36,7 @@ struct flamme_config {
     int wall;
     int autostart;
     int stats;
+    int sample_blocked;
 };
 
 /* Fills c from the environment; never fails (bad values fall back to defaults

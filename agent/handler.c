@@ -70,18 +70,32 @@ static int find_range(const struct flamme_range *r, int n, uintptr_t addr, uintp
 
 /* When the sampled pc sits at a point where rbp does not yet (or no longer)
  * describe the current function's frame, returns the caller's return address
- * read from the stack pointer and sets *ok; otherwise *ok = 0. Reads the code
- * bytes at pc, which are mapped since the thread was executing them. */
+ * read from the stack pointer and sets *ok; otherwise *ok = 0. Recognises
+ * OCaml's (and gcc's) frame-pointer code: the stack-overflow check before
+ * the prologue, push %rbp, mov %rsp,%rbp, and ret or a tail-call jmp right
+ * after pop %rbp. Reads the code bytes around pc, which are mapped since the
+ * thread was executing them (backwards only within pc's page). */
 static uintptr_t leaf_caller(uintptr_t pc, uintptr_t sp, const struct flamme_range *r, int n,
                              int *ok)
 {
     const unsigned char *c = (const unsigned char *)pc;
+    int back = (pc & 0xfff) >= 4; /* c[-1..-4] readable */
     uintptr_t slot;
     *ok = 0;
     if (c[0] == 0x55 || c[0] == 0xc3) /* push %rbp (entry) / ret (after pop %rbp) */
         slot = sp;
     else if (c[0] == 0x48 && c[1] == 0x89 && c[2] == 0xe5) /* mov %rsp,%rbp: rbp pushed */
         slot = sp + 8;
+    else if (c[0] == 0x4c && c[1] == 0x8d && (c[2] == 0x94 || c[2] == 0x54) && c[3] == 0x24)
+        slot = sp; /* lea -N(%rsp),%r10: OCaml's stack check, before the prologue */
+    else if (c[0] == 0x4d && c[1] == 0x3b && c[2] == 0x56 && c[3] == 0x28)
+        slot = sp; /* cmp 0x28(%r14),%r10 */
+    else if (back && c[-4] == 0x4d && c[-3] == 0x3b && c[-2] == 0x56 && c[-1] == 0x28 &&
+             (c[0] == 0x72 || (c[0] == 0x0f && c[1] == 0x82)))
+        slot = sp; /* jb after the stack check */
+    else if (back && c[-1] == 0x5d &&
+             (c[0] == 0xe9 || c[0] == 0xeb || c[0] == 0xff || (c[0] == 0x41 && c[1] == 0xff)))
+        slot = sp; /* tail call: pop %rbp; jmp */
     else
         return 0;
     if (find_range(r, n, slot, 8, -1) < 0)
@@ -209,7 +223,8 @@ static void flamme_sigprof(int sig, siginfo_t *si, void *ucv)
     struct flamme_slot *s = flamme_thread_self_sigsafe();
     unsigned weight;
     if (!flamme_engine_accept_sigsafe(s, si, &weight)) {
-        forward(sig, si, ucv);
+        if (!s || !s->unblocked)
+            forward(sig, si, ucv);
         errno = saved_errno;
         return;
     }

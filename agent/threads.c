@@ -118,6 +118,21 @@ struct flamme_slot *flamme_thread_register(int is_main, uintptr_t start_routine)
     sigset_t cur;
     pthread_sigmask(SIG_BLOCK, NULL, &cur);
     s->sigprof_blocked = sigismember(&cur, SIGPROF) == 1;
+    s->unblocked = 0;
+    if (s->sigprof_blocked && flamme_cfg.sample_blocked) {
+        /* The runtime starts its helper threads (a domain's backup thread,
+         * which runs GC work while the domain waits, and the tick thread)
+         * with every signal blocked so program signals never land there.
+         * Unblocking only SIGPROF lets the engine sample them; a SIGPROF
+         * that is not ours is dropped on such a thread, never forwarded. */
+        sigset_t prof;
+        sigemptyset(&prof);
+        sigaddset(&prof, SIGPROF);
+        if (pthread_sigmask(SIG_UNBLOCK, &prof, NULL) == 0) {
+            s->sigprof_blocked = 0;
+            s->unblocked = 1;
+        }
+    }
     tls_slot = s;
     /* Pairs with the writer's acquire load of state: the slot's fields and
      * ring are initialised before the writer reads them. */

@@ -32,7 +32,8 @@ struct flamme_slot {
     int perf_fd;               /* perf engine: the thread's event, or -1 */
     void *perf_meta;           /* perf engine: the event's mapped buffer, or NULL */
     size_t perf_map_len;
-    int sigprof_blocked;       /* started with SIGPROF blocked (backup/tick threads): no timer */
+    int sigprof_blocked;       /* SIGPROF blocked in the thread: no timer */
+    int unblocked;             /* started with SIGPROF blocked, unblocked by the agent */
     uintptr_t start_routine;   /* what pthread_create was asked to run (0 for main) */
     void **caml_state_slot;    /* this thread's `caml_state` TLS variable, or NULL */
     const void *last_ds;       /* handler-private: last non-NULL caml_state seen */

@@ -41,7 +41,7 @@ static struct {
     flamme_pw *pw;
     flamme_dedup *dedup;
     flamme_symtab *syms;
-    const char *self_module; /* libflamme.so's path: its frames are hidden */
+    const char *self_module; /* libflamme.so's path (no unwind tables needed: it has frame pointers) */
     uint32_t *ids;           /* scratch: frame ids of one sample */
     uint32_t ids_cap;
     uint64_t samples, lost;
@@ -68,6 +68,7 @@ static int is_thread_root(const char *fn)
 
 /* Facts about a frame id, kept in a byte per id. */
 #define FR_HIDDEN 1u /* the agent's own code (the pthread_create trampoline) */
+#define FLAMME_TRAMPOLINE_NAME "flamme_tramp" /* agent/threads.c */
 #define FR_ROOT 2u   /* a thread's first function */
 #define FR_MAIN 4u   /* the program's main() */
 
@@ -103,7 +104,9 @@ static uint32_t frame_id(uint64_t addr, uint8_t callee_facts, uint8_t *facts)
         else if (!*fn && (callee_facts & FR_HIDDEN))
             fn = "start_thread";
         uint8_t f = 0;
-        if (W.self_module && strcmp(mod, W.self_module) == 0)
+        /* Only the trampoline is hidden, by name: when the agent is linked
+         * into the program (OCaml library) its module is the executable. */
+        if (strcmp(fn, FLAMME_TRAMPOLINE_NAME) == 0)
             f |= FR_HIDDEN;
         if (is_thread_root(fn))
             f |= FR_ROOT;

@@ -3,7 +3,7 @@
 # in its own directory: ocamlopt writes .cmx/.o next to the source it is
 # given, so the source is copied there first) and runs tests/e2e/run.py.
 
-E2E_PROGS := split domains effects deep systhread forkexec
+E2E_PROGS := split domains effects deep systhread forkexec stress
 E2E_EXES  := $(foreach p,$(E2E_PROGS),$(BUILD)/e2e/$(p)/$(p).exe)
 E2E_LIBS_systhread := -I +unix -I +threads unix.cmxa threads.cmxa
 E2E_LIBS_forkexec  := -I +unix unix.cmxa

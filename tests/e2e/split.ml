@@ -3,7 +3,7 @@
    iteration counts in the ratio 5:3:2 and the same loop body, so any drift of
    the machine's speed hits all three alike. The checker (run.py) asserts each
    function's inclusive share of the samples under [run_rounds].
-   Usage: split.exe [PERCENT]  (amount of work, default 100 = ~3 s) *)
+   Usage: split.exe [PERCENT]  (amount of work, default 100 = ~4 s) *)
 
 let unit_iters = 600_000
 
@@ -41,5 +41,5 @@ let[@inline never] run_rounds rounds =
 
 let () =
   let percent = if Array.length Sys.argv > 1 then int_of_string Sys.argv.(1) else 100 in
-  let rounds = max 1 (400 * percent / 100) in
+  let rounds = max 1 (500 * percent / 100) in
   Printf.printf "split: rounds=%d result=%d\n" rounds (run_rounds rounds)

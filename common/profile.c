@@ -307,6 +307,20 @@ int flamme_pw_lost(flamme_pw *w, uint32_t tid, uint64_t count)
     return 0;
 }
 
+int flamme_pw_gc(flamme_pw *w, uint32_t tid, int32_t domain, uint8_t kind, uint64_t start_ns,
+                 uint64_t duration_ns)
+{
+    uint8_t *p = rec_begin(w, FLAMME_REC_GC, 25);
+    if (!p)
+        return -1;
+    put_u32(p, tid);
+    put_u32(p + 4, (uint32_t)domain);
+    p[8] = kind;
+    put_u64(p + 9, start_ns);
+    put_u64(p + 17, duration_ns);
+    return 0;
+}
+
 int flamme_pw_flush(flamme_pw *w)
 {
     if (w->failed)
@@ -393,7 +407,7 @@ static int grow(void **arr, size_t *cap, size_t n, size_t elem)
 /* Loader state kept beside the profile while decoding. */
 struct loader {
     struct flamme_profile *p;
-    size_t cap_frames, cap_stacks, cap_samples, cap_threads, cap_info;
+    size_t cap_frames, cap_stacks, cap_samples, cap_threads, cap_info, cap_gc;
     uint32_t *tid_slot;     /* open addressing: thread index + 1, 0 = empty */
     size_t tid_cap;         /* power of two */
     uint8_t *has_thread_rec;/* per thread: a THREAD record was seen */
@@ -666,6 +680,18 @@ static int apply_record(struct loader *L, uint8_t type, const uint8_t *body, siz
         p->end_ns = t;
         return 0;
     }
+    case FLAMME_REC_GC: {
+        struct flamme_gc_event g;
+        uint32_t dom;
+        if (cur_u32(&c, &g.tid) || cur_u32(&c, &dom) || cur_u8(&c, &g.kind) ||
+            cur_u64(&c, &g.start_ns) || cur_u64(&c, &g.duration_ns))
+            return -1;
+        g.domain = (int32_t)dom;
+        if (grow((void **)&p->gc, &L->cap_gc, p->ngc, sizeof *p->gc) < 0)
+            return -2;
+        p->gc[p->ngc++] = g;
+        return 0;
+    }
     default: /* a newer minor version's record: skipped by body_len */
         return 0;
     }
@@ -901,6 +927,7 @@ void flamme_profile_free(struct flamme_profile *p)
     free(p->samples);
     free(p->threads);
     free(p->info);
+    free(p->gc);
     memset(p, 0, sizeof *p);
 }
 

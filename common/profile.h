@@ -23,7 +23,7 @@
 
 #define FLAMME_MAGIC "FLAMMEPF"     /* 8 bytes, no NUL in the file */
 #define FLAMME_VERSION_MAJOR 1
-#define FLAMME_VERSION_MINOR 0
+#define FLAMME_VERSION_MINOR 1 /* 1.1: GC record */
 #define FLAMME_HEADER_SIZE 64
 #define FLAMME_CHUNK_MAGIC 0x434d4c46u /* "FLMC" as little-endian u32 */
 
@@ -48,6 +48,13 @@ enum flamme_record_type {
     FLAMME_REC_LOST = 6,   /* u32 tid, u64 count  (samples dropped: ring full) */
     FLAMME_REC_THREAD_END = 7, /* u32 tid, u64 time_ns */
     FLAMME_REC_END = 8,    /* u64 samples, u64 lost, u64 end_monotonic_ns, u32 threads: clean end of profile */
+    FLAMME_REC_GC = 9,     /* (1.1) u32 tid, i32 domain, u8 kind, u64 start_ns, u64 duration_ns */
+};
+
+/* GC record kinds. */
+enum flamme_gc_kind {
+    FLAMME_GC_MINOR = 1,       /* one domain's part of a (stop-the-world) minor collection */
+    FLAMME_GC_MAJOR_SLICE = 2, /* one major GC slice of a domain */
 };
 
 /* Thread kinds (THREAD record). */
@@ -92,6 +99,8 @@ int flamme_pw_stack(flamme_pw *w, uint32_t stack_id, uint32_t n, const uint32_t 
 int flamme_pw_sample(flamme_pw *w, uint32_t stack_id, uint32_t tid, uint32_t weight,
                      int32_t domain, uint32_t flags, uint64_t time_ns);
 int flamme_pw_lost(flamme_pw *w, uint32_t tid, uint64_t count);
+int flamme_pw_gc(flamme_pw *w, uint32_t tid, int32_t domain, uint8_t kind, uint64_t start_ns,
+                 uint64_t duration_ns);
 
 /* Bytes of raw (uncompressed) payload in the open chunk. */
 size_t flamme_pw_pending(const flamme_pw *w);
@@ -132,6 +141,13 @@ struct flamme_thread {
     uint64_t lost;
 };
 
+struct flamme_gc_event {
+    uint32_t tid;
+    int32_t domain;
+    uint8_t kind; /* enum flamme_gc_kind; other values are kept as read */
+    uint64_t start_ns, duration_ns;
+};
+
 struct flamme_kv {
     char *key, *value;
 };
@@ -148,6 +164,7 @@ struct flamme_profile {
     int complete;           /* 1 if the END record was read */
     int truncated;          /* 1 if the file ended mid-chunk or a chunk was corrupt */
     uint64_t end_ns;        /* from END, else time of the last sample */
+    struct flamme_gc_event *gc; size_t ngc; /* GC records in file order (not time order) */
 };
 
 /* Loads a profile. Returns 0 on success (also for a truncated file: see

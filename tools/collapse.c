@@ -20,6 +20,7 @@
 #include "tools/collapse.h"
 #include "tools/cmds.h"
 #include "tools/demangle.h"
+#include "tools/gc_frames.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -274,7 +275,11 @@ static char *stack_text(const struct flamme_profile *p, const struct flamme_coll
     else if (k->marker == MARK_BROKEN)
         sb_frame(&b, "[broken]");
     const struct flamme_stack *st = &p->stacks[stack_id];
-    for (uint32_t i = st->n; i-- > 0;) {
+    /* --fold-gc: frames from the root-most GC frame to the leaf become one. */
+    uint32_t gc_root = 0;
+    enum flamme_gc_class gc = o->fold_gc ? flamme_gc_classify(p, st, &gc_root) : FLAMME_GCC_NONE;
+    uint32_t first = gc != FLAMME_GCC_NONE ? gc_root + 1 : 0;
+    for (uint32_t i = st->n; i-- > first;) {
         uint32_t fid = st->frames[i];
         if (fid >= p->nframes) {
             sb_frame(&b, "[bad frame]");
@@ -286,6 +291,8 @@ static char *stack_text(const struct flamme_profile *p, const struct flamme_coll
         }
         sb_frame(&b, names[fid]);
     }
+    if (gc != FLAMME_GCC_NONE)
+        sb_frame(&b, flamme_gc_class_label(gc));
     if (b.len == 0)
         sb_frame(&b, "[no frames]");
     if (b.oom) {
@@ -358,7 +365,7 @@ static void emit_line(void *ctx, const char *stack, uint64_t count)
 
 static int usage(void)
 {
-    fprintf(stderr, "usage: flamme collapse FILE [--threads] [--raw] [--addresses] [-o OUT]\n");
+    fprintf(stderr, "usage: flamme collapse FILE [--threads] [--raw] [--addresses] [--fold-gc] [-o OUT]\n");
     return 2;
 }
 
@@ -374,6 +381,8 @@ int flamme_cmd_collapse(int argc, char **argv)
             o.raw_names = 1;
         else if (strcmp(a, "--addresses") == 0)
             o.addresses = 1;
+        else if (strcmp(a, "--fold-gc") == 0)
+            o.fold_gc = 1;
         else if (strcmp(a, "-o") == 0 && i + 1 < argc)
             outpath = argv[++i];
         else if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {

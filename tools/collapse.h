@@ -12,6 +12,7 @@ struct flamme_collapse_opts {
     int threads;    /* add one root frame per thread ("domain 1", "thread 12345", "main") */
     int raw_names;  /* 1: keep mangled symbol names */
     int addresses;  /* 1: unknown frames as module+0xoffset (default: [module]) */
+    int fold_gc;    /* 1: the GC part of a stack becomes one "[GC]" / "[GC stw wait]" frame */
 };
 
 /* Display name of one thread: "main", "domain N", "thread TID (domain N)", ... */

@@ -1,7 +1,8 @@
 /*
  * tools/report.c — `flamme report FILE`: a one-screen text summary of a
  * profile: header facts, totals, how many stacks reach a real thread root,
- * per-thread shares and the top functions by self and total time.
+ * per-thread shares, the GC section (tools/gc_frames.c) and the top functions
+ * by self and total time.
  *
  * Built on flamme_collapse_profile (threads off), so the names, markers and
  * "[module]" frames are exactly those of `flamme collapse` and the SVG.
@@ -10,6 +11,7 @@
  */
 #include "tools/cmds.h"
 #include "tools/collapse.h"
+#include "tools/gc_frames.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -292,7 +294,7 @@ int flamme_cmd_report(int argc, char **argv)
            pct(a.complete, a.weight));
     printf("  truncated: %.1f%%  broken: %.1f%%  other: %.1f%%\n", pct(a.truncated, a.weight),
            pct(a.broken, a.weight), pct(a.weight - a.complete - a.truncated - a.broken, a.weight));
-    if (print_threads(&p, a.weight) != 0)
+    if (print_threads(&p, a.weight) != 0 || flamme_gc_report(&p, stdout) != 0)
         goto out;
 
     v = malloc((a.n ? a.n : 1) * sizeof *v);

@@ -24,6 +24,7 @@
 #include "writer/dedup.h"
 #include "writer/ring.h"
 #include "writer/symbols.h"
+#include "runtime_hooks/gc_hooks.h"
 
 int flamme_pthread_create_unprofiled(pthread_t *t, const pthread_attr_t *a, void *(*fn)(void *),
                                      void *arg);
@@ -232,6 +233,8 @@ static void sweep(void)
             atomic_store_explicit(&s->state, FLAMME_SLOT_FREE, memory_order_release);
         }
     }
+    if (flamme_gc_drain(W.pw) != 0)
+        W.failed = 1;
     uint64_t now = flamme_now_sigsafe();
     /* Libraries loaded since (dlopen) get their unwind tables too. */
     if (now - W.last_cfi_ns >= CFI_RESCAN_NS) {

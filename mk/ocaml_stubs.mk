@@ -15,7 +15,8 @@ OCL_OBJDIR := $(OCL_DIR)/obj
 # Evaluated at use (recipes and second expansion), never at parse time.
 OCL_SRCS     = $(sort $(SO_SRCS) $(LIB_SRCS))
 OCL_OBJS     = $(patsubst %.c,$(OCL_OBJDIR)/%.o,$(OCL_SRCS))
-OCAMLMKLIB   = $(dir $(OCAMLOPT))ocamlmklib
+OCAMLMKLIB   = $(if $(findstring /,$(OCAMLOPT)),$(dir $(OCAMLOPT)))ocamlmklib
+OCL_NEED_OCAMLOPT = command -v "$(OCAMLOPT)" >/dev/null || { echo "ocaml-lib: $(OCAMLOPT) not found; run 'make deps'" >&2; exit 1; }
 OCL_CLIBS   := -lz -lpthread -ldl -lrt
 OCL_OUTPUTS := $(addprefix $(OCL_DIR)/,flamme.cmxa flamme.a flamme.cmi flamme.cmx libflamme_stubs.a)
 
@@ -24,7 +25,7 @@ $(OCL_OBJDIR)/%.o: %.c
 	$(CC) $(CFLAGS_SO) -DFLAMME_LINKED -MMD -MP -c $< -o $@
 
 $(OCL_OBJDIR)/flamme_stubs.o: ocaml_stubs/flamme_stubs.c
-	@test -x "$(OCAMLOPT)" || { echo "ocaml-lib: $(OCAMLOPT) not found; run 'make deps'" >&2; exit 1; }
+	@$(OCL_NEED_OCAMLOPT)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_SO) -isystem "$$($(OCAMLOPT) -where)" -MMD -MP -c $< -o $@
 
@@ -35,7 +36,7 @@ $(OCL_DIR)/flamme_c.o: $$(OCL_OBJS) $(OCL_OBJDIR)/flamme_stubs.o
 	objcopy --localize-hidden $@.tmp $@ && rm -f $@.tmp
 
 $(OCL_DIR)/flamme.cmi $(OCL_DIR)/flamme.cmx &: ocaml_stubs/flamme.mli ocaml_stubs/flamme.ml
-	@test -x "$(OCAMLOPT)" || { echo "ocaml-lib: $(OCAMLOPT) not found; run 'make deps'" >&2; exit 1; }
+	@$(OCL_NEED_OCAMLOPT)
 	@mkdir -p $(OCL_DIR)
 	cp ocaml_stubs/flamme.mli ocaml_stubs/flamme.ml $(OCL_DIR)/
 	cd $(OCL_DIR) && $(OCAMLOPT) -g -c flamme.mli && $(OCAMLOPT) -g -c flamme.ml

@@ -15,7 +15,6 @@
 #include "agent/engine.h"
 #include "agent/threads.h"
 #include "common/profile.h"
-#include "runtime_hooks/gc_hooks.h"
 #include "writer/ring.h"
 
 #define MAX_RANGES 16
@@ -269,6 +268,12 @@ static void flamme_sigprof(int sig, siginfo_t *si, void *ucv)
     }
     if (nocaml)
         sflags |= FLAMME_SAMPLE_NO_OCAML;
+    /* Interrupted right after a `syscall` instruction: the thread was in the
+     * kernel (blocked, in wall mode). Only looked at within pc's page, which
+     * is mapped since the thread executes it. */
+    if (flamme_cfg.wall && (pc & 0xfff) >= 2 && ((const unsigned char *)pc)[-2] == 0x0f &&
+        ((const unsigned char *)pc)[-1] == 0x05)
+        sflags |= FLAMME_SAMPLE_SYSCALL;
 
     uint64_t max = (uint64_t)flamme_cfg.depth;
     uint64_t *rec = flamme_ring_reserve_sigsafe(s->ring, max + FLAMME_SAMPLE_HDR_WORDS);
@@ -281,7 +286,6 @@ static void flamme_sigprof(int sig, siginfo_t *si, void *ucv)
     uint32_t n = flamme_walk_sigsafe(pc, sp, fp, ranges, nr, rec + FLAMME_SAMPLE_HDR_WORDS,
                                      (uint32_t)max, &wflags);
     sflags |= wflags;
-    sflags |= flamme_gc_flags_sigsafe();
     rec[0] = flamme_ring_header(n + FLAMME_SAMPLE_HDR_WORDS, FLAMME_RING_SAMPLE, sflags);
     rec[1] = t0;
     rec[2] = (uint64_t)weight | ((uint64_t)(uint32_t)domain << 32);

@@ -12,7 +12,7 @@ the thread's root. Tolerances are stated next to each assertion.
 Prints, per program, the number of samples and the fraction reaching a root,
 and ends with `e2e: N passed, N failed`; exits 1 if anything failed.
 Every test runs once per sampling engine (FLAMME_ENGINE: timer, perf).
-Usage: run.py [--build DIR] [--only NAME,NAME] [--engines timer,perf] [--keep]
+Usage: run.py [--build DIR] [--only NAME,...] [--skip NAME,...] [--engines timer,perf] [--keep]
 """
 import argparse
 import os
@@ -367,6 +367,39 @@ def test_stress(ctx):
           % (100 * root, describe([x for x in st if not is_root(x[0][1])])))
 
 
+def test_wall(ctx):
+    """Wall-clock mode (FLAMME_MODE=wall, timer engine): blocked threads are
+    sampled too. The program must run unchanged (signals on threads blocked
+    in read/nanosleep), the main thread's time blocked in Unix.read must be
+    attributed to Blocking.reader with stacks reaching main, and the writer
+    systhread must be labelled as a thread of domain 0."""
+    out = os.path.join(ctx.work, "wall.flm")
+    cmd = [ctx.flamme, "record", "-F", str(HZ), "-o", out, "--", ctx.exe("blocking")]
+    rc, so, se = run(cmd, env={"FLAMME_MODE": "wall"})
+    check(rc == 0 and "blocking: got=50 " in so, "%s: exit %d, output %r:\n%s" % (" ".join(cmd), rc, so, se))
+    rc, rep, _ = run([ctx.flamme, "report", out])
+    m = re.search(r"samples: (\d+) records", rep)
+    check(rc == 0 and m, "wall: flamme report failed:\n%s" % rep)
+    ctx.last_records = int(m.group(1))
+    st = collapse(ctx, out)
+    add_figure(ctx, "blocking", st)
+    labels = by_label(st)
+    in_read = lambda f: f[0] == "main" and "caml_unix_read" in f
+    n = total(st, in_read)
+    # ~1.2 s blocked at 499 Hz: ~600 samples expected; 150 is a floor that
+    # only a mode that does not sample blocked threads misses.
+    check(n >= 150, "wall: only %d main-thread samples in caml_unix_read\n%s" % (n, describe(labels.get("main", st))))
+    ok, _ = frac(st, in_read, lambda f: "Blocking.reader" in f and reaches(MAIN_ROOTS)(f))
+    print("  main thread blocked in read: %d samples, %.1f%% attributed to Blocking.reader and reaching main"
+          % (n, 100 * ok))
+    wl = [l for l, s in labels.items() if total(s, lambda f: "caml_unix_sleep" in f or "Blocking.writer" in f)]
+    print("  writer thread label(s): %s" % wl)
+    check(ok >= 0.90, "wall: only %.1f%% of the main thread's samples in caml_unix_read contain Blocking.reader "
+          "and reach main (want >= 90%%)\n%s" % (100 * ok, describe([x for x in st if in_read(x[0])])))
+    check(len(wl) == 1 and LABEL_SYSTHREAD.match(wl[0]) and LABEL_SYSTHREAD.match(wl[0]).group(2) == "0",
+          "wall: the writer systhread should be one 'thread TID (domain 0)' label, got %s" % wl)
+
+
 def preload(ctx, name, args, env):
     e = {"LD_PRELOAD": ctx.lib}
     e.update(env)
@@ -427,8 +460,11 @@ def test_report(ctx):
 
 
 TESTS = [("split", test_split), ("domains", test_domains), ("effects", test_effects),
-         ("deep", test_deep), ("systhread", test_systhread), ("forkexec", test_forkexec), ("stress", test_stress),
+         ("deep", test_deep), ("systhread", test_systhread), ("forkexec", test_forkexec), ("stress", test_stress), ("wall", test_wall),
          ("robust", test_robust), ("report", test_report)]
+
+# Wall-clock mode exists only on the timer engine (the agent switches to it).
+TIMER_ONLY = {"wall"}
 
 
 def engine_available(ctx, engine):
@@ -445,6 +481,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--build", default="build")
     ap.add_argument("--only", default="", help="comma-separated test names")
+    ap.add_argument("--skip", default="", help="comma-separated test names not to run")
     ap.add_argument("--engines", default="timer,perf",
                     help="FLAMME_ENGINE values to run every test with (default timer,perf; "
                          "perf is skipped with a note where the kernel refuses it)")
@@ -456,6 +493,7 @@ def main():
             print("e2e: 0 passed, 1 failed")
             return 1
     only = set(filter(None, a.only.split(",")))
+    skip = set(filter(None, a.skip.split(",")))
     work = tempfile.mkdtemp(prefix="flamme-e2e.")
     figures = []
     passed = failed = 0
@@ -476,7 +514,9 @@ def main():
             print("FAIL engine %s: a short recording does not use it: %s" % (engine, why))
             continue
         for name, fn in TESTS:
-            if only and name not in only:
+            if (only and name not in only) or name in skip:
+                continue
+            if name in TIMER_ONLY and engine != "timer":
                 continue
             print("== %s [engine %s]" % (name, engine), flush=True)
             try:

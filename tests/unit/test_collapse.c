@@ -86,7 +86,7 @@ static struct lines collapse_with(int threads, int raw, int addresses)
         fprintf(stderr, "  %s\n", err);
         return l;
     }
-    struct flamme_collapse_opts o = { threads, raw, addresses };
+    struct flamme_collapse_opts o = { .threads = threads, .raw_names = raw, .addresses = addresses };
     CHECK(flamme_collapse_profile(&p, &o, collect, &l) == 0);
     flamme_profile_free(&p);
     return l;

@@ -245,8 +245,9 @@ int flamme_cmd_record(int argc, char **argv)
         return rc;
     if (stat(out, &st) != 0)
         fprintf(stderr,
-                "flamme: no profile written to %s (is %s an OCaml 5 program? its children's "
-                "profiles, if any, follow)\n",
+                "flamme: no profile written to %s (is %s an OCaml 5 program? one that links the "
+                "flamme library profiles only between Flamme.start and stop; profiles of child "
+                "processes, if any, follow)\n",
                 out, argv[i]);
     else
         summarize(out);

@@ -26,7 +26,6 @@
 #include "agent/engine.h"
 #include "agent/handler.h"
 #include "agent/threads.h"
-#include "runtime_hooks/gc_hooks.h"
 #include "runtime_hooks/ocaml_rt.h"
 #include "writer/writer.h"
 
@@ -89,6 +88,10 @@ static char *read_cmdline(void)
 
 int flamme_agent_start(const struct flamme_start_opts *o, char *err, size_t errlen)
 {
+    if (flamme_cfg.disabled) {
+        snprintf(err, errlen, "profiling disabled by FLAMME_DISABLE=1");
+        return -1;
+    }
     if (!atomic_load_explicit(&flamme_agent_loaded, memory_order_acquire) ||
         getpid() != flamme_agent_pid) {
         snprintf(err, errlen, "profiling unavailable: not an OCaml 5 native program (or a fork child)");
@@ -131,7 +134,6 @@ int flamme_agent_start(const struct flamme_start_opts *o, char *err, size_t errl
         return -1;
     }
     running = 1;
-    flamme_gc_hooks_install(); /* -1 (no hooks in this runtime): no GC records, no GC flags */
     /* Pairs with the acquire loads in the handler and in thread
      * registration: threads registering from now on arm themselves... */
     atomic_store_explicit(&flamme_agent_sampling, 1, memory_order_release);

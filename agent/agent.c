@@ -26,6 +26,7 @@
 #include "agent/engine.h"
 #include "agent/handler.h"
 #include "agent/threads.h"
+#include "runtime_hooks/gc_hooks.h"
 #include "runtime_hooks/ocaml_rt.h"
 #include "writer/writer.h"
 
@@ -134,6 +135,7 @@ int flamme_agent_start(const struct flamme_start_opts *o, char *err, size_t errl
         return -1;
     }
     running = 1;
+    flamme_gc_hooks_install(); /* -1 (no hooks in this runtime): no GC records, no GC flags */
     /* Pairs with the acquire loads in the handler and in thread
      * registration: threads registering from now on arm themselves... */
     atomic_store_explicit(&flamme_agent_sampling, 1, memory_order_release);

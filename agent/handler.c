@@ -15,6 +15,7 @@
 #include "agent/engine.h"
 #include "agent/threads.h"
 #include "common/profile.h"
+#include "runtime_hooks/gc_hooks.h"
 #include "writer/ring.h"
 
 #define MAX_RANGES 16
@@ -286,6 +287,7 @@ static void flamme_sigprof(int sig, siginfo_t *si, void *ucv)
     uint32_t n = flamme_walk_sigsafe(pc, sp, fp, ranges, nr, rec + FLAMME_SAMPLE_HDR_WORDS,
                                      (uint32_t)max, &wflags);
     sflags |= wflags;
+    sflags |= flamme_gc_flags_sigsafe();
     rec[0] = flamme_ring_header(n + FLAMME_SAMPLE_HDR_WORDS, FLAMME_RING_SAMPLE, sflags);
     rec[1] = t0;
     rec[2] = (uint64_t)weight | ((uint64_t)(uint32_t)domain << 32);

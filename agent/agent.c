@@ -234,7 +234,7 @@ __attribute__((constructor)) static void flamme_init(void)
     atexit(flamme_atexit);
     /* Pairs with the acquire loads in the pthread_create wrapper and start. */
     atomic_store_explicit(&flamme_agent_loaded, 1, memory_order_release);
-    flamme_thread_register(1, 0);
+    flamme_thread_register(1, 0, 0);
 #ifndef FLAMME_LINKED
     if (flamme_cfg.autostart && !dlsym(RTLD_DEFAULT, FLAMME_ML_START_PRIMITIVE)) {
         char err[512];

@@ -132,10 +132,32 @@ static int cfi_step(uintptr_t lookup_pc, uintptr_t *pc, uintptr_t *sp, uintptr_t
     return 1;
 }
 
-uint32_t flamme_walk_sigsafe(uintptr_t pc, uintptr_t sp, uintptr_t fp,
-                             const struct flamme_range *ranges, int nranges, uint64_t *frames,
-                             uint32_t max, uint32_t *flags)
+/* Copies the stack words at [addr, addr + words*8) into copy->buf with
+ * fault-tolerant reads, one page at a time, stopping at the first unreadable
+ * page. Returns the number of words copied (0: nothing readable). */
+static uint32_t copy_chunk(struct flamme_walk_copy *copy, uintptr_t addr)
 {
+    uint32_t got = 0;
+    while (got < copy->words) {
+        uintptr_t at = addr + (uintptr_t)got * 8;
+        uintptr_t page_end = (at | 0xfff) + 1;
+        uint32_t n = (uint32_t)((page_end - at) / 8);
+        if (n > copy->words - got)
+            n = copy->words - got;
+        if (n == 0 || flamme_safe_read_sigsafe(copy->buf + got, at, (unsigned long)n * 8) != 0)
+            break;
+        got += n;
+    }
+    return got;
+}
+
+uint32_t flamme_walk_sigsafe(uintptr_t pc, uintptr_t sp, uintptr_t fp,
+                             const struct flamme_range *ranges, int nranges,
+                             struct flamme_walk_copy *copy, uint64_t *frames, uint32_t max,
+                             uint32_t *flags)
+{
+    uintptr_t copy_base = 0; /* the copied chunk covers [copy_base, copy_base + copy_len) */
+    uintptr_t copy_len = 0;
     uint32_t n = 0;
     *flags = 0;
     if (max == 0)
@@ -173,23 +195,40 @@ uint32_t flamme_walk_sigsafe(uintptr_t pc, uintptr_t sp, uintptr_t fp,
         if (fp == 0)
             return n; /* clean end: clone/_start zero rbp */
         int r = (fp & 7) ? -1 : find_range(ranges, nranges, fp, 16, cur);
-        if (r < 0) {
-            *flags |= FLAMME_SAMPLE_BROKEN;
-            return n;
+        uintptr_t next, ret;
+        if (r >= 0) {
+            next = ((const uintptr_t *)fp)[0];
+            ret = ((const uintptr_t *)fp)[1];
+        } else {
+            /* Outside every known stack: go on only through a checked copy,
+             * and only towards older frames within it. */
+            if ((fp & 7) || !copy)
+                goto broken;
+            if (fp < copy_base || fp + 16 > copy_base + copy_len) {
+                if (copy->budget <= 0)
+                    goto broken;
+                copy->budget--;
+                copy_base = fp;
+                copy_len = (uintptr_t)copy_chunk(copy, fp) * 8;
+                if (copy_len < 16)
+                    goto broken;
+            }
+            next = copy->buf[(fp - copy_base) / 8];
+            ret = copy->buf[(fp - copy_base) / 8 + 1];
+            if (next != 0 && next <= fp && find_range(ranges, nranges, next, 16, -1) < 0)
+                goto broken;
         }
-        uintptr_t next = ((const uintptr_t *)fp)[0];
-        uintptr_t ret = ((const uintptr_t *)fp)[1];
         if (ret == 0)
             return n;
         frames[n++] = ret;
         /* Within one stack the chain must move towards older frames (higher
          * addresses); crossing to another stack (fiber -> parent, OCaml ->
          * C) may go either way, but only a bounded number of times. */
-        if (next != 0 && next <= fp && find_range(ranges, nranges, next, 16, r) == r) {
+        if (r >= 0 && next != 0 && next <= fp && find_range(ranges, nranges, next, 16, r) == r) {
             *flags |= FLAMME_SAMPLE_BROKEN;
             return n;
         }
-        if (r != cur) {
+        if (r >= 0 && r != cur) {
             if (++switches > 4 * MAX_RANGES) {
                 *flags |= FLAMME_SAMPLE_BROKEN;
                 return n;
@@ -201,6 +240,9 @@ uint32_t flamme_walk_sigsafe(uintptr_t pc, uintptr_t sp, uintptr_t fp,
         fp = next;
     }
     *flags |= FLAMME_SAMPLE_TRUNCATED;
+    return n;
+broken:
+    *flags |= FLAMME_SAMPLE_BROKEN;
     return n;
 }
 
@@ -264,6 +306,25 @@ static void flamme_sigprof(int sig, siginfo_t *si, void *ucv)
         int direct = sp < s->stack_lo || sp >= s->stack_hi;
         int k = flamme_ocaml_ranges_sigsafe(ds, s->stack_lo, s->stack_hi, direct, ranges + nr,
                                             MAX_RANGES - nr, &domain);
+        if (k > 0) {
+            /* Remember this thread's OCaml stacks and domain for the samples
+             * taken while another systhread owns the domain state. */
+            for (int i = 0; i < k && i < FLAMME_SLOT_RANGES; i++)
+                s->ocaml_ranges[i] = ranges[nr + i];
+            s->n_ocaml_ranges = k < FLAMME_SLOT_RANGES ? k : FLAMME_SLOT_RANGES;
+            s->last_domain = domain;
+        } else if (s->n_ocaml_ranges > 0 && !direct) {
+            /* Blocked (or in C) while another systhread of the domain runs
+             * OCaml: the domain state describes that thread, not this one.
+             * This thread's own stacks cannot change while it is outside
+             * OCaml, so its last known ones still hold, provided each is still
+             * a live stack (its descriptor still points at the same end). */
+            for (int i = 0; i < s->n_ocaml_ranges && nr + k < MAX_RANGES; i++)
+                if (flamme_ocaml_range_live_sigsafe(&s->ocaml_ranges[i]))
+                    ranges[nr + k++] = s->ocaml_ranges[i];
+        }
+        if (domain < 0)
+            domain = s->last_domain;
         nocaml = k == 0;
         nr += k;
     }
@@ -284,8 +345,11 @@ static void flamme_sigprof(int sig, siginfo_t *si, void *ucv)
         return;
     }
     uint32_t wflags;
-    uint32_t n = flamme_walk_sigsafe(pc, sp, fp, ranges, nr, rec + FLAMME_SAMPLE_HDR_WORDS,
-                                     (uint32_t)max, &wflags);
+    /* Checked copies only when this thread's OCaml stacks are unknown: they
+     * cost a system call each. */
+    struct flamme_walk_copy copy = {s->scratch, FLAMME_SCRATCH_WORDS, 4};
+    uint32_t n = flamme_walk_sigsafe(pc, sp, fp, ranges, nr, nocaml ? &copy : NULL,
+                                     rec + FLAMME_SAMPLE_HDR_WORDS, (uint32_t)max, &wflags);
     sflags |= wflags;
     sflags |= flamme_gc_flags_sigsafe();
     rec[0] = flamme_ring_header(n + FLAMME_SAMPLE_HDR_WORDS, FLAMME_RING_SAMPLE, sflags);

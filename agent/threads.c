@@ -75,7 +75,8 @@ static void arm_locked(struct flamme_slot *s)
     }
 }
 
-struct flamme_slot *flamme_thread_register(int is_main, uintptr_t start_routine)
+struct flamme_slot *flamme_thread_register(int is_main, uintptr_t start_routine,
+                                           int32_t creator_domain)
 {
     static _Atomic int warned_full;
     struct flamme_slot *s = claim_slot();
@@ -92,6 +93,8 @@ struct flamme_slot *flamme_thread_register(int is_main, uintptr_t start_routine)
     s->start_routine = start_routine;
     s->caml_state_slot = flamme_ocaml_state_slot();
     s->last_ds = NULL;
+    s->n_ocaml_ranges = 0;
+    s->last_domain = creator_domain;
     s->stack_lo = s->stack_hi = 0;
     pthread_attr_t attr;
     if (pthread_getattr_np(pthread_self(), &attr) == 0) {
@@ -198,6 +201,7 @@ typedef int (*pthread_create_fn)(pthread_t *, const pthread_attr_t *, void *(*)(
 struct tramp {
     void *(*fn)(void *);
     void *arg;
+    int32_t creator_domain;
 };
 
 static void tramp_cleanup(void *s)
@@ -211,7 +215,7 @@ static void *flamme_tramp(void *p)
 {
     struct tramp t = *(struct tramp *)p;
     free(p);
-    struct flamme_slot *s = flamme_thread_register(0, (uintptr_t)t.fn);
+    struct flamme_slot *s = flamme_thread_register(0, (uintptr_t)t.fn, t.creator_domain);
     void *ret;
     pthread_cleanup_push(tramp_cleanup, s);
     ret = t.fn(t.arg);
@@ -253,6 +257,7 @@ __attribute__((visibility("default"))) int pthread_create(pthread_t *t, const pt
         return real(t, a, fn, arg);
     tr->fn = fn;
     tr->arg = arg;
+    tr->creator_domain = flamme_ocaml_domain_of_current_thread();
     int rc = real(t, a, flamme_tramp, tr);
     if (rc != 0)
         free(tr);

@@ -18,9 +18,12 @@
 #include <sys/types.h>
 #include <time.h>
 
+#include "runtime_hooks/ocaml_rt.h"
 #include "writer/ring.h"
 
 #define FLAMME_MAX_THREADS 4096
+#define FLAMME_SLOT_RANGES 8
+#define FLAMME_SCRATCH_WORDS 512
 
 enum { FLAMME_SLOT_FREE = 0, FLAMME_SLOT_CLAIMED, FLAMME_SLOT_LIVE, FLAMME_SLOT_DEAD };
 
@@ -37,6 +40,10 @@ struct flamme_slot {
     uintptr_t start_routine;   /* what pthread_create was asked to run (0 for main) */
     void **caml_state_slot;    /* this thread's `caml_state` TLS variable, or NULL */
     const void *last_ds;       /* handler-private: last non-NULL caml_state seen */
+    struct flamme_range ocaml_ranges[FLAMME_SLOT_RANGES]; /* handler-private: last good OCaml stacks */
+    int n_ocaml_ranges;
+    int32_t last_domain;       /* handler-private: last domain id seen, or the creator's */
+    uint64_t scratch[FLAMME_SCRATCH_WORDS]; /* handler-private: stack copied by checked reads */
     uintptr_t stack_lo, stack_hi; /* the thread's system stack */
     timer_t timer;
     struct flamme_ring *ring;
@@ -53,10 +60,12 @@ extern struct flamme_slot flamme_slots[FLAMME_MAX_THREADS];
 extern _Atomic int flamme_slots_hwm;
 
 /* Registers the calling thread: claims a slot, records its stack bounds and
- * caml_state location, maps its ring, and (unless SIGPROF is blocked in it)
+ * caml_state location, maps its ring, notes the domain of the thread that
+ * created it (a systhread's domain until its own samples say), and (unless SIGPROF is blocked in it)
  * arms the sampling engine if profiling is on. Returns the slot, or NULL if the table is full or
  * the ring cannot be mapped (the thread then runs unprofiled). Any thread. */
-struct flamme_slot *flamme_thread_register(int is_main, uintptr_t start_routine);
+struct flamme_slot *flamme_thread_register(int is_main, uintptr_t start_routine,
+                                           int32_t creator_domain);
 
 /* Disarms and releases the calling thread's slot (the writer frees it once
  * drained). Safe to call with NULL. */

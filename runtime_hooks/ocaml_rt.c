@@ -113,3 +113,20 @@ int flamme_ocaml_ranges_sigsafe(const void *ds, uintptr_t sys_lo, uintptr_t sys_
     }
     return n;
 }
+
+int flamme_ocaml_range_live_sigsafe(const struct flamme_range *r)
+{
+    uintptr_t handler;
+    if (r->lo < SI_SIZE ||
+        flamme_safe_read_sigsafe(&handler, r->lo - SI_SIZE + SI_HANDLER, sizeof handler) != 0)
+        return 0;
+    return handler == r->hi;
+}
+
+int32_t flamme_ocaml_domain_of_current_thread(void)
+{
+    void **slot = flamme_ocaml_state_slot();
+    if (!slot || !*slot)
+        return -1;
+    return *(const int32_t *)((const char *)*slot + DS_ID);
+}

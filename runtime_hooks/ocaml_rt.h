@@ -40,6 +40,15 @@ void **flamme_ocaml_state_slot(void);
 int flamme_ocaml_ranges_sigsafe(const void *ds, uintptr_t sys_lo, uintptr_t sys_hi, int direct,
                                 struct flamme_range *out, int max, int32_t *domain);
 
+/* 1 if the OCaml stack r (as returned by flamme_ocaml_ranges_sigsafe) is
+ * still a live stack: its descriptor, read fault-tolerantly, still ends at
+ * r->hi. async-signal-safe: yes. */
+int flamme_ocaml_range_live_sigsafe(const struct flamme_range *r);
+
+/* Domain id of the calling thread's domain state, or -1 (no OCaml runtime,
+ * or the thread does not hold a domain). Any thread, not a handler. */
+int32_t flamme_ocaml_domain_of_current_thread(void);
+
 /* Copies len bytes at addr into dst without faulting: returns 0, or -1 if
  * the memory is not readable. async-signal-safe: yes. */
 int flamme_safe_read_sigsafe(void *dst, uintptr_t addr, unsigned long len);

@@ -99,14 +99,16 @@ static int summarize(const char *path)
     uint64_t weight = 0, complete = 0;
     for (size_t i = 0; i < p.nsamples; i++) {
         weight += p.samples[i].weight;
-        complete += reaches_root(&p, &p.samples[i]);
+        /* Weighted like `flamme report`, so both print the same figure. */
+        if (reaches_root(&p, &p.samples[i]))
+            complete += p.samples[i].weight;
     }
     const char *engine = flamme_profile_info(&p, "engine");
     const char *mode = flamme_profile_info(&p, "mode");
     fprintf(stderr,
             "flamme: %zu samples, %zu threads, %llu lost, complete %.1f%%, engine %s%s, wrote %s%s\n",
             p.nsamples, p.nthreads, (unsigned long long)p.lost,
-            p.nsamples ? 100.0 * (double)complete / (double)p.nsamples : 0.0,
+            weight ? 100.0 * (double)complete / (double)weight : 0.0,
             engine ? engine : "?", mode && !strcmp(mode, "wall") ? " (wall clock)" : "", path,
             p.truncated || !p.complete ? " (profile truncated: program killed?)" : "");
     flamme_profile_free(&p);

@@ -12,9 +12,13 @@
  */
 #include "tools/flamegraph.h"
 
+#include <errno.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
+#include <time.h>
+#include <unistd.h>
 
 #define NAME_ROOT   UINT32_MAX
 #define NAME_ELIDED (UINT32_MAX - 1)
@@ -34,10 +38,12 @@ void flamme_fg_defaults(struct flamme_fg_opts *o)
     o->countname = "samples";
     o->nametype = "Function:";
     o->colors = "hot";
+    o->factor = 1;
 }
 
-static const char *const palettes[] = {"hot", "mem", "io", "red", "green", "blue", "aqua",
-                                       "yellow", "purple", "orange", "ocaml", NULL};
+static const char *const palettes[] = {"hot", "mem", "io", "wakeup", "chain", "java", "js", "perl",
+                                       "red", "green", "blue", "aqua", "yellow", "purple", "orange",
+                                       "ocaml", NULL};
 
 int flamme_fg_palette_ok(const char *name)
 {
@@ -96,6 +102,7 @@ struct node {
     uint32_t first_child, next;
     double total, self, delta, start;
     size_t elided;            /* for a "…" node: merged frames */
+    int waker;                /* under a "--" frame (the waker part of a chain graph) */
 };
 
 struct open_node {
@@ -147,10 +154,10 @@ static uint32_t emit_kept(struct builder *b, struct open_node *o, uint32_t d)
 {
     if (o->el_frames > 0) {
         struct node e = {NAME_ELIDED, d + 1, NO_NODE, NO_NODE, o->el_total, o->el_total,
-                         o->el_delta, 0, o->el_frames};
+                         o->el_delta, 0, o->el_frames, 0};
         append_child(b, o, emit(b, &e));
     }
-    struct node nd = {o->name, d, o->head, NO_NODE, o->total, o->self, o->delta, 0, 0};
+    struct node nd = {o->name, d, o->head, NO_NODE, o->total, o->self, o->delta, 0, 0, 0};
     return emit(b, &nd);
 }
 
@@ -220,14 +227,18 @@ static uint32_t build(struct builder *b, const struct flamme_folded *f)
     return b->oom ? NO_NODE : root;
 }
 
-/* Assigns start offsets: parents come after their children in b->nodes, so
- * walking backwards visits each parent before its children. */
-static void place(struct builder *b)
+/* Assigns start offsets and the waker flag (a "--" frame or one of its
+ * ancestors is "--"): parents come after their children in b->nodes, so
+ * walking backwards visits each parent before its children. sep is the id
+ * of the name "--" (UINT32_MAX: absent). */
+static void place(struct builder *b, uint32_t sep)
 {
     for (size_t i = b->n; i-- > 0;) {
         double pos = b->nodes[i].start;
+        int waker = b->nodes[i].waker || (sep != UINT32_MAX && b->nodes[i].name == sep);
         for (uint32_t c = b->nodes[i].first_child; c != NO_NODE; c = b->nodes[c].next) {
             b->nodes[c].start = pos;
+            b->nodes[c].waker = waker;
             pos += b->nodes[c].total;
         }
     }
@@ -396,23 +407,84 @@ static int clampc(double v)
     return v < 0 ? 0 : v > 255 ? 255 : (int)v;
 }
 
-static struct rgb palette_color(const char *pal, int hash, const char *s, size_t len)
+static int ends_with(const char *s, size_t len, const char *suf)
 {
-    double v1, v2, v3;
-    if (hash) {
-        v1 = prefix_hash(s, len, 0);
-        v2 = v3 = prefix_hash(s, len, 1);
-    } else {
-        uint64_t h = mix(s, len, 0);
-        v1 = (double)(h & 0xffff) / 65535.0;
-        v2 = (double)((h >> 16) & 0xffff) / 65535.0;
-        v3 = (double)((h >> 32) & 0xffff) / 65535.0;
+    size_t n = strlen(suf);
+    return len >= n && memcmp(s + len - n, suf, n) == 0;
+}
+
+static int starts_with(const char *s, size_t len, const char *pre)
+{
+    size_t n = strlen(pre);
+    return len >= n && memcmp(s, pre, n) == 0;
+}
+
+/* flamegraph.pl's name rules of the multi palettes (java, js, perl, wakeup,
+ * chain): returns the flat palette that colours this frame. waker: the frame
+ * is past a "--" separator (chain graphs). */
+static const char *sub_palette(const char *pal, const char *s, size_t len, int waker)
+{
+    if (!strcmp(pal, "java")) {
+        static const char *const pkgs[] = {"java/", "javax/", "jdk/", "net/", "org/", "com/",
+                                           "io/", "sun/", NULL};
+        if (ends_with(s, len, "_[j]"))
+            return "green";
+        if (ends_with(s, len, "_[i]"))
+            return "aqua";
+        const char *t = s;
+        size_t tl = len;
+        if (tl > 0 && t[0] == 'L') {
+            t++;
+            tl--;
+        }
+        for (int i = 0; pkgs[i]; i++)
+            if (starts_with(t, tl, pkgs[i]) || (t != s && starts_with(s, len, pkgs[i])))
+                return "green";
+        if (has_word(s, len, ":::"))
+            return "green";
+        if (has_word(s, len, "::"))
+            return "yellow";
+        return ends_with(s, len, "_[k]") ? "orange" : "red";
     }
+    if (!strcmp(pal, "perl")) {
+        if (has_word(s, len, "::"))
+            return "yellow";
+        if (has_word(s, len, "Perl") || has_word(s, len, ".pl"))
+            return "green";
+        return ends_with(s, len, "_[k]") ? "orange" : "red";
+    }
+    if (!strcmp(pal, "js")) {
+        if (ends_with(s, len, "_[j]"))
+            return memchr(s, '/', len) ? "green" : "aqua";
+        if (has_word(s, len, "::"))
+            return "yellow";
+        const char *sl = memchr(s, '/', len); /* "/.*\.js": a path to a .js file */
+        if (sl && has_word(sl, len - (size_t)(sl - s), ".js"))
+            return "green";
+        if (memchr(s, ':', len))
+            return "aqua";
+        if (len == 1 && s[0] == ' ')
+            return "green";
+        return has_word(s, len, "_[k]") ? "orange" : "red";
+    }
+    if (!strcmp(pal, "wakeup"))
+        return "aqua";
+    if (!strcmp(pal, "chain"))
+        return waker || has_word(s, len, "_[w]") ? "aqua" : "blue";
+    return pal;
+}
+
+/* Colour of a frame named s in palette pal, from three values in [0,1]
+ * (a name hash, or random numbers for --random). */
+static struct rgb palette_color(const char *pal, const double v[3], const char *s, size_t len, int waker)
+{
+    double v1 = v[0], v2 = v[1], v3 = v[2];
     struct rgb c;
     if (len == 1 && s[0] == '-')
-        return (struct rgb){220, 220, 220};
+        return (struct rgb){200, 200, 200};
     if (len == 2 && s[0] == '-' && s[1] == '-')
         return (struct rgb){160, 160, 160};
+    pal = sub_palette(pal, s, len, waker);
     if (!strcmp(pal, "mem"))
         c = (struct rgb){0, 190 + (int)(50 * v2), 0 + (int)(210 * v1)};
     else if (!strcmp(pal, "io"))
@@ -446,19 +518,74 @@ static struct rgb palette_color(const char *pal, int hash, const char *s, size_t
     return (struct rgb){clampc(c.r), clampc(c.g), clampc(c.b)};
 }
 
-static const char *bg_colors(const char *pal, int diff, const char **to)
+/* The three colour values of a name: flamegraph.pl's --hash, or a plain
+ * hash so that a name keeps its colour across graphs (the default). */
+static void name_values(int hash, const char *s, size_t len, double v[3])
 {
-    if (diff || !strcmp(pal, "ocaml") || (strcmp(pal, "hot") && strcmp(pal, "mem") && strcmp(pal, "io"))) {
-        *to = "#e8e8e8";
-        return "#f8f8f8";
+    if (hash) {
+        v[0] = prefix_hash(s, len, 0);
+        v[1] = v[2] = prefix_hash(s, len, 1);
+    } else {
+        uint64_t h = mix(s, len, 0);
+        v[0] = (double)(h & 0xffff) / 65535.0;
+        v[1] = (double)((h >> 16) & 0xffff) / 65535.0;
+        v[2] = (double)((h >> 32) & 0xffff) / 65535.0;
     }
-    if (!strcmp(pal, "mem")) {
+}
+
+/* --random: xorshift64*, seeded once per render from the clock and pid. */
+static double rand01(uint64_t *st)
+{
+    uint64_t x = *st;
+    x ^= x >> 12;
+    x ^= x << 25;
+    x ^= x >> 27;
+    *st = x;
+    return (double)((x * 0x2545f4914f6cdd1dull) >> 11) / 9007199254740992.0;
+}
+
+int flamme_fg_bgcolors_ok(const char *s)
+{
+    if (!strcmp(s, "yellow") || !strcmp(s, "blue") || !strcmp(s, "green") || !strcmp(s, "grey"))
+        return 1;
+    if (strlen(s) != 7 || s[0] != '#')
+        return 0;
+    for (int i = 1; i < 7; i++)
+        if (!strchr("0123456789abcdefABCDEF", s[i]))
+            return 0;
+    return 1;
+}
+
+/* Background gradient (from, *to). --bgcolors wins; otherwise it follows the
+ * palette as in flamegraph.pl: green for mem, blue for io/wakeup/chain, grey
+ * for the flat palettes (and ocaml), yellow for the rest. */
+static const char *bg_colors(const char *pal, const char *bg, const char **to)
+{
+    if (!bg) {
+        if (!strcmp(pal, "mem"))
+            bg = "green";
+        else if (!strcmp(pal, "io") || !strcmp(pal, "wakeup") || !strcmp(pal, "chain"))
+            bg = "blue";
+        else if (!strcmp(pal, "hot") || !strcmp(pal, "java") || !strcmp(pal, "js") || !strcmp(pal, "perl"))
+            bg = "yellow";
+        else
+            bg = "grey";
+    }
+    if (bg[0] == '#') {
+        *to = bg;
+        return bg;
+    }
+    if (!strcmp(bg, "blue")) {
+        *to = "#e0e0ff";
+        return "#eeeeee";
+    }
+    if (!strcmp(bg, "green")) {
         *to = "#e0ffe0";
         return "#eef2ee";
     }
-    if (!strcmp(pal, "io")) {
-        *to = "#e8e8ff";
-        return "#f8f8ff";
+    if (!strcmp(bg, "grey")) {
+        *to = "#e8e8e8";
+        return "#f8f8f8";
     }
     *to = "#eeeeb0";
     return "#eeeeee";
@@ -580,10 +707,32 @@ static void put_comment(FILE *o, const char *s)
     }
 }
 
+int flamme_fg_encoding_ok(const char *s)
+{
+    if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z')))
+        return 0;
+    for (s++; *s; s++)
+        if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') || (*s >= '0' && *s <= '9') ||
+              *s == '.' || *s == '_' || *s == '-'))
+            return 0;
+    return 1;
+}
+
+/* The XML declaration; --encoding only names an encoding (as flamegraph.pl,
+ * the bytes are UTF-8 whatever it says). A name that is not a valid XML
+ * EncName never gets here (svg.c checks flamme_fg_encoding_ok). */
+static void put_xml_decl(FILE *o, const struct flamme_fg_opts *op)
+{
+    fputs("<?xml version=\"1.0\"", o);
+    if (op->encoding && flamme_fg_encoding_ok(op->encoding))
+        fprintf(o, " encoding=\"%s\"", op->encoding);
+    fputs(" standalone=\"no\"?>\n", o);
+}
+
 static void write_error_svg(FILE *o, const struct flamme_fg_opts *op, const char *msg)
 {
-    fprintf(o, "<?xml version=\"1.0\" standalone=\"no\"?>\n"
-               "<svg version=\"1.1\" width=\"%d\" height=\"60\" xmlns=\"http://www.w3.org/2000/svg\">\n"
+    put_xml_decl(o, op);
+    fprintf(o, "<svg version=\"1.1\" width=\"%d\" height=\"60\" xmlns=\"http://www.w3.org/2000/svg\">\n"
                "<text x=\"%d\" y=\"30\" font-family=\"", op->width, op->width / 2);
     put_font(o, op->fonttype);
     fprintf(o, "\" font-size=\"%g\" text-anchor=\"middle\">", op->fontsize);
@@ -591,13 +740,197 @@ static void write_error_svg(FILE *o, const struct flamme_fg_opts *op, const char
     fputs("</text>\n</svg>\n", o);
 }
 
+/* ------------------------------------------------------------ --nameattr */
+
+struct na_attr { char *key, *val; };
+
+struct na_entry {
+    char *name;
+    char *href, *target, *title, *id, *cls;
+    struct na_attr *extra; size_t nextra, ngx; /* extra[0..ngx): g_extra, then a_extra */
+};
+
+struct flamme_fg_nameattr {
+    struct na_entry *e; size_t n;
+};
+
+static void na_entry_free(struct na_entry *e)
+{
+    free(e->name); free(e->href); free(e->target); free(e->title); free(e->id); free(e->cls);
+    for (size_t i = 0; i < e->nextra; i++) {
+        free(e->extra[i].key);
+        free(e->extra[i].val);
+    }
+    free(e->extra);
+    memset(e, 0, sizeof *e);
+}
+
+void flamme_fg_nameattr_free(struct flamme_fg_nameattr *na)
+{
+    if (!na)
+        return;
+    for (size_t i = 0; i < na->n; i++)
+        na_entry_free(&na->e[i]);
+    free(na->e);
+    free(na);
+}
+
+static int is_attr_start(char c)
+{
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_' || c == ':';
+}
+
+/* Names the frame element already has, or that would run script. */
+static int reserved_attr(const char *k, size_t n)
+{
+    static const char *const res[] = {"s", "n", "m", "d", "fn", "data-i", "id", "class", "href",
+                                      "xlink:href", "target", "style", NULL};
+    if (n >= 2 && (k[0] == 'o' || k[0] == 'O') && (k[1] == 'n' || k[1] == 'N'))
+        return 1;
+    for (int i = 0; res[i]; i++)
+        if (strlen(res[i]) == n && strncasecmp(res[i], k, n) == 0)
+            return 1;
+    return 0;
+}
+
+/* Parses `name="value" name='value' ...` (g_extra / a_extra) onto e->extra.
+ * Returns NULL, or why it is malformed. */
+static const char *parse_extras(struct na_entry *e, const char *s)
+{
+    for (;;) {
+        while (*s == ' ' || *s == '\t')
+            s++;
+        if (!*s)
+            return NULL;
+        const char *k = s;
+        if (!is_attr_start(*s))
+            return "extra attributes must look like name=\"value\"";
+        while (is_attr_start(*s) || (*s >= '0' && *s <= '9') || *s == '-' || *s == '.')
+            s++;
+        size_t kl = (size_t)(s - k);
+        if (*s != '=' || (s[1] != '"' && s[1] != '\''))
+            return "extra attributes must look like name=\"value\"";
+        if (reserved_attr(k, kl))
+            return "extra attribute not allowed (used by the viewer, an event handler, or a key of its own)";
+        for (size_t i = 0; i < e->nextra; i++)
+            if (strlen(e->extra[i].key) == kl && memcmp(e->extra[i].key, k, kl) == 0)
+                return "extra attribute given twice";
+        char q = s[1];
+        const char *v = s + 2, *ve = strchr(v, q);
+        if (!ve)
+            return "unterminated attribute value";
+        struct na_attr *x = realloc(e->extra, (e->nextra + 1) * sizeof *x);
+        if (!x)
+            return "out of memory";
+        e->extra = x;
+        x[e->nextra].key = strndup(k, kl);
+        x[e->nextra].val = strndup(v, (size_t)(ve - v));
+        e->nextra++;
+        if (!x[e->nextra - 1].key || !x[e->nextra - 1].val)
+            return "out of memory";
+        s = ve + 1;
+    }
+}
+
+/* Parses "NAME<TAB>k=v<TAB>k=v..." into e. NULL, or why it is malformed. */
+static const char *parse_na_line(struct na_entry *e, char *line)
+{
+    char *tab = strchr(line, '\t');
+    if (!tab)
+        return "expected NAME<TAB>key=value...";
+    *tab = 0;
+    e->name = strdup(line);
+    if (!e->name)
+        return "out of memory";
+    char *p = tab + 1, *a_extra = NULL;
+    while (p) {
+        char *next = strchr(p, '\t');
+        if (next)
+            *next++ = 0;
+        if (*p) {
+            char *eq = strchr(p, '=');
+            if (!eq)
+                return "expected key=value";
+            *eq = 0;
+            const char *v = eq + 1;
+            char **slot = !strcmp(p, "href") ? &e->href : !strcmp(p, "target") ? &e->target
+                        : !strcmp(p, "title") ? &e->title : !strcmp(p, "id") ? &e->id
+                        : !strcmp(p, "class") ? &e->cls : NULL;
+            if (slot) {
+                free(*slot);
+                if (!(*slot = strdup(v)))
+                    return "out of memory";
+            } else if (!strcmp(p, "g_extra")) {
+                const char *why = parse_extras(e, v);
+                if (why)
+                    return why;
+            } else if (!strcmp(p, "a_extra")) {
+                a_extra = (char *)v; /* after all g_extra, so that extra[0..ngx) stays g_extra */
+            }
+        }
+        p = next;
+    }
+    e->ngx = e->nextra;
+    return a_extra ? parse_extras(e, a_extra) : NULL;
+}
+
+struct flamme_fg_nameattr *flamme_fg_nameattr_load(const char *path)
+{
+    FILE *in = fopen(path, "r");
+    if (!in) {
+        fprintf(stderr, "flamme svg: --nameattr: cannot read %s: %s\n", path, strerror(errno));
+        return NULL;
+    }
+    struct flamme_fg_nameattr *na = calloc(1, sizeof *na);
+    char *line = NULL;
+    size_t cap = 0, lineno = 0, ecap = 0;
+    ssize_t n;
+    const char *why = NULL;
+    while (na && (n = getline(&line, &cap, in)) > 0) {
+        lineno++;
+        while (n > 0 && (line[n - 1] == '\n' || line[n - 1] == '\r'))
+            line[--n] = 0;
+        if (n == 0)
+            continue;
+        if (na->n == ecap) {
+            size_t nc = ecap ? ecap * 2 : 16;
+            struct na_entry *q = realloc(na->e, nc * sizeof *q);
+            if (!q) {
+                why = "out of memory";
+                break;
+            }
+            na->e = q;
+            ecap = nc;
+        }
+        struct na_entry *e = &na->e[na->n++];
+        memset(e, 0, sizeof *e);
+        if ((why = parse_na_line(e, line)) != NULL)
+            break;
+    }
+    free(line);
+    int rerr = ferror(in);
+    fclose(in);
+    if (!na || why || rerr) {
+        fprintf(stderr, "flamme svg: --nameattr: %s:%zu: %s\n", path, lineno,
+                !na ? "out of memory" : why ? why : "read error");
+        flamme_fg_nameattr_free(na);
+        return NULL;
+    }
+    return na;
+}
+
+/* ------------------------------------------------------------ the frames */
+
 struct ctx {
     const struct flamme_folded *f;
     const struct flamme_fg_opts *op;
     const uint32_t *rank_to_id;  /* NULL when ids were not ranked */
     struct cpmap cp;
     struct rgb *col; char *col_done;
+    const struct na_entry **na_of; /* per name id, NULL: no --nameattr line */
     double maxdelta;
+    double factor;               /* --factor applied to counts shown */
+    uint64_t rng;                /* --random */
 };
 
 static uint32_t real_id(const struct ctx *c, uint32_t id)
@@ -605,32 +938,60 @@ static uint32_t real_id(const struct ctx *c, uint32_t id)
     return c->rank_to_id ? c->rank_to_id[id] : id;
 }
 
+/* Frame colour, flamegraph.pl's order: the "-" / "--" separators, then the
+ * differential scale, then --cp, then the palette. Per-name colours are
+ * cached; --random draws per frame; waker frames of a chain graph are not
+ * cached (or kept in --cp) since the same name is blue elsewhere. */
 static struct rgb node_color(struct ctx *c, const struct node *nd)
 {
+    const struct flamme_fg_opts *op = c->op;
     if (nd->name == NAME_ELIDED)
         return (struct rgb){190, 190, 190};
-    if (c->f->differential) {
-        double d = c->op->negate ? -nd->delta : nd->delta;
+    const char *s = "all";
+    size_t len = 3;
+    uint32_t id = UINT32_MAX;
+    if (nd->name != NAME_ROOT) {
+        id = real_id(c, nd->name);
+        s = flamme_folded_name(c->f, id);
+        len = c->f->name_len[id];
+    }
+    if ((len == 1 && s[0] == '-') || (len == 2 && s[0] == '-' && s[1] == '-') || !c->f->differential) {
+        /* palette below */
+    } else {
+        double d = op->negate ? -nd->delta : nd->delta;
         if (d == 0 || c->maxdelta == 0)
             return (struct rgb){250, 250, 250};
         int v = (int)lround(210.0 * (1 - fabs(d) / c->maxdelta));
         return d > 0 ? (struct rgb){255, v, v} : (struct rgb){v, v, 255};
     }
-    if (nd->name == NAME_ROOT)
-        return palette_color(c->op->colors, c->op->hash, "all", 3);
-    uint32_t id = real_id(c, nd->name);
+    int waker = nd->waker && !strcmp(op->colors, "chain");
+    double v[3];
+    if (id == UINT32_MAX || waker) {
+        if (op->random)
+            v[0] = rand01(&c->rng), v[1] = rand01(&c->rng), v[2] = rand01(&c->rng);
+        else
+            name_values(op->hash, s, len, v);
+        return palette_color(op->colors, v, s, len, waker);
+    }
     if (c->cp.set && c->cp.set[id])
         return c->cp.col[id];
-    if (!c->col_done[id]) {
-        c->col[id] = palette_color(c->op->colors, c->op->hash, flamme_folded_name(c->f, id),
-                                   c->f->name_len[id]);
-        c->col_done[id] = 1;
+    struct rgb col;
+    if (op->random) {
+        v[0] = rand01(&c->rng), v[1] = rand01(&c->rng), v[2] = rand01(&c->rng);
+        col = palette_color(op->colors, v, s, len, 0);
+    } else {
+        if (!c->col_done[id]) {
+            name_values(op->hash, s, len, v);
+            c->col[id] = palette_color(op->colors, v, s, len, 0);
+            c->col_done[id] = 1;
+        }
+        col = c->col[id];
     }
     if (c->cp.set) {
-        c->cp.col[id] = c->col[id];
+        c->cp.col[id] = col;
         c->cp.set[id] = 1;
     }
-    return c->col[id];
+    return col;
 }
 
 static void node_name(const struct ctx *c, const struct node *nd, const char **s, size_t *len)
@@ -648,6 +1009,31 @@ static void node_name(const struct ctx *c, const struct node *nd, const char **s
     }
 }
 
+static void put_attr(FILE *o, const char *k, const char *v)
+{
+    fprintf(o, " %s=\"", k);
+    put_escz(o, v);
+    putc('"', o);
+}
+
+/* The --nameattr attributes of a frame element, in flamegraph.pl's order
+ * (link attributes first when the frame is a link). */
+static void write_na_attrs(FILE *o, const struct na_entry *na, int link)
+{
+    if (link) {
+        put_attr(o, "xlink:href", na->href);
+        put_attr(o, "target", na->target && na->target[0] ? na->target : "_top");
+        for (size_t i = na->ngx; i < na->nextra; i++)
+            put_attr(o, na->extra[i].key, na->extra[i].val);
+    }
+    if (na->id)
+        put_attr(o, "id", na->id);
+    if (na->cls)
+        put_attr(o, "class", na->cls);
+    for (size_t i = 0; i < na->ngx; i++)
+        put_attr(o, na->extra[i].key, na->extra[i].val);
+}
+
 static void write_frame(struct ctx *c, FILE *o, const struct node *nd, double total, double scale,
                         double imageheight, double ypad1, double ypad2)
 {
@@ -660,13 +1046,29 @@ static void write_frame(struct ctx *c, FILE *o, const struct node *nd, double to
     char b1[64], b2[64];
     node_name(c, nd, &name, &nlen);
     struct rgb col = node_color(c, nd);
-    fputs("<g s=\"", o);
+    const struct na_entry *na = NULL;
+    if (c->na_of && nd->name != NAME_ROOT && nd->name != NAME_ELIDED)
+        na = c->na_of[real_id(c, nd->name)];
+    /* as flamegraph.pl: a frame with an href is an <a> carrying the <g>'s attributes */
+    const char *tag = na && na->href && na->href[0] ? "a" : "g";
+    fprintf(o, "<%s", tag);
+    if (na)
+        write_na_attrs(o, na, *tag == 'a');
+    fputs(" s=\"", o);
     put_num(o, nd->start);
     fputs("\" n=\"", o);
     put_num(o, nd->total);
     fputs("\" m=\"", o);
     put_num(o, nd->self);
-    fprintf(o, "\" d=\"%u\"%s><title>", nd->depth, nd->name == NAME_ELIDED ? " class=\"el\"" : "");
+    fprintf(o, "\" d=\"%u\"%s", nd->depth, nd->name == NAME_ELIDED ? " class=\"el\"" : "");
+    if (na && na->title) { /* the viewer takes the name from fn when the title is replaced */
+        fputs(" fn=\"", o);
+        put_esc(o, name, nlen, SIZE_MAX);
+        fputs("\"><title>", o);
+        put_escz(o, na->title);
+        goto title_done;
+    }
+    fputs("><title>", o);
     put_esc(o, name, nlen, SIZE_MAX);
     fprintf(o, "\n%s ", fmt_count(nd->total, b1, sizeof b1));
     put_escz(o, op->countname);
@@ -679,6 +1081,7 @@ static void write_frame(struct ctx *c, FILE *o, const struct node *nd, double to
     if (c->f->differential && nd->name != NAME_ELIDED)
         fprintf(o, "\ndelta: %s%s (%+.2f%%)", nd->delta > 0 ? "+" : "",
                 fmt_count(nd->delta, b1, sizeof b1), total > 0 ? 100.0 * nd->delta / total : 0.0);
+title_done:
     fprintf(o, "</title><rect x=\"%.2f\" y=\"%.1f\" width=\"%.2f\" height=\"%.1f\" fill=\"rgb(%d,%d,%d)\""
                " rx=\"2\" ry=\"2\"/><text x=\"%.2f\" y=\"%.1f\">",
             x, y, w, op->height - FRAMEPAD, col.r, col.g, col.b, x + 3,
@@ -694,7 +1097,7 @@ static void write_frame(struct ctx *c, FILE *o, const struct node *nd, double to
             fputs("..", o);
         }
     }
-    fputs("</text></g>\n", o);
+    fprintf(o, "</text></%s>\n", tag);
 }
 
 int flamme_fg_render(struct flamme_folded *f, const struct flamme_fg_opts *op, FILE *o,
@@ -709,6 +1112,25 @@ int flamme_fg_render(struct flamme_folded *f, const struct flamme_fg_opts *op, F
         return 2;
     }
     struct ctx c = {.f = f, .op = op};
+    double factor = op->factor > 0 ? op->factor : 1;
+    if (op->total > 0 && op->total < f->total && op->total / f->total > 0.02)
+        fprintf(stderr, "flamme svg: warning: --total %g is less than the actual total %g, so ignored\n",
+                op->total, f->total);
+    if (factor != 1) { /* widths are ratios, so only the counts shown change */
+        for (size_t i = 0; i < f->nstacks; i++) {
+            f->stacks[i].count *= factor;
+            f->stacks[i].before *= factor;
+        }
+        f->total *= factor;
+    }
+    /* the graph's width in counts: the real sum, or a larger --total */
+    double total = op->total * factor > f->total ? op->total * factor : f->total;
+    if (op->random) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        c.rng = ((uint64_t)ts.tv_sec * 1000000007ull) ^ (uint64_t)ts.tv_nsec ^ ((uint64_t)getpid() << 32);
+        c.rng = mix((const char *)&c.rng, sizeof c.rng, 0) | 1;
+    }
     if (op->reverse)
         for (size_t i = 0; i < f->nstacks; i++) {
             uint32_t *p = f->ids + f->stacks[i].off;
@@ -726,7 +1148,6 @@ int flamme_fg_render(struct flamme_folded *f, const struct flamme_fg_opts *op, F
         c.rank_to_id = order;
         qsort_r(f->stacks, f->nstacks, sizeof *f->stacks, cmp_stacks, f);
     }
-    double total = f->total;
     double drawable = op->width - 2 * XPAD;
     if (drawable < 1)
         drawable = 1;
@@ -740,7 +1161,19 @@ int flamme_fg_render(struct flamme_folded *f, const struct flamme_fg_opts *op, F
         goto oom;
     }
     free(b.path);
-    place(&b);
+    /* with a larger --total the root spans it all; the rest is its "self" */
+    if (total > f->total) {
+        b.nodes[root].self += total - b.nodes[root].total;
+        b.nodes[root].total = total;
+    }
+    uint32_t sep = flamme_folded_lookup(f, "--", 2);
+    if (sep != UINT32_MAX && order)
+        for (uint32_t r = 0; r < f->nnames; r++)
+            if (order[r] == sep) {
+                sep = r;
+                break;
+            }
+    place(&b, sep);
 
     size_t nn = f->nnames ? f->nnames : 1;
     c.col = calloc(nn, sizeof *c.col);
@@ -757,6 +1190,21 @@ int flamme_fg_render(struct flamme_folded *f, const struct flamme_fg_opts *op, F
     }
     if (op->cp_file)
         cp_load(&c.cp, f, op->cp_file);
+    if (op->nameattr) {
+        c.na_of = calloc(nn, sizeof *c.na_of);
+        if (!c.na_of) {
+            free(c.col); free(c.col_done); free(c.cp.col); free(c.cp.set);
+            free(b.nodes);
+            free(order);
+            goto oom;
+        }
+        for (size_t i = 0; i < op->nameattr->n; i++) { /* a later line wins, as in flamegraph.pl */
+            const struct na_entry *e = &op->nameattr->e[i];
+            uint32_t id = flamme_folded_lookup(f, e->name, strlen(e->name));
+            if (id != UINT32_MAX)
+                c.na_of[id] = e;
+        }
+    }
 
     for (size_t i = 0; i < b.n; i++) {
         const struct node *nd = &b.nodes[i];
@@ -779,11 +1227,11 @@ int flamme_fg_render(struct flamme_folded *f, const struct flamme_fg_opts *op, F
     double ypad2 = fs * 2 + 10;
     double imageheight = (st->max_depth + 1) * (double)op->height + ypad1 + ypad2;
     double scale = drawable / total;
-    const char *bg2, *bg1 = bg_colors(op->colors, f->differential, &bg2);
+    const char *bg2, *bg1 = bg_colors(op->colors, op->bgcolors, &bg2);
     char b1[64], b2[64];
 
-    fputs("<?xml version=\"1.0\" standalone=\"no\"?>\n"
-          "<!DOCTYPE svg PUBLIC \"-//W3C//DTD SVG 1.1//EN\" "
+    put_xml_decl(o, op);
+    fputs("<!DOCTYPE svg PUBLIC \"-//W3C//DTD SVG 1.1//EN\" "
           "\"http://www.w3.org/Graphics/SVG/1.1/DTD/svg11.dtd\">\n", o);
     fprintf(o, "<svg version=\"1.1\" id=\"flamme\" width=\"%d\" height=\"%.0f\" viewBox=\"0 0 %d %.0f\" "
                "xmlns=\"http://www.w3.org/2000/svg\" xmlns:xlink=\"http://www.w3.org/1999/xlink\" "
@@ -809,8 +1257,8 @@ int flamme_fg_render(struct flamme_folded *f, const struct flamme_fg_opts *op, F
             bg1, bg2);
     put_font(o, op->fonttype);
     fprintf(o, "; font-size:%gpx; fill:rgb(0,0,0); }\n"
-               "#frames > g:hover > rect { stroke:black; stroke-width:0.5; cursor:pointer; }\n"
-               "#frames > g { cursor:pointer; }\n"
+               "#frames > *:hover > rect { stroke:black; stroke-width:0.5; cursor:pointer; }\n"
+               "#frames > * { cursor:pointer; }\n"
                "#title { text-anchor:middle; font-size:%gpx; }\n"
                "#subtitle { text-anchor:middle; fill:rgb(80,80,80); }\n"
                "#search, #ignorecase, #unzoom, .sel { cursor:pointer; fill:rgb(20,20,160); }\n"
@@ -886,6 +1334,7 @@ int flamme_fg_render(struct flamme_folded *f, const struct flamme_fg_opts *op, F
     free(c.cp.set);
     free(c.col);
     free(c.col_done);
+    free(c.na_of);
     free(b.nodes);
     free(order);
     if (fflush(o) != 0 || ferror(o)) {

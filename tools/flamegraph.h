@@ -4,8 +4,9 @@
  * Owns: merging parsed folded stacks into a tree (sorted by frame names, or
  * in input order for a flame chart), pruning frames narrower than minwidth
  * into one grey "…" frame per parent, colours (flamegraph.pl palettes plus
- * "ocaml"), and the self-contained SVG with its embedded JavaScript (zoom,
- * search, tooltips, URL state, thread selector).
+ * "ocaml"), per-function attributes (--nameattr), and the self-contained SVG
+ * with its embedded JavaScript (zoom, search, tooltips, URL state, thread
+ * selector).
  * Called by: `flamme svg` (tools/svg.c) and unit tests; single thread.
  * Memory: the input stacks plus O(max depth + frames drawn); the full merged
  * tree is never built, so output and memory stay bounded by what is visible.
@@ -14,6 +15,9 @@
 #define FLAMME_TOOLS_FLAMEGRAPH_H
 #include <stdio.h>
 #include "tools/folded.h"
+
+/* Per-function SVG attributes read from a --nameattr file (opaque). */
+struct flamme_fg_nameattr;
 
 struct flamme_fg_opts {
     const char *title;      /* NULL: "Flame Graph" / "Icicle Graph" / "Flame Chart" */
@@ -29,9 +33,16 @@ struct flamme_fg_opts {
     const char *nametype;   /* "Function:" */
     const char *colors;     /* palette name ("hot") */
     int hash;               /* colour by a name hash weighting the first characters */
+    int random;             /* --random: a random colour per frame, not per name */
+    const char *bgcolors;   /* NULL: follows the palette; yellow, blue, green, grey or #rrggbb */
     const char *cp_file;    /* consistent palette file (NULL: off) */
     int reverse, inverted, flamechart, negate;
     const char *notes;      /* NULL: none */
+    const char *encoding;   /* NULL: none; else the encoding= of the XML declaration */
+    double total;           /* --total: width of the graph in input counts (ignored if 0 or
+                               less than the real sum, as flamegraph.pl) */
+    double factor;          /* --factor: counts are multiplied by this for display (1) */
+    const struct flamme_fg_nameattr *nameattr; /* NULL: none */
     int threads;            /* root frames are threads: draw a selector */
 };
 
@@ -40,6 +51,22 @@ void flamme_fg_defaults(struct flamme_fg_opts *o);
 
 /* Returns 1 if name is a known palette. */
 int flamme_fg_palette_ok(const char *name);
+
+/* Returns 1 if s is a --bgcolors value: yellow, blue, green, grey or #rrggbb. */
+int flamme_fg_bgcolors_ok(const char *s);
+
+/* Returns 1 if s is a valid XML encoding name ([A-Za-z][A-Za-z0-9._-]*). */
+int flamme_fg_encoding_ok(const char *s);
+
+/* Reads a --nameattr file as flamegraph.pl does: one function per line,
+ * "NAME<TAB>key=value<TAB>key=value...". Keys used: href (the frame becomes an
+ * <a> link, which zooms only on Ctrl-click), target (default _top), title
+ * (replaces the tooltip), id, class, g_extra and a_extra (extra attributes
+ * `name="value" ...` for the frame element / the link; values are text).
+ * Other keys are ignored. Returns NULL after printing "FILE:LINE: why" on
+ * stderr for an unreadable or malformed file. */
+struct flamme_fg_nameattr *flamme_fg_nameattr_load(const char *path);
+void flamme_fg_nameattr_free(struct flamme_fg_nameattr *na);
 
 /* Statistics of one render, for tests and messages. */
 struct flamme_fg_stats {

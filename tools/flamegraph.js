@@ -3,7 +3,9 @@
 // works in a standalone SVG and in an SVG inlined into an HTML page.
 // Frame data lives in attributes of each <g> under #frames: s = first sample
 // offset, n = samples, m = self samples, d = depth; the name is the first line
-// of its <title>. Names are only ever read from the DOM and written with
+// of its <title>, or its fn attribute when --nameattr replaced the title. A
+// frame with a --nameattr href is an <a> instead of a <g>: a plain click
+// follows the link, Ctrl-click zooms (as flamegraph.pl). Names are only ever read from the DOM and written with
 // textContent, never parsed as markup or code.
 "use strict";
 var flamme = {ready: false, frames: [], zoomed: null, term: null, ic: false};
@@ -27,9 +29,10 @@ function flamme_init() {
         var g = gs[i];
         var t = g.getElementsByTagName("title")[0].textContent;
         var nl = t.indexOf("\n");
+        var fn = g.getAttribute("fn");
         var f = {g: g, i: i, s: +g.getAttribute("s"), n: +g.getAttribute("n"),
                  m: +g.getAttribute("m"), d: +g.getAttribute("d"),
-                 name: nl < 0 ? t : t.substring(0, nl),
+                 name: fn !== null ? fn : nl < 0 ? t : t.substring(0, nl),
                  rect: g.getElementsByTagName("rect")[0], text: g.getElementsByTagName("text")[0]};
         f.fill = f.rect.getAttribute("fill");
         g.setAttribute("data-i", i);
@@ -38,7 +41,12 @@ function flamme_init() {
     var fr = document.getElementById("frames");
     fr.addEventListener("click", function (e) {
         var f = flamme_frame_of(e.target);
-        if (f) flamme_zoom(f);
+        if (!f) return;
+        if (f.g.localName === "a") {
+            if (!e.ctrlKey) return;
+            e.preventDefault();
+        }
+        flamme_zoom(f);
     });
     fr.addEventListener("mouseover", function (e) {
         var f = flamme_frame_of(e.target);

@@ -254,10 +254,21 @@ static void warn_line(const char *name, size_t lineno, const char *why, size_t *
 
 int flamme_folded_read_fd(struct flamme_folded *f, int fd, const char *name)
 {
+    return flamme_folded_read_fd_head(f, fd, name, NULL, 0);
+}
+
+int flamme_folded_read_fd_head(struct flamme_folded *f, int fd, const char *name,
+                               const void *head, size_t headlen)
+{
     size_t cap = 4u << 20, have = 0, lineno = 0, nwarn = 0;
+    while (cap < headlen)
+        cap *= 2;
     char *buf = malloc(cap);
     if (!buf)
         goto oom;
+    if (headlen)
+        memcpy(buf, head, headlen);
+    have = headlen;
     for (;;) {
         if (have == cap) { /* one line longer than the buffer */
             char *nb = realloc(buf, cap * 2);

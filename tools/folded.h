@@ -72,4 +72,9 @@ int flamme_folded_add(struct flamme_folded *f, const char *stack, size_t len, do
  * Returns 0, or -1 on a read error or allocation failure (message printed). */
 int flamme_folded_read_fd(struct flamme_folded *f, int fd, const char *name);
 
+/* Same, for a stream whose first headlen bytes were already read (they are
+ * parsed first): used for stdin after sniffing for a profile's magic. */
+int flamme_folded_read_fd_head(struct flamme_folded *f, int fd, const char *name,
+                               const void *head, size_t headlen);
+
 #endif

@@ -2,7 +2,8 @@
  * tools/svg.c — `flamme svg`: folded stacks or flamme profiles in, an
  * interactive flame graph SVG out. Options follow flamegraph.pl's spelling
  * and meaning. Owns option parsing and input dispatch; the parsing rules are
- * in tools/folded.c, layout and SVG in tools/flamegraph.c.
+ * in tools/folded.c, layout and SVG in tools/flamegraph.c. A profile piped
+ * into stdin is recognised by its magic and spooled to an unlinked temp file.
  * Called by tools/main.c; single thread.
  */
 #include "tools/cmds.h"
@@ -10,6 +11,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -24,7 +26,7 @@ static void usage(FILE *o)
     fputs("usage: flamme svg [options] [INPUT...] [-o OUT.svg]\n"
           "Renders folded stacks (\"root;...;leaf COUNT\", as flamegraph.pl reads them) or flamme\n"
           "profile files as an interactive SVG flame graph. Several inputs are merged; no\n"
-          "INPUT or \"-\" reads folded text from stdin.\n"
+          "INPUT or \"-\" reads stdin (folded text or a profile).\n"
           "  -o, --output FILE   write the SVG to FILE (default: stdout)\n"
           "  --title TEXT        title (default \"Flame Graph\", \"Icicle Graph\", \"Flame Chart\")\n"
           "  --subtitle TEXT     second title line\n"
@@ -37,27 +39,43 @@ static void usage(FILE *o)
           "  --fontwidth NUM     average glyph width / font size, for label fitting (0.59)\n"
           "  --countname TEXT    unit of the counts in tooltips (samples)\n"
           "  --nametype TEXT     prefix of the details line (Function:)\n"
-          "  --colors PALETTE    hot (default), mem, io, red, green, blue, aqua, yellow, purple,\n"
-          "                      orange, ocaml (OCaml code / stdlib / runtime / GC / C / kernel)\n"
+          "  --colors PALETTE    hot (default), mem, io, wakeup, chain, java, js, perl, red, green,\n"
+          "                      blue, aqua, yellow, purple, orange, ocaml (OCaml code / stdlib /\n"
+          "                      runtime / GC / C / kernel). java, js, perl and chain pick a colour\n"
+          "                      by name and _[k] _[i] _[j] _[w] annotations, as flamegraph.pl\n"
+          "  --bgcolors COLOR    background: yellow, blue, green or grey gradient, or a flat\n"
+          "                      #rrggbb (default: follows the palette)\n"
           "  --hash              colours from a name hash weighting the first characters\n"
+          "  --random            a random colour for every frame (default: a name keeps its\n"
+          "                      colour, within and across graphs)\n"
           "  --cp[=FILE]         consistent palette: read and update FILE (./palette.map)\n"
           "  --reverse           reverse each stack (merge at the leaves)\n"
           "  --inverted          icicle graph (root at the top)\n"
           "  --flamechart        keep the input order (x is time) instead of sorting\n"
           "  --negate            swap the differential colours (red/blue)\n"
           "  --notes TEXT        text kept in an XML comment\n"
+          "  --nameattr FILE     per-function SVG attributes: lines \"NAME<TAB>key=value<TAB>...\",\n"
+          "                      keys href (frame becomes a link; Ctrl-click zooms), target, title\n"
+          "                      (replaces the tooltip), id, class, g_extra, a_extra\n"
+          "  --total NUM         total count the width stands for, to draw graphs at the same\n"
+          "                      scale (ignored when less than the real total)\n"
+          "  --factor NUM        multiply the counts shown by NUM (1)\n"
+          "  --encoding ENC      encoding named in the XML declaration (the bytes stay UTF-8)\n"
           "  --threads           profile input: one root frame per thread/domain, with a\n"
           "                      thread selector above the graph\n"
           "  -h, --help          this help\n"
           "A line \"stack COUNT1 COUNT2\" is differential: widths from COUNT2, colour from\n"
-          "COUNT2-COUNT1 (red: more, blue: less). In the SVG: click a frame to zoom, Ctrl-F or\n"
+          "COUNT2-COUNT1 (red: more, blue: less). Fewer than 100 samples in all prints a\n"
+          "\"stack count is low\" warning (as flamegraph.pl, only with --countname samples).\n"
+          "In the SVG: click a frame to zoom, Ctrl-F or\n"
           "F3 to search (regexp), Ctrl-I to toggle case, Escape to reset the zoom.\n",
           o);
 }
 
 enum { O_TITLE = 256, O_SUBTITLE, O_WIDTH, O_HEIGHT, O_MINWIDTH, O_FONTTYPE, O_FONTSIZE,
        O_FONTWIDTH, O_COUNTNAME, O_NAMETYPE, O_COLORS, O_HASH, O_CP, O_REVERSE, O_INVERTED,
-       O_FLAMECHART, O_NEGATE, O_NOTES, O_THREADS };
+       O_FLAMECHART, O_NEGATE, O_NOTES, O_THREADS, O_BGCOLORS, O_RANDOM, O_NAMEATTR, O_TOTAL,
+       O_FACTOR, O_ENCODING };
 
 static const struct option longopts[] = {
     {"title", required_argument, 0, O_TITLE},
@@ -79,6 +97,12 @@ static const struct option longopts[] = {
     {"negate", no_argument, 0, O_NEGATE},
     {"notes", required_argument, 0, O_NOTES},
     {"threads", no_argument, 0, O_THREADS},
+    {"bgcolors", required_argument, 0, O_BGCOLORS},
+    {"random", no_argument, 0, O_RANDOM},
+    {"nameattr", required_argument, 0, O_NAMEATTR},
+    {"total", required_argument, 0, O_TOTAL},
+    {"factor", required_argument, 0, O_FACTOR},
+    {"encoding", required_argument, 0, O_ENCODING},
     {"output", required_argument, 0, 'o'},
     {"help", no_argument, 0, 'h'},
     {0, 0, 0, 0},
@@ -110,6 +134,108 @@ static void collect(void *ctx, const char *stack, uint64_t count)
     flamme_folded_add(f, stack, strlen(stack), (double)count);
 }
 
+/* Loads the profile at path (shown as name) into f. 0, 1 (I/O, memory) or 2 (bad input). */
+static int load_profile(struct flamme_folded *f, const char *path, const char *name, int threads)
+{
+    struct flamme_profile p;
+    char err[512];
+    if (flamme_profile_load(path, &p, err, sizeof err) != 0) {
+        size_t pl = strlen(path);
+        if (strncmp(err, path, pl) == 0) /* "/proc/self/fd/N: ..." reads better as the name */
+            fprintf(stderr, "flamme svg: %s%s\n", name, err + pl);
+        else
+            fprintf(stderr, "flamme svg: %s\n", err);
+        return 2;
+    }
+    if (p.truncated)
+        fprintf(stderr, "flamme svg: %s: warning: profile is truncated; using what was read\n", name);
+    struct flamme_collapse_opts co = {.threads = threads};
+    int r = flamme_collapse_profile(&p, &co, collect, f);
+    flamme_profile_free(&p);
+    if (r != 0 || f->oom) {
+        fprintf(stderr, "flamme svg: %s: out of memory\n", name);
+        return 1;
+    }
+    return 0;
+}
+
+static int write_all(int fd, const void *buf, size_t len)
+{
+    const char *p = buf;
+    while (len > 0) {
+        ssize_t w = write(fd, p, len);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            return -1;
+        p += w;
+        len -= (size_t)w;
+    }
+    return 0;
+}
+
+/* stdin that cannot be re-read (a pipe): the first bytes tell a profile from
+ * folded text. A profile is spooled to an unlinked temp file ($TMPDIR or
+ * /tmp) and loaded from there; text goes to the folded parser, sniffed bytes
+ * first. 0, 1 (I/O) or 2 (bad input). */
+static int read_stdin_stream(struct flamme_folded *f, int threads)
+{
+    unsigned char head[8];
+    size_t hn = 0;
+    while (hn < sizeof head) {
+        ssize_t r = read(0, head + hn, sizeof head - hn);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r < 0) {
+            fprintf(stderr, "flamme svg: <stdin>: read error: %s\n", strerror(errno));
+            return 1;
+        }
+        if (r == 0)
+            break;
+        hn += (size_t)r;
+    }
+    if (!flamme_is_profile(head, hn))
+        return flamme_folded_read_fd_head(f, 0, "<stdin>", head, hn) == 0 ? 0 : 1;
+    const char *dir = getenv("TMPDIR");
+    char tmpl[PATH_MAX];
+    snprintf(tmpl, sizeof tmpl, "%s/flamme-svg-XXXXXX", dir && *dir ? dir : "/tmp");
+    int fd = mkstemp(tmpl);
+    if (fd < 0) {
+        fprintf(stderr, "flamme svg: <stdin>: cannot create a temp file for the profile (%s): %s\n",
+                tmpl, strerror(errno));
+        return 1;
+    }
+    unlink(tmpl);
+    int rc = write_all(fd, head, hn);
+    static char buf[1 << 16];
+    for (;;) {
+        if (rc != 0)
+            break;
+        ssize_t r = read(0, buf, sizeof buf);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r < 0) {
+            fprintf(stderr, "flamme svg: <stdin>: read error: %s\n", strerror(errno));
+            close(fd);
+            return 1;
+        }
+        if (r == 0)
+            break;
+        rc = write_all(fd, buf, (size_t)r);
+    }
+    if (rc != 0) {
+        fprintf(stderr, "flamme svg: <stdin>: cannot spool the profile to %s: %s\n", dir && *dir ? dir : "/tmp",
+                strerror(errno));
+        close(fd);
+        return 1;
+    }
+    char path[64];
+    snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
+    rc = load_profile(f, path, "<stdin>", threads);
+    close(fd);
+    return rc;
+}
+
 /* Reads one input (profile or folded text) into f. 0, or 1 (I/O) / 2 (bad input). */
 static int read_input(struct flamme_folded *f, const char *path, int threads)
 {
@@ -121,30 +247,15 @@ static int read_input(struct flamme_folded *f, const char *path, int threads)
         return 1;
     }
     unsigned char head[16];
-    /* pread fails on a pipe (folded text then); a profile redirected from a
-     * file into stdin is loaded through /proc. */
+    /* pread fails on a pipe: sniff the stream then. A profile redirected from
+     * a file into stdin is loaded through /proc. */
     ssize_t hn = pread(fd, head, sizeof head, 0);
+    if (hn < 0 && is_stdin && errno == ESPIPE)
+        return read_stdin_stream(f, threads);
     if (hn > 0 && flamme_is_profile(head, (size_t)hn)) {
-        if (is_stdin)
-            path = "/proc/self/fd/0";
-        else
+        if (!is_stdin)
             close(fd);
-        struct flamme_profile p;
-        char err[512];
-        if (flamme_profile_load(path, &p, err, sizeof err) != 0) {
-            fprintf(stderr, "flamme svg: %s\n", err);
-            return 2;
-        }
-        if (p.truncated)
-            fprintf(stderr, "flamme svg: %s: warning: profile is truncated; using what was read\n", path);
-        struct flamme_collapse_opts co = {.threads = threads};
-        int r = flamme_collapse_profile(&p, &co, collect, f);
-        flamme_profile_free(&p);
-        if (r != 0 || f->oom) {
-            fprintf(stderr, "flamme svg: %s: out of memory\n", path);
-            return 1;
-        }
-        return 0;
+        return load_profile(f, is_stdin ? "/proc/self/fd/0" : path, name, threads);
     }
     int r = flamme_folded_read_fd(f, fd, name);
     if (!is_stdin)
@@ -158,6 +269,7 @@ int flamme_cmd_svg(int argc, char **argv)
     flamme_fg_defaults(&o);
     const char *out_path = NULL;
     double v;
+    struct flamme_fg_nameattr *nameattr = NULL;
     int c;
     optind = 1;
     while ((c = getopt_long(argc, argv, "o:h", longopts, NULL)) != -1) {
@@ -165,29 +277,29 @@ int flamme_cmd_svg(int argc, char **argv)
         case O_TITLE: o.title = optarg; break;
         case O_SUBTITLE: o.subtitle = optarg; break;
         case O_WIDTH:
-            if (parse_num("width", optarg, &v, NULL, 1)) return 2;
+            if (parse_num("width", optarg, &v, NULL, 1)) goto bad;
             o.width = (int)v;
             break;
         case O_HEIGHT:
-            if (parse_num("height", optarg, &v, NULL, 1)) return 2;
+            if (parse_num("height", optarg, &v, NULL, 1)) goto bad;
             o.height = (int)v;
             break;
         case O_MINWIDTH:
-            if (parse_num("minwidth", optarg, &o.minwidth, &o.minwidth_pct, 0)) return 2;
+            if (parse_num("minwidth", optarg, &o.minwidth, &o.minwidth_pct, 0)) goto bad;
             break;
         case O_FONTTYPE: o.fonttype = optarg; break;
         case O_FONTSIZE:
-            if (parse_num("fontsize", optarg, &o.fontsize, NULL, 0) || o.fontsize <= 0) return 2;
+            if (parse_num("fontsize", optarg, &o.fontsize, NULL, 0) || o.fontsize <= 0) goto bad;
             break;
         case O_FONTWIDTH:
-            if (parse_num("fontwidth", optarg, &o.fontwidth, NULL, 0) || o.fontwidth <= 0) return 2;
+            if (parse_num("fontwidth", optarg, &o.fontwidth, NULL, 0) || o.fontwidth <= 0) goto bad;
             break;
         case O_COUNTNAME: o.countname = optarg; break;
         case O_NAMETYPE: o.nametype = optarg; break;
         case O_COLORS:
             if (!flamme_fg_palette_ok(optarg)) {
                 fprintf(stderr, "flamme svg: --colors: unknown palette: %s (see --help)\n", optarg);
-                return 2;
+                goto bad;
             }
             o.colors = optarg;
             break;
@@ -199,11 +311,47 @@ int flamme_cmd_svg(int argc, char **argv)
         case O_NEGATE: o.negate = 1; break;
         case O_NOTES: o.notes = optarg; break;
         case O_THREADS: o.threads = 1; break;
+        case O_BGCOLORS:
+            if (!flamme_fg_bgcolors_ok(optarg)) {
+                fprintf(stderr, "flamme svg: --bgcolors: unrecognized background: %s (yellow, blue, "
+                                "green, grey or #rrggbb)\n", optarg);
+                goto bad;
+            }
+            o.bgcolors = optarg;
+            break;
+        case O_RANDOM: o.random = 1; break;
+        case O_NAMEATTR:
+            flamme_fg_nameattr_free(nameattr);
+            nameattr = flamme_fg_nameattr_load(optarg);
+            if (!nameattr)
+                goto bad;
+            o.nameattr = nameattr;
+            break;
+        case O_TOTAL:
+            if (parse_num("total", optarg, &o.total, NULL, 0)) goto bad;
+            break;
+        case O_FACTOR:
+            if (parse_num("factor", optarg, &o.factor, NULL, 0)) goto bad;
+            if (o.factor <= 0) {
+                fprintf(stderr, "flamme svg: --factor: must be greater than 0: %s\n", optarg);
+                goto bad;
+            }
+            break;
+        case O_ENCODING:
+            if (!flamme_fg_encoding_ok(optarg)) {
+                fprintf(stderr, "flamme svg: --encoding: not an encoding name: %s\n", optarg);
+                goto bad;
+            }
+            o.encoding = optarg;
+            break;
         case 'o': out_path = optarg; break;
-        case 'h': usage(stdout); return 0;
+        case 'h':
+            usage(stdout);
+            flamme_fg_nameattr_free(nameattr);
+            return 0;
         default:
             fprintf(stderr, "flamme svg: bad option (see flamme svg --help)\n");
-            return 2;
+            goto bad;
         }
     }
     struct flamme_folded f;
@@ -213,19 +361,20 @@ int flamme_cmd_svg(int argc, char **argv)
         rc = read_input(&f, "-", o.threads);
     for (int i = optind; i < argc && rc == 0; i++)
         rc = read_input(&f, argv[i], o.threads);
-    if (rc != 0) {
-        flamme_folded_free(&f);
-        return rc;
-    }
+    if (rc != 0)
+        goto done;
     if (f.bad_lines)
         fprintf(stderr, "flamme svg: ignored %zu lines with invalid format\n", f.bad_lines);
+    /* flamegraph.pl's hint that the input may be wrong; it only means sample counts */
+    if (f.total > 0 && f.total < 100 && strcmp(o.countname, "samples") == 0)
+        fprintf(stderr, "flamme svg: warning: stack count is low (%g). Did something go wrong?\n", f.total);
     FILE *out = stdout;
     if (out_path && strcmp(out_path, "-") != 0) {
         out = fopen(out_path, "w");
         if (!out) {
             fprintf(stderr, "flamme svg: cannot write %s: %s\n", out_path, strerror(errno));
-            flamme_folded_free(&f);
-            return 1;
+            rc = 1;
+            goto done;
         }
     }
     static char obuf[1 << 20];
@@ -240,6 +389,11 @@ int flamme_cmd_svg(int argc, char **argv)
         fprintf(stderr, "flamme svg: write error on stdout\n");
         rc = 1;
     }
+done:
     flamme_folded_free(&f);
+    flamme_fg_nameattr_free(nameattr);
     return rc;
+bad:
+    flamme_fg_nameattr_free(nameattr);
+    return 2;
 }

@@ -83,8 +83,9 @@ enum flamme_thread_kind {
 
 typedef struct flamme_pw flamme_pw;
 
-/* Starts a profile on an open, writable fd (takes ownership: closed by
- * flamme_pw_close). Writes the file header. Returns NULL on failure (errno). */
+/* Starts a profile on an open, writable fd (takes ownership on success:
+ * closed by flamme_pw_close). Writes the file header. Returns NULL on failure
+ * (errno), leaving fd open and the caller's. */
 flamme_pw *flamme_pw_open(int fd, const struct flamme_header *hdr);
 
 /* Each appends one record to the current chunk. Return 0, or -1 on a write or

@@ -306,6 +306,15 @@ int flamme_writer_start(int fd, const char *path, const char *cmdline)
     if (!W.pw || !W.dedup || !W.syms) {
         flamme_agent_warn(1, "cannot start the profile writer for %s: %s", path,
                           strerror(errno ? errno : ENOMEM));
+        /* flamme_pw_open leaves fd to us when it fails; once it succeeded,
+         * closing the profile closes fd. */
+        if (W.pw)
+            flamme_pw_close(W.pw, 0, 0, 0, 0);
+        else
+            close(fd);
+        W.pw = NULL;
+        flamme_dedup_free(W.dedup);
+        W.dedup = NULL;
         return -1;
     }
     Dl_info di;
@@ -342,6 +351,8 @@ int flamme_writer_start(int fd, const char *path, const char *cmdline)
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     if (rc != 0) {
         flamme_agent_warn(1, "cannot start the writer thread: %s", strerror(rc));
+        flamme_pw_close(W.pw, 0, 0, 0, 0);
+        W.pw = NULL;
         return -1;
     }
     return 0;

@@ -12,7 +12,8 @@
 #include <stdint.h>
 
 /* Opens fd as the profile and starts the writer thread. cmdline (may be NULL)
- * is stored as INFO. Returns 0, or -1 (a message was printed). */
+ * is stored as INFO. Takes ownership of fd, also on failure. Returns 0, or
+ * -1 (a message was printed). */
 int flamme_writer_start(int fd, const char *path, const char *cmdline);
 
 /* Final drain, END record, close; joins the thread. Fills the totals for the

@@ -62,16 +62,16 @@ def frames_of(root):
     if fr is None:
         return []
     out = []
-    for g in fr.findall(NS + "g"):
+    for g in list(fr):  # <g>, or <a> for a --nameattr link
         title = g.find(NS + "title").text
         rect = g.find(NS + "rect")
         out.append({
-            "name": title.split("\n")[0], "title": title,
+            "name": g.get("fn") or title.split("\n")[0], "title": title,
             "s": float(g.get("s")), "n": float(g.get("n")), "m": float(g.get("m")),
             "d": int(g.get("d")), "elided": g.get("class") == "el",
             "x": float(rect.get("x")), "y": float(rect.get("y")), "w": float(rect.get("width")),
             "h": float(rect.get("height")), "fill": rect.get("fill"),
-            "label": g.find(NS + "text").text or "",
+            "label": g.find(NS + "text").text or "", "el": g,
         })
     return out
 
@@ -280,12 +280,253 @@ def option_consistent_palette():
 def option_help_lists_options():
     p = subprocess.run([FLAMME, "svg", "--help"], capture_output=True, text=True)
     assert p.returncode == 0
-    for o in ["--title", "--subtitle", "--width", "--height", "--minwidth", "--fonttype",
-              "--fontsize", "--countname", "--nametype", "--colors", "--hash", "--cp", "--reverse",
-              "--inverted", "--flamechart", "--negate", "--notes", "--threads", "-o"]:
-        assert o in p.stdout, o
+    # every flamegraph.pl option (GetOptions, including those its --help omits),
+    # plus ours; each must be listed and accepted
+    opts = {"--title": "T", "--subtitle": "S", "--width": "900", "--height": "12",
+            "--minwidth": "1%", "--fonttype": "Arial", "--fontsize": "10", "--fontwidth": "0.6",
+            "--countname": "samples", "--nametype": "F:", "--colors": "java", "--bgcolors": "blue",
+            "--hash": None, "--random": None, "--cp": None, "--reverse": None, "--inverted": None,
+            "--flamechart": None, "--negate": None, "--notes": "n", "--encoding": "UTF-8",
+            "--nameattr": write("help.attr", "b\tclass=x\n"), "--total": "500", "--factor": "2",
+            "--threads": None, "-o": os.path.join(TMP, "help.svg"), "--help": None}
+    src = write("help.folded", "a;b 200\n")
+    for o, arg in opts.items():
+        assert re.search(r"(^|\s|,)%s\b" % re.escape(o), p.stdout), "--help does not list " + o
+        if o == "--help":
+            continue
+        rc, _, err = run([o] + ([arg] if arg is not None else []) + [src, "-o", os.path.join(TMP, "h.svg")])
+        assert rc == 0, (o, err)
     rc, _, err = run(["--width", "abc", "x"])
     assert rc == 2 and "--width" in err
+
+
+def stops(root):
+    return [st.get("stop-color") for st in root.iter(NS + "stop")]
+
+
+@test
+def option_bgcolors():
+    r, _, _, _ = render("a;b 1\n")
+    assert stops(r) == ["#eeeeee", "#eeeeb0"], stops(r)                  # hot: yellow
+    for pal, want in [("mem", ["#eef2ee", "#e0ffe0"]), ("io", ["#eeeeee", "#e0e0ff"]),
+                      ("chain", ["#eeeeee", "#e0e0ff"]), ("red", ["#f8f8f8", "#e8e8e8"]),
+                      ("java", ["#eeeeee", "#eeeeb0"])]:
+        r, _, _, _ = render("a;b 1\n", "--colors", pal)
+        assert stops(r) == want, (pal, stops(r))
+    for bg, want in [("yellow", ["#eeeeee", "#eeeeb0"]), ("blue", ["#eeeeee", "#e0e0ff"]),
+                     ("green", ["#eef2ee", "#e0ffe0"]), ("grey", ["#f8f8f8", "#e8e8e8"]),
+                     ("#12ab9F", ["#12ab9F", "#12ab9F"])]:
+        r, _, _, _ = render("a;b 1\n", "--colors", "mem", "--bgcolors", bg)
+        assert stops(r) == want, (bg, stops(r))
+    for bad in ["pink", "#12345", "#12345g", "\"><script>"]:
+        rc, _, err = run(["--bgcolors", bad, write("x.folded", "a 1\n")])
+        assert rc == 2 and "--bgcolors" in err, (bad, rc, err)
+
+
+@test
+def option_nameattr():
+    attr = write("fn.attr", "b\thref=http://example.com/b?x=1&y=<2>\ttitle=custom \"b\" <tip>\t"
+                 "class=mine\tid=fb\tg_extra=data-k=\"v&w\" data-j='q'\ta_extra=rel=\"noopener\"\n"
+                 "c\tclass=first\n"
+                 "c\tclass=later\tunknown=ignored\n"
+                 "absent\tclass=nothing\n")
+    root, fr, err, raw = render("a;b 3\na;c 1\n", "--nameattr", attr)
+    b = find(fr, "b", 2)
+    el = b["el"]
+    assert el.tag == NS + "a", el.tag                                   # an href makes a link
+    assert el.get("{http://www.w3.org/1999/xlink}href") == "http://example.com/b?x=1&y=<2>"
+    assert el.get("target") == "_top" and el.get("rel") == "noopener"
+    assert el.get("class") == "mine" and el.get("id") == "fb"
+    assert el.get("data-k") == "v&w" and el.get("data-j") == "q"
+    assert b["title"] == 'custom "b" <tip>', b["title"]                 # title replaces the tooltip
+    assert abs(b["n"] - 3) < 1e-9 and b["label"] == "b"
+    c = find(fr, "c", 2)
+    assert c["el"].tag == NS + "g" and c["el"].get("class") == "later"  # the later line wins
+    assert "1 samples" in c["title"]
+    assert find(fr, "a", 1)["el"].get("class") is None
+    for bad, why in [("nottab class=x\n", "fn.attr:1"), ("b\tclass=x\nb\tnoequals\n", "fn.attr:2"),
+                     ("b\tg_extra=onclick=\"alert(1)\"\n", "fn.attr:1"),
+                     ("b\tg_extra=s=\"1\"\n", "fn.attr:1"), ("b\tg_extra=x=unquoted\n", "fn.attr:1")]:
+        path = write("fn.attr", bad)
+        rc, _, err = run(["--nameattr", path, write("x.folded", "a;b 1\n")])
+        assert rc == 2 and why in err, (bad, rc, err)
+    rc, _, err = run(["--nameattr", os.path.join(TMP, "missing.attr"), write("x.folded", "a 1\n")])
+    assert rc == 2 and "missing.attr" in err
+
+
+@test
+def option_total_scales_against_a_larger_total():
+    text = "a;b 30\na;c 10\n"
+    root, fr, err, _ = render(text, "--total", "160")
+    W = float(root.get("data-w"))
+    allf = find(fr, "all", 0)
+    assert allf["n"] == 160 and abs(allf["w"] - W) < 0.02               # root spans the total
+    assert abs(find(fr, "b", 2)["w"] - W * 30 / 160) < 0.02, find(fr, "b", 2)["w"]
+    assert "18.75%" in find(fr, "b", 2)["title"]
+    check_widths_add_up(fr)
+    # smaller than the real sum: ignored with a warning (as flamegraph.pl)
+    root, fr, err, _ = render(text, "--total", "20")
+    assert "--total" in err and "ignored" in err, err
+    assert find(fr, "all", 0)["n"] == 40 and abs(find(fr, "b", 2)["w"] - W * 30 / 40) < 0.02
+
+
+@test
+def option_factor_scales_counts_not_widths():
+    text = "a;b 3\na;c 1.5\n"
+    _, plain, _, _ = render(text)
+    _, fr, _, _ = render(text, "--factor", "1000")
+    b, c = find(fr, "b", 2), find(fr, "c", 2)
+    assert "3,000 samples" in b["title"] and "1,500 samples" in c["title"], (b["title"], c["title"])
+    assert b["w"] == find(plain, "b", 2)["w"] and "66.67%" in b["title"]
+    assert find(fr, "all", 0)["n"] == 4500
+    _, fr, _, _ = render(text, "--factor", "1000", "--total", "9")   # --total is in input units
+    assert find(fr, "all", 0)["n"] == 9000 and "33.33%" in find(fr, "b", 2)["title"]
+    for bad in ["0", "-1", "x"]:
+        rc, _, err = run(["--factor", bad, write("x.folded", "a 1\n")])
+        assert rc == 2 and "--factor" in err, (bad, err)
+
+
+@test
+def option_encoding():
+    _, _, _, raw = render("main;caf\u00e9 1\n", "--encoding", "UTF-8")
+    assert raw.startswith(b'<?xml version="1.0" encoding="UTF-8" standalone="no"?>'), raw[:80]
+    _, _, _, raw = render("a;b 1\n", "--encoding", "ISO-8859-1")
+    assert raw.startswith(b'<?xml version="1.0" encoding="ISO-8859-1" standalone="no"?>')
+    _, _, _, raw = render("a;b 1\n")
+    assert raw.startswith(b'<?xml version="1.0" standalone="no"?>')
+    for bad in ['utf-8" x="', "8bit", ""]:
+        rc, _, err = run(["--encoding", bad, write("x.folded", "a 1\n")])
+        assert rc == 2 and "--encoding" in err, (bad, err)
+
+
+@test
+def option_random_colors():
+    text = "".join("r;p%02d;same 1\n" % i for i in range(40))
+    _, fr, _, _ = render(text)
+    assert len({f["fill"] for f in fr if f["name"] == "same"}) == 1      # default: colour per name
+    _, fr1, _, _ = render(text, "--random")
+    fills = [f["fill"] for f in fr1 if f["name"] == "same"]
+    assert len(fills) == 40 and len(set(fills)) > 10, fills              # random: per frame
+    for f in fr1:                                                         # still the hot palette
+        r, g, b = rgb(f["fill"])
+        assert 205 <= r <= 255 and 0 <= g <= 230 and 0 <= b <= 55, f["fill"]
+    _, fr2, _, _ = render(text, "--random")
+    assert [f["fill"] for f in fr2] != [f["fill"] for f in fr1]           # and differs per run
+
+
+def kind(fill):
+    """Which flamegraph.pl flat palette a colour comes from."""
+    r, g, b = rgb(fill)
+    if b == 0 and r >= 190 and 90 <= g <= 155:
+        return "orange"
+    if r == g and 175 <= r <= 230 and 50 <= b <= 70:
+        return "yellow"
+    if r == b and 50 <= r <= 110 and g >= 200:
+        return "green"
+    if g == b and 50 <= r <= 110 and 165 <= g <= 220:
+        return "aqua"
+    if g == b and r >= 200 and 50 <= g <= 130:
+        return "red"
+    if r == g and 80 <= r <= 140 and b >= 205:
+        return "blue"
+    return "other %s" % fill
+
+
+def kinds(text, pal):
+    _, fr, _, _ = render(text, "--colors", pal)
+    return {f["name"]: kind(f["fill"]) for f in fr if f["d"] > 0}, fr
+
+
+@test
+def palettes_java_js_perl_wakeup_chain():
+    k, _ = kinds("Ljava/lang/Thread.run;org/app/Main.go;jit_fn_[j];inl_fn_[i];std::vector::push;"
+                 "Foo:::bar;schedule_[k];memcpy 1\n", "java")
+    assert k == {"Ljava/lang/Thread.run": "green", "org/app/Main.go": "green", "jit_fn": "green",
+                 "inl_fn": "aqua", "std::vector::push": "yellow", "Foo:::bar": "green",
+                 "schedule": "orange", "memcpy": "red"}, k
+    k, _ = kinds("builtin_[j];/app/x.js:12_[j];v8::internal::Run;/srv/app.js:42;Builtin:ArrayMap;"
+                 "do_syscall_[k];malloc 1\n", "js")
+    assert k == {"builtin": "aqua", "/app/x.js:12": "green", "v8::internal::Run": "yellow",
+                 "/srv/app.js:42": "green", "Builtin:ArrayMap": "aqua", "do_syscall": "orange",
+                 "malloc": "red"}, k
+    k, _ = kinds("Foo::bar;Perl_runops;script.pl:10;sys_read_[k];libc_read 1\n", "perl")
+    assert k == {"Foo::bar": "yellow", "Perl_runops": "green", "script.pl:10": "green",
+                 "sys_read": "orange", "libc_read": "red"}, k
+    k, _ = kinds("a;b;c 1\n", "wakeup")
+    assert set(k.values()) == {"aqua"}, k
+    # chain: off-CPU frames blue, frames past the "--" separator (the waker) aqua
+    k, fr = kinds("main;sleep;--;waker;wakefn 5\nmain;work 3\nmain;x_[w] 1\n", "chain")
+    assert k["main"] == k["sleep"] == k["work"] == "blue", k
+    assert k["waker"] == k["wakefn"] == k["x"] == "aqua", k
+    assert find(fr, "--")["fill"] == "rgb(160,160,160)"
+    _, fr, _, _ = render("a;-;b 1\n", "--colors", "java")
+    assert find(fr, "-")["fill"] == "rgb(200,200,200)"
+
+
+@test
+def low_stack_count_warning():
+    _, _, err, _ = render("a;b 5\na;c 94\n")
+    assert "stack count is low (99)" in err.lower(), err
+    _, _, err, _ = render("a;b 5\na;c 95\n")
+    assert "stack count is low" not in err.lower(), err
+    _, _, err, _ = render("a;b 5\n", "--countname", "bytes")            # only for samples
+    assert "stack count is low" not in err.lower(), err
+
+
+def profile_bytes(stacks):
+    """A flamme profile (doc/format.md): stacks = [(frame names root first, samples)]."""
+    import struct
+    import zlib
+
+    def st(t):
+        b = t.encode()
+        return struct.pack("<I", len(b)) + b
+
+    def rec(t, body):
+        return struct.pack("<BI", t, len(body)) + body
+    recs = rec(2, struct.pack("<IBiQ", 100, 1, 0, 0) + st("main"))
+    ids = {}
+    for frames, _ in stacks:
+        for fn in frames:
+            if fn not in ids:
+                ids[fn] = len(ids)
+                recs += rec(3, struct.pack("<IQQ", ids[fn], 0x1000 + ids[fn], 0) + st(fn) + st("prog"))
+    total = 0
+    for sid, (frames, n) in enumerate(stacks):
+        leaf_first = [ids[fn] for fn in reversed(frames)]
+        recs += rec(4, struct.pack("<II", sid, len(frames)) + struct.pack("<%dI" % len(frames), *leaf_first))
+        for k in range(n):
+            recs += rec(5, struct.pack("<IIIiIQ", sid, 100, 1, 0, 0, total + k))
+        total += n
+    recs += rec(8, struct.pack("<QQQI", total, 0, total, 1))
+    hdr = b"FLAMMEPF" + struct.pack("<HHIIIQQI", 1, 1, 64, 1, 99, 0, 0, 0)
+    hdr += b"\0" * (64 - len(hdr))
+    z = zlib.compress(recs)
+    return hdr + struct.pack("<IIII", 0x434D4C46, len(recs), len(z), zlib.crc32(recs)) + z
+
+
+@test
+def profile_piped_into_stdin():
+    prof = profile_bytes([(["caml_main", "run_app", "hot_leaf"], 120), (["caml_main", "memcpy"], 40)])
+    path = write("p.flm", prof, "wb")
+    rc, from_file, err = run([path])
+    assert rc == 0, err
+    # through a real pipe, as `cat p.flm | flamme svg -o x.svg`
+    out = os.path.join(TMP, "piped.svg")
+    p = subprocess.run("cat %s | %s svg -o %s" % (path, FLAMME, out), shell=True,
+                       capture_output=True, text=True, cwd=TMP)
+    assert p.returncode == 0, p.stderr
+    fr = frames_of(ET.parse(out).getroot())
+    want = [(f["name"], f["d"], f["n"]) for f in frames_of(ET.fromstring(from_file))]
+    assert sorted((f["name"], f["d"], f["n"]) for f in fr) == sorted(want), (fr, want)
+    assert find(fr, "all", 0)["n"] == 160
+    assert sorted(f["n"] for f in fr if f["d"] == 2) == [40, 120], fr
+    # a damaged profile in a pipe is reported as such, not parsed as text
+    p = subprocess.run([FLAMME, "svg"], input=prof[:30], capture_output=True, cwd=TMP)
+    assert p.returncode != 0 and b"<stdin>" in p.stderr and b"profile" in p.stderr, p.stderr
+    # folded text shorter than the sniffed bytes still parses
+    p = subprocess.run("printf 'a 1' | %s svg" % FLAMME, shell=True, capture_output=True, cwd=TMP)
+    assert p.returncode == 0 and find(frames_of(ET.fromstring(p.stdout)), "a", 1)["n"] == 1
 
 
 # ------------------------------------------------------------- escaping
@@ -471,6 +712,45 @@ def browser_hostile_names_do_not_run():
                  "</script>%s</body></html>" % svg[svg.index("<svg"):])
     dom = chromium_dump("file://" + page)
     assert "PWNED" not in dom
+
+
+LINK_HARNESS = """<!DOCTYPE html><html><head><meta charset="utf-8"></head><body>
+%s
+<pre id="result">not run</pre>
+<script>
+(function () {
+  var out = {};
+  try {
+    var F = flamme;
+    function fr(name) { return F.frames.filter(function (f) { return f.name === name; })[0]; }
+    var b = fr("b");
+    out.tag = b.g.localName;
+    b.rect.dispatchEvent(new MouseEvent("click", {bubbles: true, cancelable: true}));
+    out.zoomed_plain = F.zoomed ? F.zoomed.name : null;
+    var ev = new MouseEvent("click", {bubbles: true, cancelable: true, ctrlKey: true});
+    b.rect.dispatchEvent(ev);
+    out.zoomed_ctrl = F.zoomed ? F.zoomed.name : null;
+    out.ctrl_prevented = ev.defaultPrevented;
+    out.search = flamme_search("^b$");
+    b.rect.dispatchEvent(new MouseEvent("mouseover", {bubbles: true}));
+    out.details = document.getElementById("details").textContent;
+  } catch (e) { out.error = String(e) + " " + e.stack; }
+  document.getElementById("result").textContent = JSON.stringify(out);
+})();
+</script></body></html>
+"""
+
+
+@test
+def browser_nameattr_link_zooms_on_ctrl_click():
+    attr = write("link.attr", "b\thref=#nowhere\ttitle=custom tip\n")
+    _, _, _, raw = render("a;b 3\na;c 1\n", "--nameattr", attr)
+    res = harness_result(LINK_HARNESS, raw, "link.html")
+    assert res["tag"] == "a", res
+    assert res["zoomed_plain"] is None, res             # a plain click follows the link
+    assert res["zoomed_ctrl"] == "b" and res["ctrl_prevented"], res
+    assert abs(res["search"] - 75.0) < 1e-9, res        # searched by name, not by the custom title
+    assert "b (3 samples" in res["details"], res
 
 
 def main():

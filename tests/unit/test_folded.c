@@ -118,6 +118,24 @@ TEST(read_fd_many_lines_and_long_line)
     flamme_folded_free(&f);
 }
 
+/* The sniffed head of a stream is parsed first, even when a line spans it. */
+TEST(read_fd_head_prefix)
+{
+    int p[2];
+    CHECK(pipe(p) == 0);
+    const char *rest = "n;b 2\nm;c 3\n";
+    CHECK(write(p[1], rest, strlen(rest)) == (ssize_t)strlen(rest));
+    close(p[1]);
+    struct flamme_folded f;
+    flamme_folded_init(&f);
+    CHECK(flamme_folded_read_fd_head(&f, p[0], "pipe", "x;a 1\nmai", 9) == 0);
+    close(p[0]);
+    CHECK(f.nstacks == 3 && f.total == 6 && f.bad_lines == 0);
+    CHECK(flamme_folded_lookup(&f, "main", 4) != UINT32_MAX); /* "mai" + "n;b 2" */
+    CHECK(f.stacks[1].n == 2 && f.stacks[1].count == 2);
+    flamme_folded_free(&f);
+}
+
 int main(void)
 {
     RUN(spaces_in_frames);
@@ -126,5 +144,6 @@ int main(void)
     RUN(bad_and_blank_lines);
     RUN(duplicates_share_names);
     RUN(read_fd_many_lines_and_long_line);
+    RUN(read_fd_head_prefix);
     return CHECK_DONE();
 }

@@ -11,7 +11,7 @@ static void usage(FILE *f)
     fprintf(f,
             "usage: flamme <command> [options]\n"
             "  record [-F HZ] [-o FILE] [--depth N] -- CMD ARGS...   profile CMD (an OCaml 5 program)\n"
-            "  collapse FILE [--threads] [--raw]                      print folded stacks\n"
+            "  collapse FILE [--threads] [--raw] [--fold-gc]            print folded stacks\n"
             "  svg FILE... [-o OUT.svg] [--title T] [--threads]        interactive flamegraph (profile or folded)\n"
             "  report FILE                                            summary: threads, completeness, top functions\n"
             "Run `flamme <command> --help` for a command's options.\n");

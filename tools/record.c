@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "common/profile.h"
+#include "common/roots.h"
 #include "tools/cmds.h"
 
 static void record_usage(FILE *f)
@@ -69,21 +70,22 @@ static long parse_pos(const char *opt, const char *v, long max)
     return x;
 }
 
-/* 1 if the stack's root-most frame is a thread's first function. */
+/* 1 if the stack's root-most frame is a thread's first function (named as
+ * `flamme collapse` shows it, so record and report agree). */
 static int reaches_root(const struct flamme_profile *p, const struct flamme_sample *s)
 {
-    static const char *const roots[] = {"main", "__libc_start_call_main", "__libc_start_main",
-                                        "start_thread", "clone3", "clone", "_start", NULL};
     if (s->flags & FLAMME_SAMPLE_TRUNCATED || s->stack_id >= p->nstacks)
         return 0;
     const struct flamme_stack *st = &p->stacks[s->stack_id];
     if (st->n == 0 || st->frames[st->n - 1] >= p->nframes)
         return 0;
-    const char *fn = p->frames[st->frames[st->n - 1]].function;
-    for (int i = 0; roots[i]; i++)
-        if (!strcmp(fn, roots[i]))
-            return 1;
-    return 0;
+    const struct flamme_frame *f = &p->frames[st->frames[st->n - 1]];
+    if (*f->function)
+        return flamme_is_thread_root(f->function, strlen(f->function));
+    char unnamed[256];
+    const char *base = strrchr(f->module, '/');
+    int len = snprintf(unnamed, sizeof unnamed, "[%s]", base ? base + 1 : f->module);
+    return len > 0 && (size_t)len < sizeof unnamed && flamme_is_thread_root(unnamed, (size_t)len);
 }
 
 /* Prints the summary line for the profile at path. Returns 0, or -1 if it

@@ -9,6 +9,7 @@
  * Percentages are of sample weight (a sample's weight is the number of
  * timer ticks it stands for).
  */
+#include "common/roots.h"
 #include "tools/cmds.h"
 #include "tools/collapse.h"
 #include "tools/gc_frames.h"
@@ -19,25 +20,6 @@
 #include <time.h>
 
 #define TOP_N 20
-
-/* Root-most frames that mean the walk reached the bottom of a thread. */
-static const char *const thread_roots[] = { "main",        "__libc_start_call_main",
-                                            "__libc_start_main", "start_thread",
-                                            "clone3",      "clone",
-                                            "_start" };
-
-/* Whether the root-most frame s[0..n) is where a thread starts. glibc's
- * start_thread and __libc_start_call_main are static and Debian ships libc
- * without .symtab, so they appear as "[libc.so.6]": an unnamed libc frame
- * can only be root-most when the walk ended cleanly inside libc's thread
- * entry (a walk that stops at a bad frame pointer is marked [broken]). */
-static int is_thread_root(const char *s, size_t n)
-{
-    for (size_t i = 0; i < sizeof thread_roots / sizeof thread_roots[0]; i++)
-        if (strlen(thread_roots[i]) == n && memcmp(s, thread_roots[i], n) == 0)
-            return 1;
-    return n > 9 && memcmp(s, "[libc.so.", 9) == 0 && s[n - 1] == ']';
-}
 
 struct fn {
     char *name;
@@ -113,7 +95,7 @@ static void on_stack(void *ctx, const char *stack, uint64_t w)
         a->truncated += w;
     else if (rootlen == 8 && memcmp(stack, "[broken]", 8) == 0)
         a->broken += w;
-    else if (is_thread_root(stack, rootlen))
+    else if (flamme_is_thread_root(stack, rootlen))
         a->complete += w;
 
     struct fn *leaf = NULL;

@@ -21,6 +21,7 @@
 #include "agent/handler.h"
 #include "agent/threads.h"
 #include "common/profile.h"
+#include "common/roots.h"
 #include "writer/dedup.h"
 #include "writer/ring.h"
 #include "writer/symbols.h"
@@ -54,18 +55,6 @@ static struct {
     uint8_t *fact; /* per frame id: FR_* bits */
     uint32_t fact_cap;
 } W;
-
-/* Thread roots: a walk that ends in one of these reached the bottom of its
- * thread even if the frame pointer after it was junk (glibc has none). */
-static int is_thread_root(const char *fn)
-{
-    static const char *const roots[] = {"main", "__libc_start_call_main", "__libc_start_main",
-                                        "start_thread", "clone3", "clone", "_start", NULL};
-    for (int i = 0; roots[i]; i++)
-        if (strcmp(fn, roots[i]) == 0)
-            return 1;
-    return 0;
-}
 
 /* Facts about a frame id, kept in a byte per id. */
 #define FR_HIDDEN 1u /* the agent's own code (the pthread_create trampoline) */
@@ -109,7 +98,7 @@ static uint32_t frame_id(uint64_t addr, uint8_t callee_facts, uint8_t *facts)
          * into the program (OCaml library) its module is the executable. */
         if (strcmp(fn, FLAMME_TRAMPOLINE_NAME) == 0)
             f |= FR_HIDDEN;
-        if (is_thread_root(fn))
+        if (flamme_is_thread_root(fn, strlen(fn)))
             f |= FR_ROOT;
         if (strcmp(fn, "main") == 0)
             f |= FR_MAIN;

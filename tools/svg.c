@@ -108,8 +108,8 @@ static const struct option longopts[] = {
     {0, 0, 0, 0},
 };
 
-/* Parses a positive number (or a percentage when pct is non-NULL). 0 / -1. */
-static int parse_num(const char *opt, const char *s, double *out, int *pct, int integer)
+/* Parses a number in [0, max] (or a percentage when pct is non-NULL). 0 / -1. */
+static int parse_num_max(const char *opt, const char *s, double *out, int *pct, int integer, double max)
 {
     char *end;
     errno = 0;
@@ -119,13 +119,18 @@ static int parse_num(const char *opt, const char *s, double *out, int *pct, int 
         if (*pct)
             end++;
     }
-    if (end == s || *end || errno || !(v >= 0) || v > 1e9 || (integer && (v < 1 || v != (int)v))) {
+    if (end == s || *end || errno || !(v >= 0) || v > max || (integer && (v < 1 || v != (int)v))) {
         fprintf(stderr, "flamme svg: --%s: not a valid %s: %s\n", opt,
                 integer ? "positive integer" : "number", s);
         return -1;
     }
     *out = v;
     return 0;
+}
+
+static int parse_num(const char *opt, const char *s, double *out, int *pct, int integer)
+{
+    return parse_num_max(opt, s, out, pct, integer, 1e9);
 }
 
 static void collect(void *ctx, const char *stack, uint64_t count)
@@ -328,12 +333,12 @@ int flamme_cmd_svg(int argc, char **argv)
             o.nameattr = nameattr;
             break;
         case O_TOTAL:
-            if (parse_num("total", optarg, &o.total, NULL, 0)) goto bad;
+            if (parse_num_max("total", optarg, &o.total, NULL, 0, 1e18)) goto bad;
             break;
         case O_FACTOR:
-            if (parse_num("factor", optarg, &o.factor, NULL, 0)) goto bad;
-            if (o.factor <= 0) {
-                fprintf(stderr, "flamme svg: --factor: must be greater than 0: %s\n", optarg);
+            if (parse_num_max("factor", optarg, &o.factor, NULL, 0, 1e12)) goto bad;
+            if (o.factor < 1e-12) { /* keeps scaled counts finite and non-zero */
+                fprintf(stderr, "flamme svg: --factor: must be between 1e-12 and 1e12: %s\n", optarg);
                 goto bad;
             }
             break;

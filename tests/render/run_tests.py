@@ -368,6 +368,8 @@ def option_total_scales_against_a_larger_total():
     root, fr, err, _ = render(text, "--total", "20")
     assert "--total" in err and "ignored" in err, err
     assert find(fr, "all", 0)["n"] == 40 and abs(find(fr, "b", 2)["w"] - W * 30 / 40) < 0.02
+    _, fr, _, _ = render(text, "--total", "4000000000", "--minwidth", "0")  # perf-style weights
+    assert find(fr, "all", 0)["n"] == 4e9 and "0.00%" in find(fr, "b", 2)["title"]
 
 
 @test
@@ -381,7 +383,7 @@ def option_factor_scales_counts_not_widths():
     assert find(fr, "all", 0)["n"] == 4500
     _, fr, _, _ = render(text, "--factor", "1000", "--total", "9")   # --total is in input units
     assert find(fr, "all", 0)["n"] == 9000 and "33.33%" in find(fr, "b", 2)["title"]
-    for bad in ["0", "-1", "x"]:
+    for bad in ["0", "-1", "x", "1e-300"]:
         rc, _, err = run(["--factor", bad, write("x.folded", "a 1\n")])
         assert rc == 2 and "--factor" in err, (bad, err)
 

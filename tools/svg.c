@@ -67,8 +67,8 @@ static void usage(FILE *o)
           "A line \"stack COUNT1 COUNT2\" is differential: widths from COUNT2, colour from\n"
           "COUNT2-COUNT1 (red: more, blue: less). Fewer than 100 samples in all prints a\n"
           "\"stack count is low\" warning (as flamegraph.pl, only with --countname samples).\n"
-          "In the SVG: click a frame to zoom, Ctrl-F or\n"
-          "F3 to search (regexp), Ctrl-I to toggle case, Escape to reset the zoom.\n",
+          "In the SVG: click a frame to zoom, Ctrl-F or F3 to search (regexp), Ctrl-I to\n"
+          "toggle case, Escape to reset the zoom.\n",
           o);
 }
 

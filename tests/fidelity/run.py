@@ -275,7 +275,7 @@ def main():
             continue
         for eng in (only_engines if only_engines else engines):
             title = "%s [%s]" % (name, eng)
-            print("== %s: %s" % (title, fn.__doc__.split("\n")[0].strip()))
+            print("== %s: %s" % (title, " ".join(fn.__doc__.split())))
             sys.stdout.flush()
             try:
                 fn(ctx, eng)

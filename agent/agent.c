@@ -243,3 +243,57 @@ __attribute__((constructor)) static void flamme_init(void)
     }
 #endif
 }
+
+/* ------------------------------------------------------------ exec family
+ * exec replaces the process image without running atexit handlers: complete
+ * the profile first (the new image, if it is an OCaml 5 program, starts a
+ * profile of its own). glibc's exec functions call the system call
+ * directly, so each one that OCaml's Unix library uses is interposed. */
+
+typedef int (*execve_fn)(const char *, char *const[], char *const[]);
+typedef int (*execv_fn)(const char *, char *const[]);
+
+/* Completes a running profile before the process image is replaced. */
+static void stop_before_exec(void)
+{
+    if (getpid() != flamme_agent_pid || !flamme_agent_running())
+        return;
+    struct flamme_totals t;
+    char err[256];
+    if (flamme_agent_stop(&t, err, sizeof err) != 0)
+        flamme_agent_warn(1, "%s", err);
+    else
+        flamme_agent_warn(0, "%llu samples, %u threads, %llu lost, wrote %s (before exec)",
+                          (unsigned long long)t.samples, t.threads, (unsigned long long)t.lost,
+                          t.output);
+}
+
+__attribute__((visibility("default"))) int execve(const char *path, char *const argv[],
+                                                  char *const envp[])
+{
+    execve_fn real = (execve_fn)dlsym(RTLD_NEXT, "execve");
+    stop_before_exec();
+    return real ? real(path, argv, envp) : (errno = ENOSYS, -1);
+}
+
+__attribute__((visibility("default"))) int execv(const char *path, char *const argv[])
+{
+    execv_fn real = (execv_fn)dlsym(RTLD_NEXT, "execv");
+    stop_before_exec();
+    return real ? real(path, argv) : (errno = ENOSYS, -1);
+}
+
+__attribute__((visibility("default"))) int execvp(const char *file, char *const argv[])
+{
+    execv_fn real = (execv_fn)dlsym(RTLD_NEXT, "execvp");
+    stop_before_exec();
+    return real ? real(file, argv) : (errno = ENOSYS, -1);
+}
+
+__attribute__((visibility("default"))) int execvpe(const char *file, char *const argv[],
+                                                   char *const envp[])
+{
+    execve_fn real = (execve_fn)dlsym(RTLD_NEXT, "execvpe");
+    stop_before_exec();
+    return real ? real(file, argv, envp) : (errno = ENOSYS, -1);
+}

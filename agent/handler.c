@@ -74,7 +74,7 @@ static int find_range(const struct flamme_range *r, int n, uintptr_t addr, uintp
  * read from the stack pointer and sets *ok; otherwise *ok = 0. Recognises
  * OCaml's (and gcc's) frame-pointer code: the stack-overflow check before
  * the prologue, push %rbp, mov %rsp,%rbp, and ret or a tail-call jmp right
- * after pop %rbp. Reads the code bytes around pc, which are mapped since the
+ * after pop %rbp; and PLT entries (jmp through the GOT, endbr64). Reads the code bytes around pc, which are mapped since the
  * thread was executing them (backwards only within pc's page). */
 static uintptr_t leaf_caller(uintptr_t pc, uintptr_t sp, const struct flamme_range *r, int n,
                              int *ok)
@@ -94,6 +94,10 @@ static uintptr_t leaf_caller(uintptr_t pc, uintptr_t sp, const struct flamme_ran
     else if (back && c[-4] == 0x4d && c[-3] == 0x3b && c[-2] == 0x56 && c[-1] == 0x28 &&
              (c[0] == 0x72 || (c[0] == 0x0f && c[1] == 0x82)))
         slot = sp; /* jb after the stack check */
+    else if ((c[0] == 0xff && c[1] == 0x25) || (c[0] == 0xf2 && c[1] == 0xff && c[2] == 0x25))
+        slot = sp; /* jmp *GOT(%rip): a PLT entry (or -fno-plt tail call) */
+    else if (c[0] == 0xf3 && c[1] == 0x0f && c[2] == 0x1e && c[3] == 0xfa)
+        slot = sp; /* endbr64 at a function's (or PLT entry's) start */
     else if (back && c[-1] == 0x5d &&
              (c[0] == 0xe9 || c[0] == 0xeb || c[0] == 0xff || (c[0] == 0x41 && c[1] == 0xff)))
         slot = sp; /* tail call: pop %rbp; jmp */

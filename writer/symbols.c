@@ -50,7 +50,9 @@
 #define REFRESH_MIN_NS 100000000ull /* re-read maps on a miss at most every 100 ms */
 #define COVER_WALK_MAX 256           /* nested sized symbols searched backwards */
 #define ELF_MAX_SECTIONS 65535
-#define MAX_STRTABS 3 /* .symtab, .dynsym, a debug file's .symtab */
+#define MAX_STRTABS 4 /* .symtab, .dynsym, a debug file's .symtab, PLT names */
+#define PLT_SLOT (MAX_STRTABS - 1)
+#define PLT_ENTRY 16 /* x86_64 .plt / .plt.sec entry size */
 
 struct sym {
     uint64_t addr, size;
@@ -285,6 +287,84 @@ static void note_build_id(const struct elf_src *src, const Elf64_Shdr *sh, struc
     strcpy(o, ".debug");
 }
 
+/* Names the PLT entries ("malloc@plt"): they have no symbol, yet a sample
+ * can land in one on its way to a library. Entry i of .plt.sec (or entry
+ * i+1 of .plt, after the resolver stub) jumps through the GOT slot of
+ * .rela.plt's i-th relocation, whose symbol is in .dynsym. Best effort:
+ * returns 0 when the sections are missing or odd, -1 on allocation failure. */
+static int load_plt(struct module *m, const struct elf_src *src, const Elf64_Shdr *sh,
+                    size_t shnum, const char *shstr, uint64_t shstr_size, struct symacc *acc)
+{
+    const Elf64_Shdr *plt = NULL, *plt_sec = NULL, *rela = NULL;
+    for (size_t i = 0; i < shnum; i++) {
+        if (sh[i].sh_name >= shstr_size)
+            continue;
+        const char *n = shstr + sh[i].sh_name;
+        if (!strcmp(n, ".plt"))
+            plt = &sh[i];
+        else if (!strcmp(n, ".plt.sec"))
+            plt_sec = &sh[i];
+        else if (!strcmp(n, ".rela.plt") && sh[i].sh_type == SHT_RELA)
+            rela = &sh[i];
+    }
+    if (!rela || !(plt || plt_sec) || rela->sh_entsize != sizeof(Elf64_Rela) ||
+        rela->sh_link >= shnum || rela->sh_size > src->size)
+        return 0;
+    const Elf64_Shdr *dsym = &sh[rela->sh_link];
+    if (dsym->sh_entsize != sizeof(Elf64_Sym) || dsym->sh_link >= shnum)
+        return 0;
+    const Elf64_Shdr *dstr = &sh[dsym->sh_link];
+    uint64_t nrel = rela->sh_size / sizeof(Elf64_Rela);
+    uint64_t nsym = dsym->sh_size / sizeof(Elf64_Sym);
+    uint64_t base = plt_sec ? plt_sec->sh_addr : plt->sh_addr + PLT_ENTRY;
+    uint64_t room = plt_sec ? plt_sec->sh_size : plt->sh_size - PLT_ENTRY;
+    if (nrel == 0 || nrel > room / PLT_ENTRY || dstr->sh_size == 0 || dstr->sh_size > src->size)
+        return 0;
+    Elf64_Rela *rel = malloc(rela->sh_size);
+    char *strtab = src_dup(src, dstr->sh_offset, dstr->sh_size);
+    char *names = malloc(nrel * 64);
+    int rc = 0;
+    if (!rel || !strtab || !names) {
+        rc = -1;
+        goto out;
+    }
+    if (src_read(src, rela->sh_offset, rel, rela->sh_size) != 0)
+        goto out;
+    size_t used = 0;
+    for (uint64_t i = 0; i < nrel; i++) {
+        uint64_t si = ELF64_R_SYM(rel[i].r_info);
+        Elf64_Sym es;
+        if (si == 0 || si >= nsym ||
+            src_read(src, dsym->sh_offset + si * sizeof es, &es, sizeof es) != 0 ||
+            es.st_name >= dstr->sh_size)
+            continue;
+        int len = snprintf(names + used, 64, "%.59s@plt", strtab + es.st_name);
+        if (len <= 4 || len >= 64)
+            continue;
+        if (m->nsyms == acc->cap) {
+            size_t nc = acc->cap ? acc->cap * 2 : 1024;
+            struct sym *na = realloc(acc->arr, nc * sizeof *na);
+            if (!na) {
+                rc = -1;
+                goto out;
+            }
+            acc->arr = na;
+            acc->cap = nc;
+        }
+        Elf64_Sym fake = { .st_info = ELF64_ST_INFO(STB_LOCAL, STT_FUNC), .st_size = PLT_ENTRY };
+        acc->arr[m->nsyms++] = (struct sym){ base + i * PLT_ENTRY, PLT_ENTRY, names + used,
+                                             sym_rank(&fake, names + used) };
+        used += (size_t)len + 1;
+    }
+    m->strbufs[PLT_SLOT] = names;
+    names = NULL;
+out:
+    free(rel);
+    free(strtab);
+    free(names);
+    return rc;
+}
+
 /* Collects the symbols of one image's section headers. main_file: also
  * .dynsym, the .text range and the build-id; otherwise (a debug file) only
  * .symtab. Missing or malformed section headers are not an error (the
@@ -316,10 +396,15 @@ static int load_sections(struct module *m, const struct elf_src *src, const Elf6
                 strcmp(shstr + sh[i].sh_name, ".note.gnu.build-id") == 0)
                 note_build_id(src, &sh[i], acc);
         }
+        if (shstr && src->fd >= 0 && load_plt(m, src, sh, shnum, shstr, ss->sh_size, acc) != 0) {
+            free(shstr);
+            free(sh);
+            return -1;
+        }
         free(shstr);
     }
     int rc = 0;
-    for (size_t i = 0; i < shnum && acc->slot < MAX_STRTABS && rc == 0; i++) {
+    for (size_t i = 0; i < shnum && acc->slot < PLT_SLOT && rc == 0; i++) {
         if (sh[i].sh_type == SHT_SYMTAB || (main_file && sh[i].sh_type == SHT_DYNSYM)) {
             acc->have_symtab |= sh[i].sh_type == SHT_SYMTAB;
             rc = load_symsec(m, src, sh, shnum, i, acc->slot++, &acc->arr, &acc->cap);

@@ -12,6 +12,7 @@
 #include <dlfcn.h>
 #include <pthread.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/auxv.h>
@@ -232,6 +233,54 @@ TEST(bad_files_are_module_only)
     CHECK_STR(fn, "");
 }
 
+int main(void);
+
+/* A PLT entry of the test binary itself is named "<function>@plt". Its
+ * address comes from objdump (binutils, installed by make deps), shifted by
+ * the PIE load bias measured on main(). */
+TEST(plt_entries_named)
+{
+    char exe[512], cmd[1400];
+    ssize_t el = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    CHECK(el > 0);
+    if (el <= 0)
+        return;
+    exe[el] = 0;
+    snprintf(cmd, sizeof cmd,
+             "objdump -d -j .plt -j .plt.sec '%s' 2>/dev/null; objdump -t '%s' 2>/dev/null", exe,
+             exe);
+    FILE *f = popen(cmd, "r");
+    CHECK(f != NULL);
+    if (!f)
+        return;
+    char line[512], plt_name[128] = "";
+    unsigned long plt_addr = 0, main_addr = 0;
+    while (fgets(line, sizeof line, f)) {
+        unsigned long a;
+        char name[128];
+        size_t nl = 0;
+        if (!plt_addr && sscanf(line, "%lx <%127[^>]>:", &a, name) == 2 &&
+            (nl = strlen(name)) > 4 && strcmp(name + nl - 4, "@plt") == 0) {
+            plt_addr = a;
+            snprintf(plt_name, sizeof plt_name, "%s", name);
+        }
+        if (strstr(line, " main\n") && sscanf(line, "%lx", &a) == 1)
+            main_addr = a;
+    }
+    pclose(f);
+    CHECK(plt_addr != 0 && main_addr != 0);
+    if (!plt_addr || !main_addr)
+        return;
+    uintptr_t bias = (uintptr_t)main - main_addr;
+    flamme_symtab *s = flamme_symtab_new();
+    int rc;
+    const char *mod;
+    uint64_t off;
+    CHECK_STR(lookup(s, (const void *)(plt_addr + bias + 4), &rc, &mod, &off), plt_name);
+    CHECK(rc == 1);
+    flamme_symtab_free(s);
+}
+
 int main(void)
 {
     RUN(own_functions);
@@ -241,5 +290,6 @@ int main(void)
     RUN(vdso);
     RUN(unmapped_and_new_mapping);
     RUN(bad_files_are_module_only);
+    RUN(plt_entries_named);
     return CHECK_DONE();
 }

@@ -91,7 +91,7 @@ void flamme_config_load(struct flamme_config *c)
     c->stats = env_long("FLAMME_STATS", 0, 0, 1);
     c->sample_blocked = env_long("FLAMME_SAMPLE_BLOCKED", 1, 0, 1);
     c->hz = (int)env_long("FLAMME_HZ", 99, 1, 10000);
-    c->depth = (int)env_long("FLAMME_DEPTH", 8192, 16, 1000000);
+    c->depth = (int)env_long("FLAMME_DEPTH", 16384, 16, 1000000);
     long ring_kb = env_long("FLAMME_RING_KB", 1024, 64, 1L << 22);
     uint64_t words = (uint64_t)ring_kb * 1024 / 8;
     uint64_t min_words = 4 * ((uint64_t)c->depth + 8);

@@ -20,6 +20,9 @@
 
 enum flamme_engine flamme_engine;
 
+/* Highest rate auto serves with the timer engine. */
+#define AUTO_TIMER_MAX_HZ 100
+
 const char *flamme_engine_name(void)
 {
     switch (flamme_engine) {
@@ -145,6 +148,14 @@ int flamme_engine_init(void)
     }
     if (!strcmp(want, "itimer")) {
         flamme_engine = FLAMME_ENGINE_ITIMER;
+        return 0;
+    }
+    /* POSIX CPU timers deliver up to one signal per kernel tick (HZ is 250
+     * or more on common kernels), and cost nothing on context switches,
+     * unlike a perf event per thread; so auto uses them at modest rates and
+     * perf only where timers cannot keep up. */
+    if (!strcmp(want, "auto") && flamme_cfg.hz <= AUTO_TIMER_MAX_HZ) {
+        flamme_engine = FLAMME_ENGINE_TIMER;
         return 0;
     }
     int fd = perf_open((pid_t)syscall(SYS_gettid));

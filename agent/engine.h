@@ -6,7 +6,8 @@
  *           CLOCK_MONOTONIC (wall mode); at most one expiry per tick, with
  *           overruns counted into the sample's weight
  *   itimer  process-wide setitimer(ITIMER_PROF) (portable, cpu mode only)
- * Chosen once at start-up (FLAMME_ENGINE, default auto: perf, else timer).
+ * Chosen at start (FLAMME_ENGINE, default auto: timer up to 100 Hz, where it
+ * is exact and cheapest, perf above when the kernel allows it, else timer).
  * Arm/disarm run in the thread concerned or at exit; the _sigsafe function
  * runs in the handler.
  */

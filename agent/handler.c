@@ -17,6 +17,7 @@
 #include "common/profile.h"
 #include "runtime_hooks/gc_hooks.h"
 #include "writer/ring.h"
+#include "writer/writer.h"
 
 #define MAX_RANGES 16
 
@@ -345,6 +346,7 @@ static void flamme_sigprof(int sig, siginfo_t *si, void *ucv)
     uint64_t *rec = flamme_ring_reserve_sigsafe(s->ring, max + FLAMME_SAMPLE_HDR_WORDS);
     if (!rec) {
         atomic_fetch_add_explicit(&s->lost, 1, memory_order_relaxed);
+        flamme_writer_wake_sigsafe();
         errno = saved_errno;
         return;
     }
@@ -360,6 +362,13 @@ static void flamme_sigprof(int sig, siginfo_t *si, void *ucv)
     rec[1] = t0;
     rec[2] = (uint64_t)weight | ((uint64_t)(uint32_t)domain << 32);
     flamme_ring_commit_sigsafe(s->ring, n + FLAMME_SAMPLE_HDR_WORDS);
+    /* Ring the writer when this sample took the ring past half full (deep
+     * stacks at high rates fill a ring faster than the periodic sweep). */
+    uint64_t cap = s->ring->mask + 1;
+    uint64_t used = atomic_load_explicit(&s->ring->head, memory_order_relaxed) -
+                    atomic_load_explicit(&s->ring->tail, memory_order_relaxed);
+    if (used * 2 > cap && (used - n - FLAMME_SAMPLE_HDR_WORDS) * 2 <= cap)
+        flamme_writer_wake_sigsafe();
     atomic_fetch_add_explicit(&s->taken, 1, memory_order_relaxed);
     uint64_t b = (flamme_now_sigsafe() - t0) / COST_BUCKET_NS;
     atomic_fetch_add_explicit(&cost_hist[b < COST_BUCKETS ? b : COST_BUCKETS - 1], 1,

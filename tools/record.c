@@ -23,10 +23,10 @@ static void record_usage(FILE *f)
 {
     fprintf(f, "usage: flamme record [-F HZ] [-o FILE] [--depth N] [--engine E] [--wall] -- CMD ARGS...\n"
                "  -F, --freq HZ    samples per CPU-second per thread (default 99)\n"
-               "  --engine E       auto|perf|timer|itimer (default auto: perf, else timer)\n"
+               "  --engine E       auto|perf|timer|itimer (default auto: timer to 100 Hz, perf above)\n"
                "  --wall           wall-clock sampling: blocked threads too (off-CPU time)\n"
                "  -o, --output F   profile path (default flamme.flm; an old one becomes F.old)\n"
-               "  --depth N        max frames per sample (default 8192)\n"
+               "  --depth N        max frames per sample (default 16384)\n"
                "Child OCaml processes started by CMD write F.<pid>.\n");
 }
 

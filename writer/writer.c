@@ -7,7 +7,9 @@
 
 #include <dlfcn.h>
 #include <errno.h>
+#include <poll.h>
 #include <pthread.h>
+#include <sys/eventfd.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -30,16 +32,14 @@
 int flamme_pthread_create_unprofiled(pthread_t *t, const pthread_attr_t *a, void *(*fn)(void *),
                                      void *arg);
 
-#define DRAIN_INTERVAL_NS 20000000L     /* 20 ms between ring sweeps */
+#define DRAIN_INTERVAL_MS 20 /* between ring sweeps, unless a handler rings */
 #define CHUNK_INTERVAL_NS 1000000000ull /* a chunk at least every second */
 #define CHUNK_MAX_RAW (256u * 1024u)
 #define CFI_RESCAN_NS 2000000000ull /* look for new libraries every 2 s */
 
 static struct {
     pthread_t thread;
-    pthread_mutex_t lock;
-    pthread_cond_t cond;
-    int stop;
+    _Atomic int stop; /* set by writer_stop before it wakes the writer */
     flamme_pw *pw;
     flamme_dedup *dedup;
     flamme_symtab *syms;
@@ -52,6 +52,7 @@ static struct {
     int failed;
     struct flamme_slot *cur;
     uint64_t last_cfi_ns;
+    int old_efd; /* the previous run's doorbell, closed one run later */
     uint8_t *fact; /* per frame id: FR_* bits */
     uint32_t fact_cap;
 } W;
@@ -238,26 +239,36 @@ static void sweep(void)
     }
 }
 
+/* The writer's doorbell: an eventfd that handlers ring when a ring is
+ * half full (write(2) is async-signal-safe), so deep stacks at high rates
+ * are drained before rings overflow. -1 while no writer runs. */
+static _Atomic int wake_fd = -1;
+
+void flamme_writer_wake_sigsafe(void)
+{
+    /* Pairs with the release store in flamme_writer_start. */
+    int fd = atomic_load_explicit(&wake_fd, memory_order_acquire);
+    if (fd >= 0) {
+        uint64_t one = 1;
+        ssize_t r = write(fd, &one, sizeof one);
+        (void)r; /* EAGAIN: the doorbell is already ringing */
+    }
+}
+
 static void *writer_main(void *arg)
 {
     (void)arg;
-    pthread_mutex_lock(&W.lock);
-    while (!W.stop) {
-        pthread_mutex_unlock(&W.lock);
+    int fd = atomic_load_explicit(&wake_fd, memory_order_acquire);
+    /* Pairs with the release store in flamme_writer_stop. */
+    while (!atomic_load_explicit(&W.stop, memory_order_acquire)) {
         sweep();
-        pthread_mutex_lock(&W.lock);
-        if (W.stop)
-            break;
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        ts.tv_nsec += DRAIN_INTERVAL_NS;
-        if (ts.tv_nsec >= 1000000000L) {
-            ts.tv_sec++;
-            ts.tv_nsec -= 1000000000L;
+        struct pollfd p = {fd, POLLIN, 0};
+        if (poll(&p, 1, DRAIN_INTERVAL_MS) > 0) {
+            uint64_t v;
+            ssize_t r = read(fd, &v, sizeof v);
+            (void)r;
         }
-        pthread_cond_timedwait(&W.cond, &W.lock, &ts);
     }
-    pthread_mutex_unlock(&W.lock);
     sweep(); /* final drain: sampling has stopped */
     return NULL;
 }
@@ -267,10 +278,12 @@ int flamme_writer_start(int fd, const char *path, const char *cmdline)
     /* A profile may be started again after a stop: begin from a clean slate
      * (the symbolizer is kept: the process's code is the same). */
     flamme_symtab *keep_syms = W.syms;
+    int keep_efd = W.thread ? W.old_efd : -1;
     free(W.ids);
     free(W.fact);
     memset(&W, 0, sizeof W);
     W.syms = keep_syms;
+    W.old_efd = keep_efd;
     int hwm = atomic_load_explicit(&flamme_slots_hwm, memory_order_acquire);
     for (int i = 0; i < hwm; i++) {
         struct flamme_slot *s = &flamme_slots[i];
@@ -329,8 +342,15 @@ int flamme_writer_start(int fd, const char *path, const char *cmdline)
         flamme_pw_info(W.pw, "cmdline", cmdline);
     W.last_chunk_ns = flamme_now_sigsafe();
     flamme_handler_cost_reset();
-    pthread_mutex_init(&W.lock, NULL);
-    pthread_cond_init(&W.cond, NULL);
+    int efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (efd < 0) {
+        flamme_agent_warn(1, "cannot create the writer's eventfd: %s", strerror(errno));
+        flamme_pw_close(W.pw, 0, 0, 0, 0);
+        W.pw = NULL;
+        return -1;
+    }
+    /* Pairs with the acquire loads in the handler's doorbell and the writer. */
+    atomic_store_explicit(&wake_fd, efd, memory_order_release);
     /* The writer never takes samples: block everything so no signal meant
      * for the program lands on it. */
     sigset_t all, old;
@@ -349,11 +369,11 @@ int flamme_writer_start(int fd, const char *path, const char *cmdline)
 
 int flamme_writer_stop(uint64_t *samples, uint64_t *lost, uint32_t *threads)
 {
-    pthread_mutex_lock(&W.lock);
-    W.stop = 1;
-    pthread_cond_signal(&W.cond);
-    pthread_mutex_unlock(&W.lock);
+    /* Pairs with the writer loop's acquire load. */
+    atomic_store_explicit(&W.stop, 1, memory_order_release);
+    flamme_writer_wake_sigsafe();
     pthread_join(W.thread, NULL);
+    int efd = atomic_exchange_explicit(&wake_fd, -1, memory_order_acq_rel);
     *samples = W.samples;
     *lost = W.lost;
     *threads = W.threads;
@@ -371,7 +391,11 @@ int flamme_writer_stop(uint64_t *samples, uint64_t *lost, uint32_t *threads)
     W.pw = NULL;
     flamme_dedup_free(W.dedup);
     W.dedup = NULL;
-    pthread_mutex_destroy(&W.lock);
-    pthread_cond_destroy(&W.cond);
+    /* A handler that loaded the fd just before the exchange may still write
+     * to it: keep it open until the next stop (by then no handler can hold
+     * it), so such a write never lands on a file the program reopened. */
+    if (W.old_efd >= 0)
+        close(W.old_efd);
+    W.old_efd = efd;
     return (rc != 0 || W.failed) ? -1 : 0;
 }

@@ -21,4 +21,8 @@ int flamme_writer_start(int fd, const char *path, const char *cmdline);
  * Call once, after sampling stopped. */
 int flamme_writer_stop(uint64_t *samples, uint64_t *lost, uint32_t *threads);
 
+/* Asks the writer to drain now (a ring is filling up).
+ * async-signal-safe: yes. */
+void flamme_writer_wake_sigsafe(void);
+
 #endif

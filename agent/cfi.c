@@ -36,7 +36,7 @@
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
-#define RULE_GAP 3               /* internal: no FDE covers this address */
+#define RULE_GAP 255             /* internal: no FDE covers this address */
 #define EH_FRAME_MAX (64u << 20) /* refuse absurd .eh_frame sizes (bad input) */
 #define STATE_STACK 8            /* DW_CFA_remember_state depth */
 #define DW_REG_RBP 6
@@ -131,7 +131,17 @@ int flamme_cfi_lookup_sigsafe(uint64_t pc, struct flamme_cfi_row *row)
     row->pc = m->lo + m->off[a - 1];
     row->cfa_reg = r->reg;
     row->cfa_off = r->cfa_off;
-    row->rbp_off = r->rbp_off;
+    if (r->reg == FLAMME_CFA_DEREF_RSP || r->reg == FLAMME_CFA_DEREF_RBP) {
+        row->rbp_off = 0;
+        row->nderef = r->pad & 3;
+        row->mid_add = r->pad >> 2;
+        row->cfa_add = r->rbp_off;
+    } else {
+        row->rbp_off = r->rbp_off;
+        row->nderef = 0;
+        row->mid_add = 0;
+        row->cfa_add = 0;
+    }
     return 1;
 }
 
@@ -241,7 +251,11 @@ enum { SAVE_SAME, SAVE_AT_OFF, SAVE_LOST };
 struct regstate {
     uint64_t cfa_reg; /* DWARF register; anything but 6/7 makes the row UNKNOWN */
     int64_t cfa_off;
-    int cfa_expr;     /* CFA given by an expression */
+    int cfa_expr;     /* CFA given by an expression: 1 unusable, 2 a deref chain (below) */
+    uint64_t ex_reg;  /* deref chain: CFA = deref(ex_reg + ex_off) [+ ex_mid, deref] + ex_add */
+    int64_t ex_off;
+    int ex_nderef;
+    uint64_t ex_mid, ex_add;
     int rbp_how, ra_how;
     int64_t rbp_off, ra_off;
 };
@@ -287,6 +301,17 @@ static void push_row(struct rowvec *rv, uint64_t pc, struct rule r)
 static struct rule state_rule(const struct regstate *st)
 {
     struct rule u = { 0, 0, FLAMME_CFA_UNKNOWN, 0 };
+    if (st->cfa_expr == 2) {
+        /* A deref chain: rbp is taken as unchanged (the rule has no room for
+         * it; these frames are the runtime's stack switches). */
+        if (st->ra_how != SAVE_AT_OFF || st->ra_off != -8 || st->ex_off < INT32_MIN ||
+            st->ex_off > INT32_MAX || st->ex_mid > 63 || st->ex_add > INT16_MAX)
+            return u;
+        return (struct rule){ (int32_t)st->ex_off, (int16_t)st->ex_add,
+                              st->ex_reg == DW_REG_RSP ? FLAMME_CFA_DEREF_RSP
+                                                       : FLAMME_CFA_DEREF_RBP,
+                              (uint8_t)(st->ex_nderef | (st->ex_mid << 2)) };
+    }
     if (st->cfa_expr || (st->cfa_reg != DW_REG_RSP && st->cfa_reg != DW_REG_RBP))
         return u;
     if (st->ra_how != SAVE_AT_OFF || st->ra_off != -8 || st->rbp_how == SAVE_LOST)
@@ -321,6 +346,46 @@ static void restore_reg(struct regstate *st, const struct cie *c, uint64_t reg,
         set_reg(st, c, reg, init->rbp_how, init->rbp_off);
     else if (reg == c->ra_reg)
         set_reg(st, c, reg, init->ra_how, init->ra_off);
+}
+
+/* DWARF expression opcodes used by the OCaml runtime's stack-switch CFI. */
+#define DW_OP_deref 0x06
+#define DW_OP_plus_uconst 0x23
+#define DW_OP_breg0 0x70
+
+/* Recognises the CFA expressions the OCaml runtime gives its stack-switching
+ * code (amd64.S: caml_c_call, caml_start_program, caml_runstack, ...):
+ *   breg(rsp|rbp) N, deref, [plus_uconst M, deref,] [plus_uconst K]
+ * i.e. the CFA lives in memory the frame points at (a c_stack_link, a
+ * saved stack pointer). Fills st's chain and returns 1, or 0 for any other
+ * expression (the row stays UNKNOWN). */
+static int parse_deref_chain(struct rd *ex, struct regstate *st)
+{
+    uint8_t op = (uint8_t)rd_u(ex, 1);
+    if (ex->bad || (op != DW_OP_breg0 + DW_REG_RSP && op != DW_OP_breg0 + DW_REG_RBP))
+        return 0;
+    st->ex_reg = op - DW_OP_breg0;
+    st->ex_off = rd_sleb(ex);
+    st->ex_nderef = 0;
+    st->ex_mid = st->ex_add = 0;
+    uint64_t pending = 0;
+    while (ex->p < ex->end && !ex->bad) {
+        op = (uint8_t)rd_u(ex, 1);
+        if (op == DW_OP_deref) {
+            if (st->ex_nderef == 2 || (st->ex_nderef == 0 && pending))
+                return 0;
+            if (st->ex_nderef == 1)
+                st->ex_mid = pending;
+            pending = 0;
+            st->ex_nderef++;
+        } else if (op == DW_OP_plus_uconst) {
+            pending += rd_uleb(ex);
+        } else {
+            return 0;
+        }
+    }
+    st->ex_add = pending;
+    return !ex->bad && st->ex_nderef >= 1;
 }
 
 /* Runs the CFA instructions in r. For an FDE (out != NULL) emits one row per
@@ -440,8 +505,9 @@ static int run_cfa(struct rd *r, const struct cie *c, struct regstate *st,
             uint64_t len = rd_uleb(r);
             if (len > (uint64_t)(r->end - r->p))
                 return -1;
+            struct rd ex = { r->p, r->p + len, r->base, r->base_vaddr, 0 };
+            st->cfa_expr = parse_deref_chain(&ex, st) ? 2 : 1;
             r->p += len;
-            st->cfa_expr = 1;
             break;
         }
         case DW_CFA_expression:
@@ -573,8 +639,9 @@ static int do_fde(const struct ehf *e, const uint8_t *p, const uint8_t *end,
     struct rd cr = { c->insns, c->insns_end, e->buf, e->vaddr, 0 };
     if (run_cfa(&cr, c, &init, NULL, &loc, end_pc, bias, NULL) != 0)
         init.cfa_expr = 1; /* unusable CIE: whole FDE UNKNOWN */
-    if (c->signal)
-        init.cfa_expr = 1; /* signal trampolines: the caller's state is in a ucontext */
+    /* Signal frames ('S': glibc's __restore_rt, the OCaml runtime's stack
+     * switches) need no special case: a trampoline's return address is an
+     * expression, which already makes its rows UNKNOWN. */
     struct regstate st = init;
     if (run_cfa(&r, c, &st, &init, &loc, end_pc, bias, out) != 0)
         st.cfa_expr = 1;

@@ -18,7 +18,12 @@
 
 #define FLAMME_CFA_RSP 0     /* CFA = rsp + cfa_off */
 #define FLAMME_CFA_RBP 1     /* CFA = rbp + cfa_off */
-#define FLAMME_CFA_UNKNOWN 2 /* no usable rule here (expression, PLT, signal frame) */
+#define FLAMME_CFA_UNKNOWN 2 /* no usable rule here (other expressions, PLT, signal frame) */
+/* The OCaml runtime's stack switches: the CFA is found in memory,
+ * v = *(reg + cfa_off); if nderef == 2, v = *(v + mid_add); CFA = v + cfa_add.
+ * rbp is unchanged. */
+#define FLAMME_CFA_DEREF_RSP 3
+#define FLAMME_CFA_DEREF_RBP 4
 
 struct flamme_cfi_row {
     uint64_t pc;      /* absolute address where this row starts (rows sorted, a row
@@ -26,6 +31,8 @@ struct flamme_cfi_row {
     uint8_t cfa_reg;  /* FLAMME_CFA_* */
     int32_t cfa_off;
     int32_t rbp_off;  /* caller's rbp saved at CFA + rbp_off; 0 = rbp not saved (unchanged) */
+    uint8_t nderef, mid_add; /* FLAMME_CFA_DEREF_*: see above */
+    int32_t cfa_add;
 };
 
 /* Parses the .eh_frame (via .eh_frame_hdr or section headers) of the ELF

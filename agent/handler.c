@@ -121,7 +121,27 @@ static int cfi_step(uintptr_t lookup_pc, uintptr_t *pc, uintptr_t *sp, uintptr_t
     struct flamme_cfi_row row;
     if (!flamme_cfi_lookup_sigsafe(lookup_pc, &row) || row.cfa_reg == FLAMME_CFA_UNKNOWN)
         return 0;
-    uintptr_t cfa = (row.cfa_reg == FLAMME_CFA_RSP ? *sp : *fp) + (intptr_t)row.cfa_off;
+    uintptr_t cfa;
+    if (row.cfa_reg == FLAMME_CFA_DEREF_RSP || row.cfa_reg == FLAMME_CFA_DEREF_RBP) {
+        /* The runtime's stack switches keep the other stack's pointer in
+         * memory: a c_stack_link, a fiber's handler, a stack_info's saved sp.
+         * Words outside the known stacks are read with a checked copy. */
+        uintptr_t at = (row.cfa_reg == FLAMME_CFA_DEREF_RSP ? *sp : *fp) + (intptr_t)row.cfa_off;
+        uintptr_t v;
+        if (find_range(ranges, nranges, at, 8, -1) >= 0)
+            v = *(const uintptr_t *)at;
+        else if (flamme_safe_read_sigsafe(&v, at, sizeof v) != 0) /* e.g. a fiber's handler */
+            return -1;
+        if (row.nderef == 2 && flamme_safe_read_sigsafe(&v, v + row.mid_add, sizeof v) != 0)
+            return -1;
+        cfa = v + (uintptr_t)row.cfa_add;
+        if (find_range(ranges, nranges, cfa - 8, 8, -1) < 0)
+            return -1;
+        *pc = *(const uintptr_t *)(cfa - 8);
+        *sp = cfa;
+        return 1;
+    }
+    cfa = (row.cfa_reg == FLAMME_CFA_RSP ? *sp : *fp) + (intptr_t)row.cfa_off;
     if (cfa <= *sp || find_range(ranges, nranges, cfa - 8, 8, -1) < 0)
         return -1;
     uintptr_t new_fp = *fp;

@@ -33,6 +33,14 @@ int flamme_ocaml_present(void)
            dlsym(RTLD_DEFAULT, "caml_start_program") != NULL;
 }
 
+int flamme_ocaml_has_frame_pointers(void)
+{
+    const unsigned char *p = dlsym(RTLD_DEFAULT, "caml_c_call");
+    if (!p)
+        return -1;
+    return p[0] == 0x55 && p[1] == 0x48 && p[2] == 0x89 && p[3] == 0xe5;
+}
+
 void **flamme_ocaml_state_slot(void)
 {
     /* For a TLS symbol, dlsym returns the calling thread's instance. */

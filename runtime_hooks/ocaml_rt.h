@@ -20,6 +20,11 @@ struct flamme_range {
  * caml_start_program are visible to dlsym), else 0. Call once at start-up. */
 int flamme_ocaml_present(void);
 
+/* Returns 1 if the OCaml runtime in this process was built with frame
+ * pointers (its caml_c_call starts with push %rbp; mov %rsp,%rbp), 0 if not
+ * (a default opam switch), -1 without an OCaml runtime. */
+int flamme_ocaml_has_frame_pointers(void);
+
 /* Address of the calling thread's `caml_state` TLS variable, or NULL when the
  * process has no OCaml runtime. Uses dlsym: call at thread registration, never
  * from a handler. */

@@ -2,7 +2,8 @@
 # Installs everything flamme needs on a fresh Debian 12 machine:
 #   - Debian packages (compiler, zlib, libunwind, tools used by tests)
 #   - OCaml 5.3.0 built from the npm registry's `ocaml@5.3.0` source package,
-#     configured with --enable-frame-pointers, into a cache outside the tree.
+#     configured with --enable-frame-pointers, into a cache outside the tree,
+#     and a second one without frame pointers (what a default opam switch is).
 # Idempotent: a second run only checks that things are present.
 # Env: FLAMME_CACHE (default $HOME/.cache/flamme), FLAMME_OCAML_VERSION.
 set -euo pipefail
@@ -24,26 +25,44 @@ if [ "${#need_pkgs[@]}" -gt 0 ]; then
     DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need_pkgs[@]}" >/dev/null
 fi
 
+# build_ocaml PREFIX FLAGS: builds the npm source package into PREFIX.
+build_ocaml() {
+    local prefix="$1"; shift
+    echo "deps: building OCaml $VER ($*) into $prefix (about 6 minutes, once)"
+    mkdir -p "$CACHE"
+    local work
+    work="$(mktemp -d "$CACHE/build.XXXXXX")"
+    ( cd "$work" && npm pack --silent "ocaml@$VER" >/dev/null )
+    local tgz
+    tgz="$(ls "$work"/ocaml-*.tgz | head -1)"
+    mkdir "$work/src"
+    tar -xzf "$tgz" -C "$work/src" --strip-components=1
+    ( cd "$work/src" &&
+      ./configure "$@" --prefix="$prefix" >"$work/configure.log" 2>&1 ||
+        { tail -30 "$work/configure.log"; echo "deps: configure failed" >&2; exit 1; }
+      make -j"$(nproc)" >"$work/make.log" 2>&1 ||
+        { tail -30 "$work/make.log"; echo "deps: OCaml build failed" >&2; exit 1; }
+      make install >"$work/install.log" 2>&1 ||
+        { tail -30 "$work/install.log"; echo "deps: OCaml install failed" >&2; exit 1; } ) ||
+        { rm -rf "$work"; exit 1; }
+    rm -rf "$work"
+}
+
 if [ -x "$PREFIX/bin/ocamlopt" ] && "$PREFIX/bin/ocamlopt" -config | grep -q '^with_frame_pointers: true'; then
     echo "deps: OCaml $VER (frame pointers) present in $PREFIX"
-    exit 0
+else
+    build_ocaml "$PREFIX" --enable-frame-pointers
+    "$PREFIX/bin/ocamlopt" -config | grep -q '^with_frame_pointers: true' \
+        || { echo "deps: built compiler lacks frame pointers" >&2; exit 1; }
+    echo "deps: OCaml $VER installed in $PREFIX"
 fi
 
-echo "deps: building OCaml $VER with --enable-frame-pointers into $PREFIX (about 6 minutes, once)"
-mkdir -p "$CACHE"
-work="$(mktemp -d "$CACHE/build.XXXXXX")"
-trap 'rm -rf "$work"' EXIT
-( cd "$work" && npm pack --silent "ocaml@$VER" >/dev/null )
-tgz="$(ls "$work"/ocaml-*.tgz | head -1)"
-mkdir "$work/src"
-tar -xzf "$tgz" -C "$work/src" --strip-components=1
-cd "$work/src"
-./configure --enable-frame-pointers --prefix="$PREFIX" >"$work/configure.log" 2>&1 \
-    || { tail -30 "$work/configure.log"; echo "deps: configure failed" >&2; exit 1; }
-make -j"$(nproc)" >"$work/make.log" 2>&1 \
-    || { tail -30 "$work/make.log"; echo "deps: OCaml build failed" >&2; exit 1; }
-make install >"$work/install.log" 2>&1 \
-    || { tail -30 "$work/install.log"; echo "deps: OCaml install failed" >&2; exit 1; }
-"$PREFIX/bin/ocamlopt" -config | grep -q '^with_frame_pointers: true' \
-    || { echo "deps: built compiler lacks frame pointers" >&2; exit 1; }
-echo "deps: OCaml $VER installed in $PREFIX"
+# The default opam switch has no frame pointers; most users profile such
+# binaries, so the tests build some programs with this one as well.
+NOFP="$CACHE/ocaml-$VER-nofp"
+if [ -x "$NOFP/bin/ocamlopt" ]; then
+    echo "deps: OCaml $VER (no frame pointers) present in $NOFP"
+else
+    build_ocaml "$NOFP"
+    echo "deps: OCaml $VER (no frame pointers) installed in $NOFP"
+fi

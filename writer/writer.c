@@ -4,6 +4,7 @@
  * or touches the profile file.
  */
 #include "writer/writer.h"
+#include "runtime_hooks/ocaml_rt.h"
 
 #include <dlfcn.h>
 #include <errno.h>
@@ -52,6 +53,7 @@ static struct {
     int failed;
     struct flamme_slot *cur;
     uint64_t last_cfi_ns;
+    const char *cfi_skip_exe; /* "/proc/self/exe" when its frame pointers suffice */
     int old_efd; /* the previous run's doorbell, closed one run later */
     uint8_t *fact; /* per frame id: FR_* bits */
     uint32_t fact_cap;
@@ -228,7 +230,7 @@ static void sweep(void)
     uint64_t now = flamme_now_sigsafe();
     /* Libraries loaded since (dlopen) get their unwind tables too. */
     if (now - W.last_cfi_ns >= CFI_RESCAN_NS) {
-        flamme_cfi_add_from_maps("/proc/self/exe", W.self_module);
+        flamme_cfi_add_from_maps(W.cfi_skip_exe, W.self_module);
         W.last_cfi_ns = now;
     }
     if (flamme_pw_pending(W.pw) >= CHUNK_MAX_RAW ||
@@ -326,9 +328,11 @@ int flamme_writer_start(int fd, const char *path, const char *cmdline)
         flamme_symtab_lookup(W.syms, (uint64_t)(uintptr_t)flamme_writer_start, &fn, &mod, &off);
         W.self_module = *mod ? mod : NULL;
     }
-    /* Unwind tables for code without frame pointers (everything but the
-     * OCaml executable, which has them): built before sampling starts. */
-    flamme_cfi_add_from_maps("/proc/self/exe", W.self_module);
+    /* Unwind tables for code without frame pointers, built before sampling
+     * starts: every library, and the executable too when its OCaml was built
+     * without frame pointers (a default opam switch). */
+    W.cfi_skip_exe = flamme_ocaml_has_frame_pointers() == 0 ? NULL : "/proc/self/exe";
+    flamme_cfi_add_from_maps(W.cfi_skip_exe, W.self_module);
     W.last_cfi_ns = flamme_now_sigsafe();
     char buf[32];
     flamme_pw_info(W.pw, "agent", "flamme " "1.0");
@@ -338,6 +342,7 @@ int flamme_writer_start(int fd, const char *path, const char *cmdline)
     flamme_pw_info(W.pw, "depth", buf);
     flamme_pw_info(W.pw, "engine", flamme_engine_name());
     flamme_pw_info(W.pw, "mode", flamme_cfg.wall ? "wall" : "cpu");
+    flamme_pw_info(W.pw, "unwind", W.cfi_skip_exe ? "frame pointers + CFI for libraries" : "CFI (OCaml without frame pointers)");
     if (cmdline)
         flamme_pw_info(W.pw, "cmdline", cmdline);
     W.last_chunk_ns = flamme_now_sigsafe();

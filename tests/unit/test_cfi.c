@@ -463,6 +463,41 @@ TEST(free_all)
     CHECK(m == 0 && r == 0);
 }
 
+/* Three functions whose CFI uses a CFA expression, as the OCaml runtime's
+ * stack switches do (amd64.S): CFA = *(rsp+8) + 16; CFA = *(*(rsp+56) + 0)
+ * + 8 (caml_runstack's shape); and one expression the walker cannot use. */
+__asm__(".text\n"
+        ".globl flamme_test_deref1\n.type flamme_test_deref1,@function\n"
+        "flamme_test_deref1:\n.cfi_startproc\nnop\n"
+        ".cfi_escape 0x0f, 5, 0x77, 8, 0x06, 0x23, 16\n"
+        "nop\nret\n.cfi_endproc\n.size flamme_test_deref1, .-flamme_test_deref1\n"
+        ".globl flamme_test_deref2\n.type flamme_test_deref2,@function\n"
+        "flamme_test_deref2:\n.cfi_startproc\nnop\n"
+        ".cfi_escape 0x0f, 8, 0x77, 56, 0x06, 0x23, 0, 0x06, 0x23, 8\n"
+        "nop\nret\n.cfi_endproc\n.size flamme_test_deref2, .-flamme_test_deref2\n"
+        ".globl flamme_test_deref_bad\n.type flamme_test_deref_bad,@function\n"
+        "flamme_test_deref_bad:\n.cfi_startproc\nnop\n"
+        ".cfi_escape 0x0f, 3, 0x75, 8, 0x06\n" /* breg5 (rdi): not rsp/rbp */
+        "nop\nret\n.cfi_endproc\n.size flamme_test_deref_bad, .-flamme_test_deref_bad\n");
+void flamme_test_deref1(void), flamme_test_deref2(void), flamme_test_deref_bad(void);
+
+/* Needs from_maps (the test binary's own CFI is published). */
+TEST(deref_chain_rows)
+{
+    struct flamme_cfi_row row;
+    /* Before the expression: a plain row at the entry. */
+    CHECK(lookup((void *)flamme_test_deref1, &row) == 1);
+    CHECK(row.cfa_reg == FLAMME_CFA_RSP && row.cfa_off == 8);
+    CHECK(lookup((char *)(void *)flamme_test_deref1 + 1, &row) == 1);
+    CHECK(row.cfa_reg == FLAMME_CFA_DEREF_RSP && row.cfa_off == 8 && row.nderef == 1 &&
+          row.cfa_add == 16 && row.rbp_off == 0);
+    CHECK(lookup((char *)(void *)flamme_test_deref2 + 1, &row) == 1);
+    CHECK(row.cfa_reg == FLAMME_CFA_DEREF_RSP && row.cfa_off == 56 && row.nderef == 2 &&
+          row.mid_add == 0 && row.cfa_add == 8);
+    CHECK(lookup((char *)(void *)flamme_test_deref_bad + 1, &row) == 1);
+    CHECK(row.cfa_reg == FLAMME_CFA_UNKNOWN);
+}
+
 int main(void)
 {
     RUN(build_libc);
@@ -472,6 +507,7 @@ int main(void)
     RUN(add_twice_no_duplicates);
     RUN(concurrent_lookup);
     RUN(from_maps);
+    RUN(deref_chain_rows);
     RUN(bad_files);
     RUN(no_section_headers);
     RUN(free_all);

@@ -253,6 +253,7 @@ static struct key_ent *key_slot(struct key_ent **tab, size_t *cap, size_t *n, ui
 
 #define MARK_TRUNCATED 1u
 #define MARK_BROKEN 2u
+#define MARK_BLOCKED 4u /* wall mode: taken while the thread sat in a system call */
 
 /* Text of one level-1 entry; NULL on allocation failure. */
 static char *stack_text(const struct flamme_profile *p, const struct flamme_collapse_opts *o,
@@ -270,9 +271,9 @@ static char *stack_text(const struct flamme_profile *p, const struct flamme_coll
         make_folded_safe(lbl);
         sb_frame(&b, lbl);
     }
-    if (k->marker == MARK_TRUNCATED)
+    if (k->marker & MARK_TRUNCATED)
         sb_frame(&b, "[truncated]");
-    else if (k->marker == MARK_BROKEN)
+    else if (k->marker & MARK_BROKEN)
         sb_frame(&b, "[broken]");
     const struct flamme_stack *st = &p->stacks[stack_id];
     /* --fold-gc: frames from the root-most GC frame to the leaf become one. */
@@ -293,6 +294,8 @@ static char *stack_text(const struct flamme_profile *p, const struct flamme_coll
     }
     if (gc != FLAMME_GCC_NONE)
         sb_frame(&b, flamme_gc_class_label(gc));
+    if (k->marker & MARK_BLOCKED)
+        sb_frame(&b, "[blocked]");
     if (b.len == 0)
         sb_frame(&b, "[no frames]");
     if (b.oom) {
@@ -320,6 +323,8 @@ int flamme_collapse_profile(const struct flamme_profile *p, const struct flamme_
         uint32_t marker = (s->flags & FLAMME_SAMPLE_TRUNCATED) ? MARK_TRUNCATED
                           : (s->flags & FLAMME_SAMPLE_BROKEN)  ? MARK_BROKEN
                                                                : 0;
+        if (s->flags & FLAMME_SAMPLE_SYSCALL)
+            marker |= MARK_BLOCKED;
         uint64_t key = (uint64_t)s->stack_id << 32 | (o->threads ? s->tid : 0);
         struct key_ent *k = key_slot(&keys, &kcap, &nkeys, key, marker);
         if (!k)

@@ -21,7 +21,8 @@ const char *flamme_thread_label(const struct flamme_thread *t, char *buf, size_t
 /* Calls emit once per distinct folded stack (frames joined root first with
  * ';', names made safe for the folded format: no ';' or newline) with the sum
  * of sample weights. Stacks flagged TRUNCATED get a "[truncated]" root frame,
- * BROKEN ones "[broken]" below the last good frame. Order: sorted by stack
+ * BROKEN ones "[broken]" below the last good frame; wall-mode samples taken
+ * in a system call end with a "[blocked]" leaf. Order: sorted by stack
  * text. Returns 0, or -1 on allocation failure. */
 int flamme_collapse_profile(const struct flamme_profile *p, const struct flamme_collapse_opts *o,
                             void (*emit)(void *ctx, const char *stack, uint64_t count), void *ctx);

@@ -125,6 +125,38 @@ TEST(folded_raw_and_addresses)
     CHECK_STR(l.text[4], "main;camlM.entry;camlM.work_12;camlStdlib__List.map_279 4");
 }
 
+/* Wall mode: a sample taken in a system call ends in a [blocked] leaf, the
+ * same stack on CPU does not. */
+TEST(blocked_leaf)
+{
+    char path[64] = "/tmp/flamme_test_blocked_XXXXXX";
+    int fd = mkstemp(path);
+    CHECK(fd >= 0);
+    struct flamme_header h = { .pid = 7, .hz = 99, .start_monotonic_ns = 1 };
+    flamme_pw *w = flamme_pw_open(fd, &h);
+    CHECK(w != NULL);
+    if (!w)
+        return;
+    flamme_pw_frame(w, 0, 0x1000, 0x1000, "main", "/bin/prog");
+    flamme_pw_frame(w, 1, 0x2000, 0x2000, "read", "/lib/libc.so.6");
+    const uint32_t st[] = { 1, 0 };
+    flamme_pw_stack(w, 0, 2, st);
+    flamme_pw_sample(w, 0, 7, 3, 0, FLAMME_SAMPLE_SYSCALL, 10);
+    flamme_pw_sample(w, 0, 7, 1, 0, 0, 20);
+    CHECK(flamme_pw_close(w, 2, 0, 30, 1) == 0);
+    struct flamme_profile p;
+    char err[256];
+    CHECK(flamme_profile_load(path, &p, err, sizeof err) == 0);
+    struct lines l = { .n = 0 };
+    struct flamme_collapse_opts o = { .threads = 0 };
+    CHECK(flamme_collapse_profile(&p, &o, collect, &l) == 0);
+    CHECK(l.n == 2);
+    CHECK_STR(l.text[0], "main;read 1");
+    CHECK_STR(l.text[1], "main;read;[blocked] 3");
+    flamme_profile_free(&p);
+    unlink(path);
+}
+
 TEST(thread_labels)
 {
     static const struct {
@@ -223,6 +255,7 @@ int main(void)
     RUN(folded_default);
     RUN(folded_threads);
     RUN(folded_raw_and_addresses);
+    RUN(blocked_leaf);
     RUN(thread_labels);
     RUN(verb);
     RUN(report);

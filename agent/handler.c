@@ -355,12 +355,16 @@ static void flamme_sigprof(int sig, siginfo_t *si, void *ucv)
     }
     if (nocaml)
         sflags |= FLAMME_SAMPLE_NO_OCAML;
-    /* Interrupted right after a `syscall` instruction: the thread was in the
-     * kernel (blocked, in wall mode). Only looked at within pc's page, which
-     * is mapped since the thread executes it. */
-    if (flamme_cfg.wall && (pc & 0xfff) >= 2 && ((const unsigned char *)pc)[-2] == 0x0f &&
-        ((const unsigned char *)pc)[-1] == 0x05)
-        sflags |= FLAMME_SAMPLE_SYSCALL;
+    /* In a system call (blocked, in wall mode): pc is right after the
+     * `syscall` instruction, or on it when the kernel rewound pc to restart
+     * the call after this handler (SA_RESTART). Only bytes within pc's page
+     * are read, which is mapped since the thread executes it. */
+    if (flamme_cfg.wall) {
+        const unsigned char *c = (const unsigned char *)pc;
+        if ((c[0] == 0x0f && (pc & 0xfff) != 0xfff && c[1] == 0x05) ||
+            ((pc & 0xfff) >= 2 && c[-2] == 0x0f && c[-1] == 0x05))
+            sflags |= FLAMME_SAMPLE_SYSCALL;
+    }
 
     uint64_t max = (uint64_t)flamme_cfg.depth;
     uint64_t *rec = flamme_ring_reserve_sigsafe(s->ring, max + FLAMME_SAMPLE_HDR_WORDS);

@@ -398,6 +398,11 @@ def test_wall(ctx):
           "and reach main (want >= 90%%)\n%s" % (100 * ok, describe([x for x in st if in_read(x[0])])))
     check(len(wl) == 1 and LABEL_SYSTHREAD.match(wl[0]) and LABEL_SYSTHREAD.match(wl[0]).group(2) == "0",
           "wall: the writer systhread should be one 'thread TID (domain 0)' label, got %s" % wl)
+    # The time spent waiting is marked as such: blocked in the read system call.
+    blocked, _ = frac(st, in_read, lambda f: f[-1] == "[blocked]")
+    print("  main thread in read marked [blocked]: %.1f%%" % (100 * blocked))
+    check(blocked >= 0.90, "wall: only %.1f%% of the main thread's samples in caml_unix_read end in "
+          "[blocked] (want >= 90%%)" % (100 * blocked))
 
 
 def preload(ctx, name, args, env):

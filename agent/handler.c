@@ -375,10 +375,12 @@ static void flamme_sigprof(int sig, siginfo_t *si, void *ucv)
         return;
     }
     uint32_t wflags;
-    /* Checked copies only when this thread's OCaml stacks are unknown: they
-     * cost a system call each. */
-    struct flamme_walk_copy copy = {s->scratch, FLAMME_SCRATCH_WORDS, 4};
-    uint32_t n = flamme_walk_sigsafe(pc, sp, fp, ranges, nr, nocaml ? &copy : NULL,
+    /* Checked copies (a system call each) where the known stacks end: mostly
+     * when this thread's OCaml stacks are unknown, but also while the
+     * runtime grows a stack (caml_try_realloc_stack has already pointed the
+     * frame pointers at the new stack; current_stack still names the old). */
+    struct flamme_walk_copy copy = {s->scratch, FLAMME_SCRATCH_WORDS, 16};
+    uint32_t n = flamme_walk_sigsafe(pc, sp, fp, ranges, nr, &copy,
                                      rec + FLAMME_SAMPLE_HDR_WORDS, (uint32_t)max, &wflags);
     sflags |= wflags;
     sflags |= flamme_gc_flags_sigsafe();

@@ -363,7 +363,9 @@ def test_stress(ctx):
     # ~2 s of CPU at 1999 Hz; even a tick-limited timer gives > 300 records.
     check(ctx.last_records >= 300, "stress: only %d sample records" % ctx.last_records)
     check(share >= 0.5, "stress: Stress.dive has only %.1f%% of the samples\n%s" % (100 * share, describe(st)))
-    check(root >= 0.90, "stress: only %.1f%% of stacks reach a thread root (want >= 90%%)\n%s"
+    # Stacks that grow while sampled (caml_try_realloc_stack) and the effect
+    # switches are the hard cases; the walker follows both.
+    check(root >= 0.99, "stress: only %.1f%% of stacks reach a thread root (want >= 99%%)\n%s"
           % (100 * root, describe([x for x in st if not is_root(x[0][1])])))
 
 

@@ -190,8 +190,10 @@ __attribute__((visibility("default"))) const struct flamme_agent_api_v1 flamme_a
     flamme_agent_running};
 #endif
 
-/* Completes the profile at exit, in the owning process only. */
-static void flamme_atexit(void)
+/* Completes a running profile in the owning process (not a fork child) and
+ * prints the one-line summary; `when` is appended to it ("" or " (before
+ * exec)"). */
+static void stop_and_report(const char *when)
 {
     if (getpid() != flamme_agent_pid || !flamme_agent_running())
         return;
@@ -200,9 +202,14 @@ static void flamme_atexit(void)
     if (flamme_agent_stop(&t, err, sizeof err) != 0)
         flamme_agent_warn(1, "%s", err);
     else
-        flamme_agent_warn(0, "%llu samples, %u threads, %llu lost, wrote %s",
+        flamme_agent_warn(0, "%llu samples, %u threads, %llu lost, wrote %s%s",
                           (unsigned long long)t.samples, t.threads, (unsigned long long)t.lost,
-                          t.output);
+                          t.output, when);
+}
+
+static void flamme_atexit(void)
+{
+    stop_and_report("");
 }
 
 /* In a fork child: timers and perf events are not inherited and the writer
@@ -256,16 +263,7 @@ typedef int (*execv_fn)(const char *, char *const[]);
 /* Completes a running profile before the process image is replaced. */
 static void stop_before_exec(void)
 {
-    if (getpid() != flamme_agent_pid || !flamme_agent_running())
-        return;
-    struct flamme_totals t;
-    char err[256];
-    if (flamme_agent_stop(&t, err, sizeof err) != 0)
-        flamme_agent_warn(1, "%s", err);
-    else
-        flamme_agent_warn(0, "%llu samples, %u threads, %llu lost, wrote %s (before exec)",
-                          (unsigned long long)t.samples, t.threads, (unsigned long long)t.lost,
-                          t.output);
+    stop_and_report(" (before exec)");
 }
 
 __attribute__((visibility("default"))) int execve(const char *path, char *const argv[],

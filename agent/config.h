@@ -6,7 +6,7 @@
  *   FLAMME_HZ      samples per CPU-second per thread, 1..10000 (default 99)
  *   FLAMME_DEPTH   max frames per sample, 16..1000000 (default 16384)
  *   FLAMME_RING_KB per-thread ring size in KiB (default: 1024, raised to hold
- *                  four samples of FLAMME_DEPTH frames)
+ *                  eight samples of FLAMME_DEPTH frames)
  *   FLAMME_QUIET   1: no informational lines on stderr (errors still printed)
  *   FLAMME_EXCL    1 (set by `flamme record`): never overwrite an existing
  *                  output; a second process of the same run writes OUTPUT.<pid>

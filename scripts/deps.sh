@@ -13,7 +13,7 @@ VER="${FLAMME_OCAML_VERSION:-5.3.0}"
 PREFIX="$CACHE/ocaml-$VER-fp"
 
 need_pkgs=()
-for p in gcc make zlib1g-dev libunwind-dev pkg-config python3 binutils chromium libc6-dbg; do
+for p in gcc make zlib1g-dev libunwind-dev pkg-config python3 binutils chromium libc6-dbg ocaml-dune; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || need_pkgs+=("$p")
 done
 # npm may come from Debian's nodejs/npm or another node install: test the command.

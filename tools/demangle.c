@@ -103,6 +103,11 @@ static int has_prefix(const char *s, size_t n, const char *pfx)
  * OCaml name; unit/ident are raw (still escaped) slices of the symbol. */
 static void put_ocaml(struct out *o, const char *unit, size_t ulen, const char *id, size_t ilen)
 {
+    /* dune wraps an executable's modules as Dune__exe__M: users know M. */
+    if (has_prefix(unit, ulen, "Dune__exe__") && ulen > 11) {
+        unit += 11;
+        ulen -= 11;
+    }
     put_decoded(o, unit, ulen, 1);
     size_t n = strip_stamp(id, ilen);
     if (n == 5 && memcmp(id, "entry", 5) == 0 && n == ilen) {

@@ -21,6 +21,8 @@ TEST(ocaml_5_1_names)
     CHECK_STR(dm("camlM.x_1_290"), "M.x_1"); /* only the last stamp goes */
     CHECK_STR(dm("camlM.code_begin"), "M.code_begin");
     CHECK_STR(dm("camlM.f"), "M.f"); /* no stamp */
+    CHECK_STR(dm("camlDune__exe__Main.fib_270"), "Main.fib"); /* dune executable wrapping */
+    CHECK_STR(dm("camlDune__exe__Main.entry"), "Main (init)");
 }
 
 TEST(escapes)

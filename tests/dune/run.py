@@ -21,7 +21,7 @@ VENDORED = ["agent", "runtime_hooks", "writer", "common", "ocaml_stubs", "dune-p
 
 MAIN_ML = """
 let[@inline never] rec fib n = if n < 2 then n else fib (n - 1) + fib (n - 2)
-let[@inline never] work () = let s = ref 0 in for _ = 1 to 6 do s := !s + fib 34 done; !s
+let[@inline never] work () = let s = ref 0 in for _ = 1 to 16 do s := !s + fib 34 done; !s
 let () =
   let r = Flamme.with_profile ~hz:499 ~output:"app.flm" work in
   Printf.printf "work=%d\\n" r

@@ -30,3 +30,22 @@ for extra in ([], ["--reverse", "--inverted"], ["--minwidth", "1"]):
           "svg %.2f MB  (%.0f MB/s)  exit %s"
           % (" ".join(extra) or "(defaults)", float(wall), float(cpu), int(rss_kb) / 1024,
              os.path.getsize(out) / 1e6, size_mb / float(wall), rc))
+
+# Growth with input size: the first 25%, 50% and 100% of the stacks, default
+# options. Linear growth shows as a steady MB/s.
+with open(big, "rb") as f:
+    lines = f.readlines()
+for frac in (0.25, 0.5, 1.0):
+    part = os.path.join(os.path.dirname(os.path.abspath(big)), "part.folded")
+    with open(part, "wb") as f:
+        f.writelines(lines[: int(len(lines) * frac)])
+    mb = os.path.getsize(part) / 1e6
+    best = None
+    for _ in range(3):  # best of 3: the machine is shared
+        t = time.time()
+        subprocess.run([flamme, "svg", part, "-o", out], check=True)
+        w = time.time() - t
+        best = w if best is None or w < best else best
+    print("bench-render: scaling %3d%% of the stacks: %7.1f MB in %.2f s  (%.0f MB/s)"
+          % (frac * 100, mb, best, mb / best))
+    os.unlink(part)

@@ -1,0 +1,805 @@
+/*
+ * tools/export.c — the `flamme export` verb: a loaded profile written in a
+ * format other viewers load: speedscope JSON, pprof (gzip'd protobuf) or
+ * folded text.
+ *
+ * Owns: the speedscope and pprof encodings (field numbers and layout from
+ * shared/notes/flamegraph-and-formats.md §3). Called by tools/main.c;
+ * single thread, allocates.
+ *
+ * Naming follows `flamme collapse`: demangled function names, "[module]" for
+ * frames without a symbol, and the same "[truncated]" / "[broken]" root
+ * markers and "[blocked]" leaf, so every export shows what the flame graph
+ * shows. Weights: speedscope uses unit "nanoseconds" (weight * 1e9 / hz)
+ * when the header has a rate, else "none" with raw weights; pprof carries
+ * both (samples/count and cpu/nanoseconds).
+ */
+#include "common/profile.h"
+#include "tools/cmds.h"
+#include "tools/collapse.h"
+#include "tools/demangle.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <zlib.h>
+
+#define EXPORT_ERR "flamme export: "
+
+/* Pseudo frames appended after the profile's own frames. */
+enum { PSEUDO_TRUNCATED, PSEUDO_BROKEN, PSEUDO_BLOCKED, NPSEUDO };
+static const char *const pseudo_names[NPSEUDO] = { "[truncated]", "[broken]", "[blocked]" };
+
+static const char *base_name(const char *path)
+{
+    const char *slash = strrchr(path, '/');
+    return slash && slash[1] ? slash + 1 : path;
+}
+
+/* Display name of frame f into buf (always NUL-terminated). */
+static const char *display_name(const struct flamme_frame *f, char *buf, size_t len)
+{
+    if (f->function[0])
+        flamme_demangle(f->function, buf, len);
+    else if (f->module[0])
+        snprintf(buf, len, "[%s]", base_name(f->module));
+    else
+        snprintf(buf, len, "[unknown]");
+    return buf;
+}
+
+/* Ids of the frames of sample s root first, into out (capacity
+ * st->n + 2): pseudo frames are numbered nframes + PSEUDO_*. Frame ids out of
+ * range are skipped. Returns the count. */
+static size_t sample_path(const struct flamme_profile *p, const struct flamme_sample *s,
+                          uint32_t *out)
+{
+    if (s->stack_id >= p->nstacks)
+        return 0; /* the loader rejects these; never index out of bounds */
+    const struct flamme_stack *st = &p->stacks[s->stack_id];
+    size_t n = 0;
+    uint32_t nf = (uint32_t)p->nframes;
+    if (s->flags & FLAMME_SAMPLE_TRUNCATED)
+        out[n++] = nf + PSEUDO_TRUNCATED;
+    else if (s->flags & FLAMME_SAMPLE_BROKEN)
+        out[n++] = nf + PSEUDO_BROKEN;
+    for (uint32_t i = st->n; i-- > 0;)
+        if (st->frames[i] < nf)
+            out[n++] = st->frames[i];
+    if (s->flags & FLAMME_SAMPLE_SYSCALL)
+        out[n++] = nf + PSEUDO_BLOCKED;
+    return n;
+}
+
+static size_t max_depth(const struct flamme_profile *p)
+{
+    size_t m = 0;
+    for (size_t i = 0; i < p->nstacks; i++)
+        if (p->stacks[i].n > m)
+            m = p->stacks[i].n;
+    return m + 2;
+}
+
+/* Label of the thread tid ("thread N" when the profile never named it). */
+static const char *tid_label(const struct flamme_profile *p, uint32_t tid, char *buf, size_t len)
+{
+    const struct flamme_thread *t = flamme_profile_thread(p, tid);
+    if (t)
+        return flamme_thread_label(t, buf, len);
+    snprintf(buf, len, "thread %u", (unsigned)tid);
+    return buf;
+}
+
+/* Distinct tids of the usable samples, in order of first sample; malloc'd,
+ * count in *n. NULL (and *n = 0) when there are none or on allocation
+ * failure (*oom set). */
+static uint32_t *sample_tids(const struct flamme_profile *p, size_t *n, int *oom)
+{
+    *n = 0;
+    uint32_t *t = malloc((p->nthreads + p->nsamples + 1) * sizeof *t);
+    if (!t) {
+        *oom = 1;
+        return NULL;
+    }
+    for (size_t i = 0; i < p->nsamples; i++) {
+        size_t j = 0;
+        while (j < *n && t[j] != p->samples[i].tid)
+            j++;
+        if (j == *n)
+            t[(*n)++] = p->samples[i].tid;
+    }
+    return t;
+}
+
+/* ------------------------------------------------------------ string interning */
+
+/* Open-addressing string -> dense index table (pprof string table, speedscope
+ * frame table). Strings are copied. */
+struct strtab {
+    char **s;       /* by index */
+    size_t n, scap; /* entries, capacity of s */
+    uint32_t *slot; /* hash slots: index + 1, 0 = empty */
+    size_t hcap;
+};
+
+static uint64_t str_hash(const char *s, size_t len)
+{
+    uint64_t h = 1469598103934665603ull;
+    for (size_t i = 0; i < len; i++)
+        h = (h ^ (unsigned char)s[i]) * 1099511628211ull;
+    return h;
+}
+
+/* Index of s (added if new). Returns -1 on allocation failure. */
+static int64_t strtab_get(struct strtab *t, const char *s)
+{
+    size_t len = strlen(s);
+    if ((t->n + 1) * 2 > t->hcap) {
+        size_t nc = t->hcap ? t->hcap * 2 : 256;
+        uint32_t *ns = calloc(nc, sizeof *ns);
+        if (!ns)
+            return -1;
+        for (size_t i = 0; i < t->n; i++) {
+            size_t j = str_hash(t->s[i], strlen(t->s[i])) & (nc - 1);
+            while (ns[j])
+                j = (j + 1) & (nc - 1);
+            ns[j] = (uint32_t)i + 1;
+        }
+        free(t->slot);
+        t->slot = ns;
+        t->hcap = nc;
+    }
+    size_t j = str_hash(s, len) & (t->hcap - 1);
+    while (t->slot[j]) {
+        if (strcmp(t->s[t->slot[j] - 1], s) == 0)
+            return t->slot[j] - 1;
+        j = (j + 1) & (t->hcap - 1);
+    }
+    if (t->n == t->scap) {
+        size_t nc = t->scap ? t->scap * 2 : 256;
+        char **ns = realloc(t->s, nc * sizeof *ns);
+        if (!ns)
+            return -1;
+        t->s = ns;
+        t->scap = nc;
+    }
+    char *copy = strdup(s);
+    if (!copy)
+        return -1;
+    t->s[t->n] = copy;
+    t->slot[j] = (uint32_t)t->n + 1;
+    return (int64_t)t->n++;
+}
+
+static void strtab_free(struct strtab *t)
+{
+    for (size_t i = 0; i < t->n; i++)
+        free(t->s[i]);
+    free(t->s);
+    free(t->slot);
+}
+
+/* ------------------------------------------------------------ speedscope */
+
+/* Length of the valid UTF-8 sequence at s (1..4), or 0 when the bytes there
+ * are not one: stray continuation bytes, overlong forms, surrogates, code
+ * points past U+10FFFF, or a sequence cut short (by the NUL). */
+static size_t utf8_len(const unsigned char *s)
+{
+    unsigned c = s[0];
+    if (c < 0x80)
+        return 1;
+    size_t need = c >= 0xf0 && c <= 0xf4 ? 3 : c >= 0xe0 ? (c <= 0xef ? 2 : 0) : c >= 0xc2 ? 1 : 0;
+    uint32_t cp = need == 1 ? (c & 0x1f) : need == 2 ? (c & 0x0f) : (c & 0x07);
+    for (size_t k = 1; k <= need; k++) {
+        if ((s[k] & 0xc0) != 0x80)
+            return 0;
+        cp = cp << 6 | (s[k] & 0x3f);
+    }
+    if (!need || (need == 2 && (cp < 0x800 || (cp >= 0xd800 && cp <= 0xdfff))) ||
+        (need == 3 && (cp < 0x10000 || cp > 0x10ffff)))
+        return 0;
+    return need + 1;
+}
+
+/* Copies in to out (capacity len, always NUL-terminated, cut only between
+ * characters) with every invalid UTF-8 byte replaced by U+FFFD, so protobuf
+ * string fields hold valid UTF-8 as proto3 requires. Returns out. */
+static char *utf8_fix(const char *in, char *out, size_t len)
+{
+    const unsigned char *s = (const unsigned char *)in;
+    size_t o = 0;
+    while (*s) {
+        size_t n = utf8_len(s);
+        const unsigned char *src = n ? s : (const unsigned char *)"\xef\xbf\xbd";
+        size_t w = n ? n : 3;
+        if (o + w >= len)
+            break;
+        memcpy(out + o, src, w);
+        o += w;
+        s += n ? n : 1; /* resynchronize on the next byte */
+    }
+    out[o] = '\0';
+    return out;
+}
+
+/* Writes s as a JSON string: quotes, backslashes and control characters
+ * escaped, invalid UTF-8 bytes replaced by U+FFFD, so any name gives a
+ * document JSON parsers accept. */
+static void json_str(FILE *out, const char *str)
+{
+    const unsigned char *s = (const unsigned char *)str;
+    fputc('"', out);
+    while (*s) {
+        unsigned c = *s;
+        size_t n = utf8_len(s);
+        if (c == '"' || c == '\\')
+            fprintf(out, "\\%c", c);
+        else if (c < 0x20 || c == 0x7f)
+            fprintf(out, "\\u%04x", c);
+        else if (n)
+            fwrite(s, 1, n, out);
+        else
+            fputs("\\ufffd", out);
+        s += n ? n : 1;
+    }
+    fputc('"', out);
+}
+
+/* Writes one "sampled" profile of the samples accepted by tid (all when
+ * all_threads). fidx maps frame ids (and pseudo ids) to shared frame indices.
+ * Returns 0, or -1 on allocation failure. */
+static int speedscope_profile(FILE *out, const struct flamme_profile *p, const uint32_t *fidx,
+                              const char *name, int all_threads, uint32_t tid, uint64_t period)
+{
+    uint32_t *path = malloc(max_depth(p) * sizeof *path);
+    if (!path)
+        return -1;
+    uint64_t tmin = UINT64_MAX, tmax = 0, total = 0;
+    for (size_t i = 0; i < p->nsamples; i++) {
+        const struct flamme_sample *s = &p->samples[i];
+        if (!all_threads && s->tid != tid)
+            continue;
+        tmin = s->time_ns < tmin ? s->time_ns : tmin;
+        tmax = s->time_ns > tmax ? s->time_ns : tmax;
+        total += s->weight;
+    }
+    uint64_t start = 0, end = total;
+    if (period) {
+        uint64_t t0 = p->hdr.start_monotonic_ns;
+        if (tmin == UINT64_MAX)
+            tmin = tmax = t0;
+        start = tmin > t0 ? tmin - t0 : 0;
+        end = (tmax > t0 ? tmax - t0 : 0) + period;
+    }
+    fputs("{\"type\":\"sampled\",\"name\":", out);
+    json_str(out, name);
+    fprintf(out, ",\"unit\":\"%s\",\"startValue\":%llu,\"endValue\":%llu,\"samples\":[",
+            period ? "nanoseconds" : "none", (unsigned long long)start, (unsigned long long)end);
+    int first = 1;
+    for (size_t i = 0; i < p->nsamples; i++) {
+        const struct flamme_sample *s = &p->samples[i];
+        if (!all_threads && s->tid != tid)
+            continue;
+        size_t n = sample_path(p, s, path);
+        fputs(first ? "[" : ",[", out);
+        first = 0;
+        for (size_t k = 0; k < n; k++)
+            fprintf(out, k ? ",%u" : "%u", (unsigned)fidx[path[k]]);
+        fputc(']', out);
+    }
+    fputs("],\"weights\":[", out);
+    first = 1;
+    for (size_t i = 0; i < p->nsamples; i++) {
+        const struct flamme_sample *s = &p->samples[i];
+        if (!all_threads && s->tid != tid)
+            continue;
+        uint64_t w = period ? (uint64_t)s->weight * period : s->weight;
+        fprintf(out, first ? "%llu" : ",%llu", (unsigned long long)w);
+        first = 0;
+    }
+    fputs("]}", out);
+    free(path);
+    return 0;
+}
+
+/* speedscope's file format: one shared frame table (deduplicated by name and
+ * file, so two addresses in one function are one frame), then one sampled
+ * profile for all threads or one per thread. Samples stay in file order,
+ * which is time order per thread. Returns 0, or -1 on allocation failure. */
+static int export_speedscope(FILE *out, const struct flamme_profile *p, int threads,
+                             const char *title)
+{
+    int rc = -1, oom = 0;
+    size_t nall = p->nframes + NPSEUDO, ntids = 0;
+    uint32_t *fidx = malloc(nall * sizeof *fidx);
+    uint32_t *tids = NULL;
+    struct strtab keys = { 0 };
+    if (!fidx)
+        return -1;
+    /* Frame key "file\0name" flattened as "file\x01name" (neither contains \x01 in practice,
+     * and a collision would only merge two display frames). */
+    char name[4096], key[8192];
+    for (size_t i = 0; i < nall; i++) {
+        const char *file = "";
+        if (i < p->nframes) {
+            display_name(&p->frames[i], name, sizeof name);
+            file = base_name(p->frames[i].module);
+        } else
+            snprintf(name, sizeof name, "%s", pseudo_names[i - p->nframes]);
+        snprintf(key, sizeof key, "%s\x01%s", file, name);
+        int64_t ix = strtab_get(&keys, key);
+        if (ix < 0)
+            goto out;
+        fidx[i] = (uint32_t)ix;
+    }
+    fputs("{\"$schema\":\"https://www.speedscope.app/file-format-schema.json\",\"exporter\":\"flamme\",\"name\":",
+          out);
+    json_str(out, title);
+    fputs(",\"activeProfileIndex\":0,\"shared\":{\"frames\":[", out);
+    for (size_t i = 0; i < keys.n; i++) {
+        char *sep = strchr(keys.s[i], '\x01');
+        *sep = '\0';
+        fputs(i ? ",{\"name\":" : "{\"name\":", out);
+        json_str(out, sep + 1);
+        if (keys.s[i][0]) {
+            fputs(",\"file\":", out);
+            json_str(out, keys.s[i]);
+        }
+        fputc('}', out);
+        *sep = '\x01';
+    }
+    fputs("]},\"profiles\":[", out);
+    uint64_t period = p->hdr.hz ? 1000000000ull / p->hdr.hz : 0;
+    if (!threads) {
+        if (speedscope_profile(out, p, fidx, "all threads", 1, 0, period) != 0)
+            goto out;
+    } else {
+        tids = sample_tids(p, &ntids, &oom);
+        if (oom)
+            goto out;
+        for (size_t i = 0; i < ntids; i++) {
+            char lbl[96];
+            tid_label(p, tids[i], lbl, sizeof lbl);
+            if (i)
+                fputc(',', out);
+            if (speedscope_profile(out, p, fidx, lbl, 0, tids[i], period) != 0)
+                goto out;
+        }
+    }
+    fputs("]}\n", out);
+    rc = 0;
+out:
+    free(tids);
+    free(fidx);
+    strtab_free(&keys);
+    return rc;
+}
+
+/* ------------------------------------------------------------ pprof */
+
+/* Growable byte buffer for protobuf encoding. */
+struct pb {
+    unsigned char *b;
+    size_t len, cap;
+    int oom;
+};
+
+static void pb_bytes(struct pb *b, const void *d, size_t n)
+{
+    if (b->oom)
+        return;
+    if (b->len + n > b->cap) {
+        size_t nc = b->cap ? b->cap : 4096;
+        while (nc < b->len + n)
+            nc *= 2;
+        unsigned char *nb = realloc(b->b, nc);
+        if (!nb) {
+            b->oom = 1;
+            return;
+        }
+        b->b = nb;
+        b->cap = nc;
+    }
+    memcpy(b->b + b->len, d, n);
+    b->len += n;
+}
+
+static void pb_varint(struct pb *b, uint64_t v)
+{
+    unsigned char tmp[10];
+    size_t n = 0;
+    do {
+        tmp[n] = (unsigned char)(v & 0x7f);
+        v >>= 7;
+        if (v)
+            tmp[n] |= 0x80;
+        n++;
+    } while (v);
+    pb_bytes(b, tmp, n);
+}
+
+/* Varint field; proto3 leaves zero scalars out. */
+static void pb_uint(struct pb *b, unsigned field, uint64_t v)
+{
+    if (!v)
+        return;
+    pb_varint(b, (uint64_t)field << 3);
+    pb_varint(b, v);
+}
+
+/* Length-delimited field (sub-message, string or packed scalars). */
+static void pb_len(struct pb *b, unsigned field, const void *d, size_t n)
+{
+    pb_varint(b, (uint64_t)field << 3 | 2);
+    pb_varint(b, n);
+    pb_bytes(b, d, n);
+}
+
+/* Appends sub-message m as field of b, then empties m for reuse. */
+static void pb_msg(struct pb *b, unsigned field, struct pb *m)
+{
+    if (m->oom)
+        b->oom = 1;
+    pb_len(b, field, m->b, m->len);
+    m->len = 0;
+}
+
+/* One aggregated pprof sample: a (stack, thread, flags) combination. */
+struct agg {
+    uint32_t stack_id, tid, flags;
+    uint64_t weight;
+};
+
+static int agg_cmp(const void *a, const void *b)
+{
+    const struct agg *x = a, *y = b;
+    if (x->stack_id != y->stack_id)
+        return x->stack_id < y->stack_id ? -1 : 1;
+    if (x->tid != y->tid)
+        return x->tid < y->tid ? -1 : 1;
+    return x->flags < y->flags ? -1 : x->flags > y->flags;
+}
+
+/* The flags that change a sample's exported frames. */
+#define PATH_FLAGS (FLAMME_SAMPLE_TRUNCATED | FLAMME_SAMPLE_BROKEN | FLAMME_SAMPLE_SYSCALL)
+
+/* Encodes the profile as a perftools.profiles.Profile into b. Location id =
+ * frame id + 1 (pseudo frames after the real ones), one Function per
+ * distinct (display name, raw symbol), one Mapping per module. Samples with
+ * the same frames (and thread with --threads) are merged. Returns 0, or -1
+ * on allocation failure. */
+static int pprof_encode(struct pb *b, const struct flamme_profile *p, int threads)
+{
+    int rc = -1;
+    struct strtab st = { 0 }, fnkeys = { 0 }, mods = { 0 };
+    struct pb m = { 0 }, sub = { 0 }, pk = { 0 };
+    size_t nall = p->nframes + NPSEUDO;
+    int64_t *fn_name = NULL, *fn_sys = NULL;
+    uint32_t *loc_fn = malloc(nall * sizeof *loc_fn), *loc_map = malloc(nall * sizeof *loc_map);
+    uint64_t *map_lo = NULL, *map_hi = NULL;
+    struct agg *ag = malloc((p->nsamples + 1) * sizeof *ag);
+    uint32_t *path = malloc(max_depth(p) * sizeof *path);
+    if (!loc_fn || !loc_map || !ag || !path)
+        goto out;
+
+    if (strtab_get(&st, "") != 0)
+        goto out;
+    int64_t s_samples = strtab_get(&st, "samples"), s_count = strtab_get(&st, "count");
+    int64_t s_cpu = strtab_get(&st, "cpu"), s_ns = strtab_get(&st, "nanoseconds");
+    int64_t s_thread = strtab_get(&st, "thread");
+    if (s_samples < 0 || s_count < 0 || s_cpu < 0 || s_ns < 0 || s_thread < 0)
+        goto out;
+
+    /* Functions and mappings. Keys "name\x01sys" index fn_name/fn_sys. */
+    size_t fncap = nall;
+    fn_name = malloc(fncap * sizeof *fn_name);
+    fn_sys = malloc(fncap * sizeof *fn_sys);
+    if (!fn_name || !fn_sys)
+        goto out;
+    char name[4096], key[8192];
+    for (size_t i = 0; i < nall; i++) {
+        const char *sys = "";
+        loc_map[i] = 0;
+        if (i < p->nframes) {
+            const struct flamme_frame *f = &p->frames[i];
+            char raw[4096];
+            utf8_fix(display_name(f, raw, sizeof raw), name, sizeof name);
+            sys = f->function;
+            if (f->module[0]) {
+                int64_t mi = strtab_get(&mods, f->module);
+                if (mi < 0)
+                    goto out;
+                loc_map[i] = (uint32_t)mi + 1;
+            }
+        } else
+            snprintf(name, sizeof name, "%s", pseudo_names[i - p->nframes]);
+        snprintf(key, sizeof key, "%s\x01%s", name, sys);
+        size_t before = fnkeys.n;
+        int64_t fi = strtab_get(&fnkeys, key);
+        if (fi < 0)
+            goto out;
+        if (fnkeys.n != before) {
+            fn_name[fi] = strtab_get(&st, name);
+            fn_sys[fi] = strtab_get(&st, sys);
+            if (fn_name[fi] < 0 || fn_sys[fi] < 0)
+                goto out;
+        }
+        loc_fn[i] = (uint32_t)fi + 1;
+    }
+    map_lo = malloc((mods.n + 1) * sizeof *map_lo);
+    map_hi = calloc(mods.n + 1, sizeof *map_hi);
+    if (!map_lo || !map_hi)
+        goto out;
+    for (size_t i = 0; i <= mods.n; i++)
+        map_lo[i] = UINT64_MAX;
+    for (size_t i = 0; i < p->nframes; i++) {
+        if (!loc_map[i])
+            continue;
+        const struct flamme_frame *f = &p->frames[i];
+        uint64_t base = f->addr >= f->offset ? f->addr - f->offset : f->addr;
+        size_t mi = loc_map[i] - 1;
+        map_lo[mi] = base < map_lo[mi] ? base : map_lo[mi];
+        map_hi[mi] = f->addr + 1 > map_hi[mi] ? f->addr + 1 : map_hi[mi];
+    }
+
+    /* sample_type [samples/count, cpu/nanoseconds] */
+    pb_uint(&m, 1, (uint64_t)s_samples);
+    pb_uint(&m, 2, (uint64_t)s_count);
+    pb_msg(b, 1, &m);
+    pb_uint(&m, 1, (uint64_t)s_cpu);
+    pb_uint(&m, 2, (uint64_t)s_ns);
+    pb_msg(b, 1, &m);
+
+    /* Samples, merged by (stack, thread, path flags). */
+    size_t na = 0;
+    for (size_t i = 0; i < p->nsamples; i++) {
+        const struct flamme_sample *s = &p->samples[i];
+        if (s->weight == 0)
+            continue;
+        ag[na++] = (struct agg){ s->stack_id, threads ? s->tid : 0, s->flags & PATH_FLAGS, s->weight };
+    }
+    if (na)
+        qsort(ag, na, sizeof *ag, agg_cmp);
+    uint64_t period = p->hdr.hz ? 1000000000ull / p->hdr.hz : 0;
+    for (size_t i = 0; i < na;) {
+        struct agg a = ag[i];
+        size_t j = i + 1;
+        for (; j < na && agg_cmp(&ag[j], &a) == 0; j++)
+            a.weight += ag[j].weight;
+        i = j;
+        struct flamme_sample s = { .stack_id = a.stack_id, .tid = a.tid, .flags = a.flags };
+        size_t n = sample_path(p, &s, path);
+        for (size_t k = n; k-- > 0;) /* pprof wants leaf first */
+            pb_varint(&pk, (uint64_t)path[k] + 1);
+        pb_msg(&m, 1, &pk);
+        pb_varint(&pk, a.weight);
+        pb_varint(&pk, p->hdr.hz ? a.weight * 1000000000ull / p->hdr.hz : 0);
+        pb_msg(&m, 2, &pk);
+        if (threads) {
+            char lbl[96];
+            int64_t li = strtab_get(&st, tid_label(p, a.tid, lbl, sizeof lbl));
+            if (li < 0)
+                goto out;
+            pb_uint(&sub, 1, (uint64_t)s_thread);
+            pb_uint(&sub, 2, (uint64_t)li);
+            pb_msg(&m, 3, &sub);
+        }
+        pb_msg(b, 2, &m);
+    }
+
+    /* Mappings, locations, functions. */
+    for (size_t i = 0; i < mods.n; i++) {
+        pb_uint(&m, 1, i + 1);
+        pb_uint(&m, 2, map_lo[i] == UINT64_MAX ? 0 : map_lo[i]);
+        pb_uint(&m, 3, map_hi[i]);
+        int64_t fi = strtab_get(&st, utf8_fix(mods.s[i], key, sizeof key));
+        if (fi < 0)
+            goto out;
+        pb_uint(&m, 5, (uint64_t)fi);
+        pb_uint(&m, 7, 1); /* has_functions */
+        pb_msg(b, 3, &m);
+    }
+    for (size_t i = 0; i < nall; i++) {
+        pb_uint(&m, 1, i + 1);
+        pb_uint(&m, 2, loc_map[i]);
+        if (i < p->nframes)
+            pb_uint(&m, 3, p->frames[i].addr);
+        pb_uint(&sub, 1, loc_fn[i]);
+        pb_msg(&m, 4, &sub);
+        pb_msg(b, 4, &m);
+    }
+    for (size_t i = 0; i < fnkeys.n; i++) {
+        pb_uint(&m, 1, i + 1);
+        pb_uint(&m, 2, (uint64_t)fn_name[i]);
+        pb_uint(&m, 3, (uint64_t)fn_sys[i]);
+        pb_msg(b, 5, &m);
+    }
+    for (size_t i = 0; i < st.n; i++)
+        pb_len(b, 6, st.s[i], strlen(st.s[i]));
+    pb_uint(b, 9, p->hdr.start_realtime_ns);
+    if (p->end_ns > p->hdr.start_monotonic_ns)
+        pb_uint(b, 10, p->end_ns - p->hdr.start_monotonic_ns);
+    pb_uint(&m, 1, (uint64_t)s_cpu);
+    pb_uint(&m, 2, (uint64_t)s_ns);
+    pb_msg(b, 11, &m);
+    pb_uint(b, 12, period);
+    pb_uint(b, 14, (uint64_t)s_cpu);
+    rc = b->oom || m.oom || sub.oom || pk.oom ? -1 : 0;
+out:
+    strtab_free(&st);
+    strtab_free(&fnkeys);
+    strtab_free(&mods);
+    free(m.b);
+    free(sub.b);
+    free(pk.b);
+    free(fn_name);
+    free(fn_sys);
+    free(loc_fn);
+    free(loc_map);
+    free(map_lo);
+    free(map_hi);
+    free(ag);
+    free(path);
+    return rc;
+}
+
+/* Writes data gzip-compressed to out (pprof only accepts the gzip wrapper,
+ * not a bare zlib stream). Returns 0, or -1 on a zlib or write error. */
+static int write_gzip(FILE *out, const unsigned char *data, size_t len)
+{
+    z_stream z = { 0 };
+    if (deflateInit2(&z, 6, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) != Z_OK)
+        return -1;
+    unsigned char buf[65536];
+    int zr, rc = 0;
+    z.next_in = (unsigned char *)data;
+    z.avail_in = 0;
+    size_t left = len;
+    do {
+        if (z.avail_in == 0 && left) {
+            uInt chunk = left > (1u << 30) ? (1u << 30) : (uInt)left;
+            z.avail_in = chunk;
+            left -= chunk;
+        }
+        z.next_out = buf;
+        z.avail_out = sizeof buf;
+        zr = deflate(&z, left || z.avail_in ? Z_NO_FLUSH : Z_FINISH);
+        if (zr == Z_STREAM_ERROR) {
+            rc = -1;
+            break;
+        }
+        size_t have = sizeof buf - z.avail_out;
+        if (have && fwrite(buf, 1, have, out) != have) {
+            rc = -1;
+            break;
+        }
+    } while (zr != Z_STREAM_END);
+    deflateEnd(&z);
+    return rc;
+}
+
+/* ------------------------------------------------------------ folded */
+
+static void emit_line(void *ctx, const char *stack, uint64_t count)
+{
+    fprintf((FILE *)ctx, "%s %llu\n", stack, (unsigned long long)count);
+}
+
+/* ------------------------------------------------------------ the verb */
+
+enum fmt { FMT_NONE, FMT_SPEEDSCOPE, FMT_PPROF, FMT_FOLDED };
+
+static int usage(FILE *f)
+{
+    fprintf(f, "usage: flamme export FILE --format speedscope|pprof|folded [-o OUT] [--threads]\n"
+               "  speedscope  JSON for https://www.speedscope.app (unit: nanoseconds from the rate)\n"
+               "  pprof       gzip'd profile.proto for `pprof` (samples/count and cpu/nanoseconds)\n"
+               "  folded      folded stacks, as `flamme collapse`\n"
+               "  --threads   one speedscope profile per thread / a pprof \"thread\" label /\n"
+               "              a thread root frame in folded stacks\n"
+               "  -o OUT      output file (default: standard output)\n");
+    return 2;
+}
+
+static enum fmt parse_format(const char *s)
+{
+    if (strcmp(s, "speedscope") == 0)
+        return FMT_SPEEDSCOPE;
+    if (strcmp(s, "pprof") == 0)
+        return FMT_PPROF;
+    if (strcmp(s, "folded") == 0 || strcmp(s, "collapsed") == 0)
+        return FMT_FOLDED;
+    return FMT_NONE;
+}
+
+int flamme_cmd_export(int argc, char **argv)
+{
+    const char *in = NULL, *outpath = NULL;
+    enum fmt fmt = FMT_NONE;
+    int threads = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (strcmp(a, "--threads") == 0)
+            threads = 1;
+        else if ((strcmp(a, "-o") == 0 || strcmp(a, "--format") == 0 || strcmp(a, "-f") == 0) &&
+                 i + 1 >= argc) {
+            fprintf(stderr, EXPORT_ERR "%s needs a value\n", a);
+            return 2;
+        } else if (strcmp(a, "-o") == 0)
+            outpath = argv[++i];
+        else if (strcmp(a, "--format") == 0 || strcmp(a, "-f") == 0 ||
+                 strncmp(a, "--format=", 9) == 0) {
+            const char *v = a[1] == 'f' || a[8] != '=' ? argv[++i] : a + 9;
+            if ((fmt = parse_format(v)) == FMT_NONE) {
+                fprintf(stderr, EXPORT_ERR "unknown format '%s' (speedscope, pprof or folded)\n", v);
+                return 2;
+            }
+        } else if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
+            usage(stdout);
+            return 0;
+        } else if (a[0] == '-' && a[1]) {
+            fprintf(stderr, EXPORT_ERR "unknown option: %s\n", a);
+            return 2;
+        } else if (!in)
+            in = a;
+        else {
+            fprintf(stderr, EXPORT_ERR "more than one input file: %s\n", a);
+            return 2;
+        }
+    }
+    if (!in)
+        return usage(stderr);
+    if (fmt == FMT_NONE) {
+        fprintf(stderr, EXPORT_ERR "--format speedscope|pprof|folded is required\n");
+        return 2;
+    }
+
+    struct flamme_profile p;
+    char err[512];
+    if (flamme_profile_load(in, &p, err, sizeof err) != 0) {
+        fprintf(stderr, EXPORT_ERR "%s\n", err);
+        return 2;
+    }
+    if (p.truncated)
+        fprintf(stderr, EXPORT_ERR "%s: file is truncated or damaged; using what was readable\n", in);
+
+    FILE *out = stdout;
+    if (outpath && !(out = fopen(outpath, "wb"))) {
+        fprintf(stderr, EXPORT_ERR "cannot create %s: %s\n", outpath, strerror(errno));
+        flamme_profile_free(&p);
+        return 1;
+    }
+    int rc = 0, fail = 0;
+    if (fmt == FMT_SPEEDSCOPE)
+        fail = export_speedscope(out, &p, threads, base_name(in));
+    else if (fmt == FMT_FOLDED) {
+        struct flamme_collapse_opts o = { .threads = threads };
+        fail = flamme_collapse_profile(&p, &o, emit_line, out);
+    } else {
+        struct pb b = { 0 };
+        fail = pprof_encode(&b, &p, threads);
+        if (!fail && write_gzip(out, b.b, b.len) != 0) {
+            fprintf(stderr, EXPORT_ERR "compression or write error on %s\n",
+                    outpath ? outpath : "stdout");
+            rc = 1;
+        }
+        free(b.b);
+    }
+    if (fail) {
+        fprintf(stderr, EXPORT_ERR "%s: out of memory\n", in);
+        rc = 1;
+    }
+    if (fflush(out) != 0 || ferror(out)) {
+        fprintf(stderr, EXPORT_ERR "write error on %s: %s\n", outpath ? outpath : "stdout",
+                strerror(errno));
+        rc = 1;
+    }
+    if (out != stdout && fclose(out) != 0 && rc == 0) {
+        fprintf(stderr, EXPORT_ERR "cannot write %s: %s\n", outpath, strerror(errno));
+        rc = 1;
+    }
+    flamme_profile_free(&p);
+    return rc;
+}

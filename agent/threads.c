@@ -140,9 +140,9 @@ struct flamme_slot *flamme_thread_register(int is_main, uintptr_t start_routine,
     /* Pairs with the writer's acquire load of state: the slot's fields and
      * ring are initialised before the writer reads them. */
     atomic_store_explicit(&s->state, FLAMME_SLOT_LIVE, memory_order_release);
-    /* Threads the runtime starts with every signal blocked (the domain backup
-     * thread, the systhreads tick thread) get no timer: the signal could never
-     * be delivered and would only pend. They still appear in the profile. */
+    /* A thread that still blocks SIGPROF (FLAMME_SAMPLE_BLOCKED=0, or the
+     * unblock failed) gets no timer: its signals would only pend. It still
+     * appears in the profile. */
     if (!s->sigprof_blocked) {
         pthread_mutex_lock(&arm_lock);
         /* Pairs with the release store in flamme_agent_start, which then arms

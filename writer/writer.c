@@ -4,7 +4,6 @@
  * or touches the profile file.
  */
 #include "writer/writer.h"
-#include "runtime_hooks/ocaml_rt.h"
 
 #include <dlfcn.h>
 #include <errno.h>
@@ -25,6 +24,7 @@
 #include "agent/threads.h"
 #include "common/profile.h"
 #include "common/roots.h"
+#include "runtime_hooks/ocaml_rt.h"
 #include "writer/dedup.h"
 #include "writer/ring.h"
 #include "writer/symbols.h"

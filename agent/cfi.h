@@ -5,9 +5,9 @@
  * address (CFA) is and where the caller's rbp was saved. The return address
  * is always at CFA - 8.
  *
- * Built by the writer thread (flamme_cfi_add_module: parses ELF files,
- * allocates) and read by the SIGPROF handler (flamme_cfi_lookup_sigsafe:
- * no locks, no allocation). Publication: the builder prepares a new
+ * Built by the writer thread (writer/cfi_build.c: flamme_cfi_add_module
+ * parses ELF files, allocates) and read by the SIGPROF handler (agent/cfi.c:
+ * flamme_cfi_lookup_sigsafe, no locks, no allocation). Publication: the builder prepares a new
  * immutable table set and swaps one pointer (release); the handler loads it
  * (acquire). Old sets are kept until flamme_cfi_free_all at exit, since a
  * handler may still be reading one.

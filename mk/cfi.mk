@@ -1,10 +1,11 @@
-# mk/cfi.mk — .eh_frame unwind rows for the stack walker (owner: agent/cfi.c,
-# tests/unit/test_cfi.c). agent/cfi.c goes into LIB_SRCS so that both
-# libflamme.so and build/libflamme_core.a (hence the unit test) contain it.
-# mk/agent.mk's agent/*.c wildcard also put it in SO_SRCS; it is taken out
-# again so SO_SRCS and LIB_SRCS stay disjoint as mk/zz-rules.mk expects.
-# (The .so link rule in mk/agent.mk expanded its prerequisites before this
-# file was read, so it lists cfi.o exactly once, from the wildcard.)
+# mk/cfi.mk — .eh_frame unwind rows for the stack walker: the handler's
+# lookup (agent/cfi.c) and the builder (writer/cfi_build.c, listed in
+# mk/agent.mk), and their unit test. agent/cfi.c goes into LIB_SRCS so that
+# both libflamme.so and build/libflamme_core.a (hence the unit test) contain
+# it; mk/agent.mk's agent/*.c wildcard also put it in SO_SRCS, so it is taken
+# out again there, keeping SO_SRCS and LIB_SRCS disjoint as mk/zz-rules.mk
+# expects. (The .so link rule in mk/agent.mk expanded its prerequisites
+# before this file was read, so it lists cfi.o exactly once.)
 SO_SRCS  := $(filter-out agent/cfi.c,$(SO_SRCS))
 LIB_SRCS += agent/cfi.c
 UNIT_TESTS += tests/unit/test_cfi.c

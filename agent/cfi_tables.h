@@ -1,0 +1,53 @@
+/*
+ * agent/cfi_tables.h — layout of the published unwind tables, shared by the
+ * walker's lookup (agent/cfi.c, signal handler) and their builder
+ * (writer/cfi_build.c, writer thread). Internal to those two files.
+ *
+ * Row table of one module: parallel arrays, 12 bytes a row: `off` (pc minus
+ * the module's lo, uint32, dense for the binary search) and `rule` (CFA
+ * register/offset, rbp save slot). A RULE_GAP row ends an FDE that is not
+ * followed directly by another one: addresses there have no CFI.
+ *
+ * Publication: the builder makes a new immutable `struct cfi_set` (the sorted
+ * list of modules, old modules shared, never modified) and stores it into
+ * flamme_cfi_published with memory_order_release; the handler's
+ * memory_order_acquire load pairs with that store, so every row written
+ * before the swap is visible to a handler that sees the new set. Superseded
+ * sets and replaced modules are kept (a handler may still be reading them)
+ * until flamme_cfi_free_all.
+ */
+#ifndef FLAMME_AGENT_CFI_TABLES_H
+#define FLAMME_AGENT_CFI_TABLES_H
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define RULE_GAP 255 /* no FDE covers this address */
+
+struct rule {
+    int32_t cfa_off;
+    int16_t rbp_off;
+    uint8_t reg; /* FLAMME_CFA_* or RULE_GAP */
+    uint8_t pad;
+};
+
+struct cfi_mod {
+    uint64_t lo, hi; /* runtime range covered */
+    size_t n;
+    uint32_t *off;   /* n entries, strictly increasing */
+    struct rule *rule;
+    char *name;      /* path as given (for debugging) */
+    uint64_t dev, ino; /* file identity, to recognise a module added again */
+    struct cfi_mod *all_next; /* every module ever built, for free_all */
+};
+
+struct cfi_set {
+    size_t n;
+    struct cfi_set *retired_next; /* builder-side list of superseded sets */
+    struct cfi_mod *mod[];        /* sorted by lo, disjoint */
+};
+
+/* The set the handler reads; written only by the builder. */
+extern _Atomic(struct cfi_set *) flamme_cfi_published;
+
+#endif

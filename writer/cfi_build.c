@@ -1,0 +1,1014 @@
+/*
+ * writer/cfi_build.c — builds the .eh_frame unwind rows the stack walker
+ * looks up (agent/cfi.h, agent/cfi_tables.h).
+ *
+ * Owns: every module's row table and the published table set
+ * (flamme_cfi_add_module, flamme_cfi_add_from_maps, flamme_cfi_stats,
+ * flamme_cfi_free_all). Writer thread (or agent start-up); allocates, reads
+ * ELF files with pread (never a kept mmap: a file truncated on disk would
+ * SIGBUS the profiled program), serialised by build_lock. The reader is
+ * agent/cfi.c's flamme_cfi_lookup_sigsafe.
+ *
+ */
+#include "agent/cfi.h"
+#include "agent/cfi_tables.h"
+
+#include <elf.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <unistd.h>
+
+#define EH_FRAME_MAX (64u << 20) /* refuse absurd .eh_frame sizes (bad input) */
+#define STATE_STACK 8            /* DW_CFA_remember_state depth */
+#define DW_REG_RBP 6
+#define DW_REG_RSP 7
+#define SHDR_MAX 65535
+
+/* Pointer encodings (LSB ABI, .eh_frame) and call-frame opcodes (DWARF 5
+ * section 6.4.2, plus the GNU extensions gcc emits); <elf.h> has neither. */
+enum {
+    DW_EH_PE_absptr = 0x00, DW_EH_PE_uleb128 = 0x01, DW_EH_PE_udata2 = 0x02,
+    DW_EH_PE_udata4 = 0x03, DW_EH_PE_udata8 = 0x04, DW_EH_PE_sleb128 = 0x09,
+    DW_EH_PE_sdata2 = 0x0a, DW_EH_PE_sdata4 = 0x0b, DW_EH_PE_sdata8 = 0x0c,
+    DW_EH_PE_pcrel = 0x10, DW_EH_PE_datarel = 0x30, DW_EH_PE_indirect = 0x80,
+    DW_EH_PE_omit = 0xff,
+};
+enum {
+    DW_CFA_nop = 0x00, DW_CFA_set_loc = 0x01, DW_CFA_advance_loc1 = 0x02,
+    DW_CFA_advance_loc2 = 0x03, DW_CFA_advance_loc4 = 0x04, DW_CFA_offset_extended = 0x05,
+    DW_CFA_restore_extended = 0x06, DW_CFA_undefined = 0x07, DW_CFA_same_value = 0x08,
+    DW_CFA_register = 0x09, DW_CFA_remember_state = 0x0a, DW_CFA_restore_state = 0x0b,
+    DW_CFA_def_cfa = 0x0c, DW_CFA_def_cfa_register = 0x0d, DW_CFA_def_cfa_offset = 0x0e,
+    DW_CFA_def_cfa_expression = 0x0f, DW_CFA_expression = 0x10,
+    DW_CFA_offset_extended_sf = 0x11, DW_CFA_def_cfa_sf = 0x12,
+    DW_CFA_def_cfa_offset_sf = 0x13, DW_CFA_val_offset = 0x14, DW_CFA_val_offset_sf = 0x15,
+    DW_CFA_val_expression = 0x16, DW_CFA_GNU_args_size = 0x2e,
+    DW_CFA_GNU_negative_offset_extended = 0x2f,
+    /* high two bits, operand in the low six */
+    DW_CFA_advance_loc = 0x40, DW_CFA_offset = 0x80, DW_CFA_restore = 0xc0,
+};
+
+static struct cfi_set *retired;  /* superseded sets (builder only) */
+static struct cfi_mod *all_mods; /* (builder only) */
+static pthread_mutex_t build_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* ------------------------------------------------------------ byte reader */
+
+/* A cursor over a buffer holding bytes of the ELF file whose first byte
+ * has link-time address base_vaddr (needed for pc-relative pointers). Any
+ * overrun sets bad and yields zeros. */
+struct rd {
+    const uint8_t *p, *end, *base;
+    uint64_t base_vaddr;
+    int bad;
+};
+
+static uint64_t rd_u(struct rd *r, size_t n)
+{
+    if (r->bad || (size_t)(r->end - r->p) < n) {
+        r->bad = 1;
+        r->p = r->end;
+        return 0;
+    }
+    uint64_t v = 0;
+    for (size_t i = 0; i < n; i++)
+        v |= (uint64_t)r->p[i] << (8 * i);
+    r->p += n;
+    return v;
+}
+
+static uint64_t rd_uleb(struct rd *r)
+{
+    uint64_t v = 0;
+    for (unsigned sh = 0;; sh += 7) {
+        if (r->bad || r->p >= r->end) {
+            r->bad = 1;
+            return 0;
+        }
+        uint8_t b = *r->p++;
+        if (sh < 64)
+            v |= (uint64_t)(b & 0x7f) << sh;
+        if (!(b & 0x80))
+            return v;
+    }
+}
+
+static int64_t rd_sleb(struct rd *r)
+{
+    uint64_t v = 0;
+    unsigned sh = 0;
+    uint8_t b;
+    do {
+        if (r->bad || r->p >= r->end) {
+            r->bad = 1;
+            return 0;
+        }
+        b = *r->p++;
+        if (sh < 64)
+            v |= (uint64_t)(b & 0x7f) << sh;
+        sh += 7;
+    } while (b & 0x80);
+    if (sh < 64 && (b & 0x40))
+        v |= ~0ull << sh;
+    return (int64_t)v;
+}
+
+/* Reads a DW_EH_PE-encoded pointer (link-time value). pcrel is relative to
+ * the field's own address, datarel to datarel_base (the .eh_frame_hdr, as
+ * in the hdr's table; 0 = unknown). Indirect, textrel, funcrel and aligned
+ * encodings, and datarel without a base, set r->bad. DW_EH_PE_omit yields 0. */
+static uint64_t rd_ptr(struct rd *r, uint8_t enc, uint64_t datarel_base)
+{
+    if (enc == DW_EH_PE_omit)
+        return 0;
+    uint64_t field = r->base_vaddr + (uint64_t)(r->p - r->base), v;
+    switch (enc & 0x0f) {
+    case DW_EH_PE_absptr: v = rd_u(r, 8); break;
+    case DW_EH_PE_uleb128: v = rd_uleb(r); break;
+    case DW_EH_PE_udata2: v = rd_u(r, 2); break;
+    case DW_EH_PE_udata4: v = rd_u(r, 4); break;
+    case DW_EH_PE_udata8: v = rd_u(r, 8); break;
+    case DW_EH_PE_sleb128: v = (uint64_t)rd_sleb(r); break;
+    case DW_EH_PE_sdata2: v = (uint64_t)(int64_t)(int16_t)rd_u(r, 2); break;
+    case DW_EH_PE_sdata4: v = (uint64_t)(int64_t)(int32_t)rd_u(r, 4); break;
+    case DW_EH_PE_sdata8: v = rd_u(r, 8); break;
+    default: r->bad = 1; return 0;
+    }
+    switch (enc & 0x70) {
+    case DW_EH_PE_absptr: break;
+    case DW_EH_PE_pcrel: v += field; break;
+    case DW_EH_PE_datarel:
+        if (!datarel_base)
+            r->bad = 1;
+        v += datarel_base;
+        break;
+    default: r->bad = 1;
+    }
+    if (enc & DW_EH_PE_indirect)
+        r->bad = 1;
+    return v;
+}
+
+/* ------------------------------------------------------------ CFA programs */
+
+enum { SAVE_SAME, SAVE_AT_OFF, SAVE_LOST };
+
+/* What the unwinder knows at one pc: CFA = reg + off, where rbp and the
+ * return address were saved. */
+struct regstate {
+    uint64_t cfa_reg; /* DWARF register; anything but 6/7 makes the row UNKNOWN */
+    int64_t cfa_off;
+    int cfa_expr;     /* CFA given by an expression: 1 unusable, 2 a deref chain (below) */
+    uint64_t ex_reg;  /* deref chain: CFA = deref(ex_reg + ex_off) [+ ex_mid, deref] + ex_add */
+    int64_t ex_off;
+    int ex_nderef;
+    uint64_t ex_mid, ex_add;
+    int rbp_how, ra_how;
+    int64_t rbp_off, ra_off;
+};
+
+struct cie {
+    uint64_t code_align, ra_reg;
+    int64_t data_align;
+    uint8_t fde_enc;
+    int has_z, signal;
+    const uint8_t *insns, *insns_end;
+};
+
+/* Rows of one module before packing: absolute pc. */
+struct trow {
+    uint64_t pc;
+    struct rule r;
+};
+
+struct rowvec {
+    struct trow *v;
+    size_t n, cap;
+    int oom;
+};
+
+static void push_row(struct rowvec *rv, uint64_t pc, struct rule r)
+{
+    if (rv->oom)
+        return;
+    if (rv->n == rv->cap) {
+        size_t nc = rv->cap ? rv->cap * 2 : 4096;
+        struct trow *nv = realloc(rv->v, nc * sizeof *nv);
+        if (!nv) {
+            rv->oom = 1;
+            return;
+        }
+        rv->v = nv;
+        rv->cap = nc;
+    }
+    rv->v[rv->n++] = (struct trow){ pc, r };
+}
+
+/* The compact rule for a state; UNKNOWN when the walker could not use it. */
+static struct rule state_rule(const struct regstate *st)
+{
+    struct rule u = { 0, 0, FLAMME_CFA_UNKNOWN, 0 };
+    if (st->cfa_expr == 2) {
+        /* A deref chain: rbp is taken as unchanged (the rule has no room for
+         * it; these frames are the runtime's stack switches). */
+        if (st->ra_how != SAVE_AT_OFF || st->ra_off != -8 || st->ex_off < INT32_MIN ||
+            st->ex_off > INT32_MAX || st->ex_mid > 63 || st->ex_add > INT16_MAX)
+            return u;
+        return (struct rule){ (int32_t)st->ex_off, (int16_t)st->ex_add,
+                              st->ex_reg == DW_REG_RSP ? FLAMME_CFA_DEREF_RSP
+                                                       : FLAMME_CFA_DEREF_RBP,
+                              (uint8_t)(st->ex_nderef | (st->ex_mid << 2)) };
+    }
+    if (st->cfa_expr || (st->cfa_reg != DW_REG_RSP && st->cfa_reg != DW_REG_RBP))
+        return u;
+    if (st->ra_how != SAVE_AT_OFF || st->ra_off != -8 || st->rbp_how == SAVE_LOST)
+        return u;
+    if (st->cfa_off < INT32_MIN || st->cfa_off > INT32_MAX)
+        return u;
+    if (st->rbp_how == SAVE_AT_OFF && (st->rbp_off == 0 || st->rbp_off < INT16_MIN ||
+                                       st->rbp_off > INT16_MAX))
+        return u;
+    return (struct rule){ (int32_t)st->cfa_off,
+                          (int16_t)(st->rbp_how == SAVE_AT_OFF ? st->rbp_off : 0),
+                          st->cfa_reg == DW_REG_RSP ? FLAMME_CFA_RSP : FLAMME_CFA_RBP, 0 };
+}
+
+/* Applies one register rule to rbp / the return address; other registers
+ * are irrelevant to the walker. */
+static void set_reg(struct regstate *st, const struct cie *c, uint64_t reg, int how, int64_t off)
+{
+    if (reg == DW_REG_RBP) {
+        st->rbp_how = how;
+        st->rbp_off = off;
+    } else if (reg == c->ra_reg) {
+        st->ra_how = how;
+        st->ra_off = off;
+    }
+}
+
+static void restore_reg(struct regstate *st, const struct cie *c, uint64_t reg,
+                        const struct regstate *init)
+{
+    if (reg == DW_REG_RBP)
+        set_reg(st, c, reg, init->rbp_how, init->rbp_off);
+    else if (reg == c->ra_reg)
+        set_reg(st, c, reg, init->ra_how, init->ra_off);
+}
+
+/* DWARF expression opcodes used by the OCaml runtime's stack-switch CFI. */
+#define DW_OP_deref 0x06
+#define DW_OP_plus_uconst 0x23
+#define DW_OP_breg0 0x70
+
+/* Recognises the CFA expressions the OCaml runtime gives its stack-switching
+ * code (amd64.S: caml_c_call, caml_start_program, caml_runstack, ...):
+ *   breg(rsp|rbp) N, deref, [plus_uconst M, deref,] [plus_uconst K]
+ * i.e. the CFA lives in memory the frame points at (a c_stack_link, a
+ * saved stack pointer). Fills st's chain and returns 1, or 0 for any other
+ * expression (the row stays UNKNOWN). */
+static int parse_deref_chain(struct rd *ex, struct regstate *st)
+{
+    uint8_t op = (uint8_t)rd_u(ex, 1);
+    if (ex->bad || (op != DW_OP_breg0 + DW_REG_RSP && op != DW_OP_breg0 + DW_REG_RBP))
+        return 0;
+    st->ex_reg = op - DW_OP_breg0;
+    st->ex_off = rd_sleb(ex);
+    st->ex_nderef = 0;
+    st->ex_mid = st->ex_add = 0;
+    uint64_t pending = 0;
+    while (ex->p < ex->end && !ex->bad) {
+        op = (uint8_t)rd_u(ex, 1);
+        if (op == DW_OP_deref) {
+            if (st->ex_nderef == 2 || (st->ex_nderef == 0 && pending))
+                return 0;
+            if (st->ex_nderef == 1)
+                st->ex_mid = pending;
+            pending = 0;
+            st->ex_nderef++;
+        } else if (op == DW_OP_plus_uconst) {
+            pending += rd_uleb(ex);
+        } else {
+            return 0;
+        }
+    }
+    st->ex_add = pending;
+    return !ex->bad && st->ex_nderef >= 1;
+}
+
+/* Runs the CFA instructions in r. For an FDE (out != NULL) emits one row per
+ * location advance, for locations in [*loc, end_pc); init is the state after
+ * the CIE's instructions (for DW_CFA_restore). Returns 0, or -1 on a
+ * malformed or unsupported program (the caller then marks the rest of the
+ * FDE UNKNOWN; rows already emitted stand). */
+static int run_cfa(struct rd *r, const struct cie *c, struct regstate *st,
+                   const struct regstate *init, uint64_t *loc, uint64_t end_pc, uint64_t bias,
+                   struct rowvec *out)
+{
+    struct regstate stack[STATE_STACK];
+    int depth = 0;
+    while (r->p < r->end && !r->bad) {
+        uint8_t op = (uint8_t)rd_u(r, 1);
+        uint64_t adv = 0, reg;
+        int64_t off;
+        switch (op & 0xc0) {
+        case DW_CFA_advance_loc:
+            adv = (op & 0x3f) * c->code_align;
+            goto advance;
+        case DW_CFA_offset:
+            off = (int64_t)rd_uleb(r) * c->data_align;
+            set_reg(st, c, op & 0x3f, SAVE_AT_OFF, off);
+            continue;
+        case DW_CFA_restore:
+            if (!init)
+                return -1;
+            restore_reg(st, c, op & 0x3f, init);
+            continue;
+        }
+        switch (op) {
+        case DW_CFA_nop:
+            break;
+        case DW_CFA_set_loc: {
+            uint64_t to = rd_ptr(r, c->fde_enc, 0);
+            if (r->bad || to < *loc)
+                return -1;
+            adv = to - *loc;
+            goto advance;
+        }
+        case DW_CFA_advance_loc1:
+            adv = rd_u(r, 1) * c->code_align;
+            goto advance;
+        case DW_CFA_advance_loc2:
+            adv = rd_u(r, 2) * c->code_align;
+            goto advance;
+        case DW_CFA_advance_loc4:
+            adv = rd_u(r, 4) * c->code_align;
+            goto advance;
+        case DW_CFA_offset_extended:
+            reg = rd_uleb(r);
+            set_reg(st, c, reg, SAVE_AT_OFF, (int64_t)rd_uleb(r) * c->data_align);
+            break;
+        case DW_CFA_offset_extended_sf:
+            reg = rd_uleb(r);
+            set_reg(st, c, reg, SAVE_AT_OFF, rd_sleb(r) * c->data_align);
+            break;
+        case DW_CFA_GNU_negative_offset_extended:
+            reg = rd_uleb(r);
+            set_reg(st, c, reg, SAVE_AT_OFF, -(int64_t)rd_uleb(r) * c->data_align);
+            break;
+        case DW_CFA_restore_extended:
+            reg = rd_uleb(r);
+            if (!init)
+                return -1;
+            restore_reg(st, c, reg, init);
+            break;
+        case DW_CFA_undefined:
+            /* An undefined return address marks the outermost frame: the
+             * rule set_reg stores (LOST) makes such rows UNKNOWN, which stops
+             * the walk there. An undefined rbp is simply not recovered. */
+            reg = rd_uleb(r);
+            set_reg(st, c, reg, reg == c->ra_reg ? SAVE_LOST : SAVE_SAME, 0);
+            break;
+        case DW_CFA_same_value:
+            set_reg(st, c, rd_uleb(r), SAVE_SAME, 0);
+            break;
+        case DW_CFA_register: /* saved in another register: lost to the walker */
+        case DW_CFA_val_offset:
+            reg = rd_uleb(r);
+            (void)rd_uleb(r);
+            set_reg(st, c, reg, SAVE_LOST, 0);
+            break;
+        case DW_CFA_remember_state:
+            if (depth == STATE_STACK)
+                return -1;
+            stack[depth++] = *st;
+            break;
+        case DW_CFA_restore_state:
+            /* The CFA rule is restored too, as libgcc's unwinder does:
+             * gcc's epilogue-in-the-middle code relies on it. */
+            if (depth == 0)
+                return -1;
+            *st = stack[--depth];
+            break;
+        case DW_CFA_def_cfa:
+            st->cfa_reg = rd_uleb(r);
+            st->cfa_off = (int64_t)rd_uleb(r);
+            st->cfa_expr = 0;
+            break;
+        case DW_CFA_def_cfa_sf:
+            st->cfa_reg = rd_uleb(r);
+            st->cfa_off = rd_sleb(r) * c->data_align;
+            st->cfa_expr = 0;
+            break;
+        case DW_CFA_def_cfa_register:
+            st->cfa_reg = rd_uleb(r);
+            break;
+        case DW_CFA_def_cfa_offset:
+            st->cfa_off = (int64_t)rd_uleb(r);
+            break;
+        case DW_CFA_def_cfa_offset_sf:
+            st->cfa_off = rd_sleb(r) * c->data_align;
+            break;
+        case DW_CFA_def_cfa_expression: {
+            uint64_t len = rd_uleb(r);
+            if (len > (uint64_t)(r->end - r->p))
+                return -1;
+            struct rd ex = { r->p, r->p + len, r->base, r->base_vaddr, 0 };
+            st->cfa_expr = parse_deref_chain(&ex, st) ? 2 : 1;
+            r->p += len;
+            break;
+        }
+        case DW_CFA_expression:
+        case DW_CFA_val_expression: {
+            reg = rd_uleb(r);
+            uint64_t len = rd_uleb(r);
+            if (len > (uint64_t)(r->end - r->p))
+                return -1;
+            r->p += len;
+            set_reg(st, c, reg, SAVE_LOST, 0);
+            break;
+        }
+        case DW_CFA_val_offset_sf:
+            reg = rd_uleb(r);
+            (void)rd_sleb(r);
+            set_reg(st, c, reg, SAVE_LOST, 0);
+            break;
+        case DW_CFA_GNU_args_size:
+            (void)rd_uleb(r);
+            break;
+        default:
+            return -1;
+        }
+        continue;
+    advance:
+        if (!out)
+            return -1; /* a CIE may not advance */
+        if (adv == 0)
+            continue;
+        push_row(out, *loc + bias, state_rule(st));
+        *loc += adv;
+        if (*loc >= end_pc)
+            return 0;
+    }
+    return r->bad ? -1 : 0;
+}
+
+/* ------------------------------------------------------------ .eh_frame */
+
+/* The .eh_frame bytes and where they live at link time. */
+struct ehf {
+    uint8_t *buf;
+    uint64_t size, vaddr;
+    uint64_t hdr_vaddr; /* .eh_frame_hdr, datarel base; 0 if unknown */
+};
+
+/* Parses the CIE at offset off of the section. Returns 0, or -1. */
+static int parse_cie(const struct ehf *e, uint64_t off, struct cie *c)
+{
+    if (off + 4 > e->size)
+        return -1;
+    struct rd r = { e->buf + off, e->buf + e->size, e->buf, e->vaddr, 0 };
+    uint64_t len = rd_u(&r, 4);
+    if (len == 0xffffffffu)
+        len = rd_u(&r, 8);
+    if (r.bad || len > (uint64_t)(r.end - r.p) || len < 4)
+        return -1;
+    r.end = r.p + len;
+    if (rd_u(&r, 4) != 0)
+        return -1;
+    unsigned version = (unsigned)rd_u(&r, 1);
+    if (version != 1 && version != 3 && version != 4)
+        return -1;
+    const char *aug = (const char *)r.p;
+    size_t auglen = strnlen(aug, (size_t)(r.end - r.p));
+    if (auglen == (size_t)(r.end - r.p))
+        return -1;
+    r.p += auglen + 1;
+    if (version == 4 && (rd_u(&r, 1) != 8 || rd_u(&r, 1) != 0))
+        return -1;
+    memset(c, 0, sizeof *c);
+    c->code_align = rd_uleb(&r);
+    c->data_align = rd_sleb(&r);
+    c->ra_reg = version == 1 ? rd_u(&r, 1) : rd_uleb(&r);
+    c->fde_enc = DW_EH_PE_absptr;
+    if (aug[0] == 'z') {
+        c->has_z = 1;
+        uint64_t zlen = rd_uleb(&r);
+        if (r.bad || zlen > (uint64_t)(r.end - r.p))
+            return -1;
+        const uint8_t *data_end = r.p + zlen;
+        for (const char *a = aug + 1; *a && !r.bad; a++) {
+            if (*a == 'R')
+                c->fde_enc = (uint8_t)rd_u(&r, 1);
+            else if (*a == 'L')
+                (void)rd_u(&r, 1); /* LSDA encoding: the FDE's aug data is skipped by length */
+            else if (*a == 'P') {
+                /* Only the size matters: pass a dummy datarel base so a
+                 * datarel personality does not count as malformed. */
+                uint8_t penc = (uint8_t)rd_u(&r, 1);
+                (void)rd_ptr(&r, penc & ~DW_EH_PE_indirect, 1);
+            } else if (*a == 'S')
+                c->signal = 1;
+            else if (*a != 'B')
+                break; /* unknown letter: the rest is skipped by length */
+        }
+        if (r.bad || r.p > data_end)
+            return -1;
+        r.p = data_end;
+    } else if (aug[0] != '\0') {
+        return -1; /* pre-'z' augmentations (eh) are not in x86_64 binaries */
+    }
+    if (r.bad || c->code_align == 0)
+        return -1;
+    c->insns = r.p;
+    c->insns_end = r.end;
+    return 0;
+}
+
+/* Emits the rows of the FDE whose body is [p, end) and whose CIE is c.
+ * Returns 0 (also for an FDE skipped as unusable), or -1 on allocation
+ * failure. */
+static int do_fde(const struct ehf *e, const uint8_t *p, const uint8_t *end,
+                  const struct cie *c, uint64_t bias, struct rowvec *out)
+{
+    struct rd r = { p, end, e->buf, e->vaddr, 0 };
+    uint64_t begin = rd_ptr(&r, c->fde_enc, e->hdr_vaddr);
+    uint64_t range = rd_ptr(&r, c->fde_enc & 0x0f, 0);
+    if (c->has_z) {
+        uint64_t zlen = rd_uleb(&r);
+        if (zlen > (uint64_t)(r.end - r.p))
+            return 0;
+        r.p += zlen;
+    }
+    if (r.bad || range == 0 || begin + range < begin)
+        return 0;
+    uint64_t end_pc = begin + range, loc = begin;
+    struct regstate init = { .cfa_reg = ~0ull, .rbp_how = SAVE_SAME, .ra_how = SAVE_LOST };
+    struct rd cr = { c->insns, c->insns_end, e->buf, e->vaddr, 0 };
+    if (run_cfa(&cr, c, &init, NULL, &loc, end_pc, bias, NULL) != 0)
+        init.cfa_expr = 1; /* unusable CIE: whole FDE UNKNOWN */
+    /* Signal frames ('S': glibc's __restore_rt, the OCaml runtime's stack
+     * switches) need no special case: a trampoline's return address is an
+     * expression, which already makes its rows UNKNOWN. */
+    struct regstate st = init;
+    if (run_cfa(&r, c, &st, &init, &loc, end_pc, bias, out) != 0)
+        st.cfa_expr = 1;
+    if (loc < end_pc)
+        push_row(out, loc + bias, state_rule(&st));
+    push_row(out, end_pc + bias, (struct rule){ 0, 0, RULE_GAP, 0 });
+    return out->oom ? -1 : 0;
+}
+
+/* Walks every entry of .eh_frame. Returns 0, or -1 on allocation failure. */
+static int parse_eh_frame(const struct ehf *e, uint64_t bias, struct rowvec *out)
+{
+    uint64_t off = 0, cie_at = ~0ull;
+    struct cie cie;
+    int cie_ok = 0;
+    while (off + 4 <= e->size) {
+        struct rd r = { e->buf + off, e->buf + e->size, e->buf, e->vaddr, 0 };
+        uint64_t len = rd_u(&r, 4);
+        if (len == 0)
+            break; /* terminator */
+        if (len == 0xffffffffu)
+            len = rd_u(&r, 8);
+        if (r.bad || len > (uint64_t)(r.end - r.p) || len < 4)
+            break;
+        const uint8_t *body = r.p, *end = r.p + len;
+        uint64_t id_pos = (uint64_t)(body - e->buf);
+        uint32_t id = (uint32_t)rd_u(&r, 4);
+        off = (uint64_t)(end - e->buf);
+        if (id == 0)
+            continue; /* a CIE: parsed when an FDE refers to it */
+        if (id > id_pos)
+            continue;
+        uint64_t cie_off = id_pos - id;
+        if (cie_off != cie_at) {
+            cie_at = cie_off;
+            cie_ok = parse_cie(e, cie_off, &cie) == 0;
+        }
+        if (cie_ok && do_fde(e, r.p, end, &cie, bias, out) != 0)
+            return -1;
+    }
+    return 0;
+}
+
+/* ------------------------------------------------------------ ELF */
+
+static int read_at(int fd, uint64_t off, void *dst, size_t len)
+{
+    size_t done = 0;
+    while (done < len) {
+        ssize_t n = pread(fd, (char *)dst + done, len - done, (off_t)(off + done));
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            return -1;
+        done += (size_t)n;
+    }
+    return 0;
+}
+
+static int read_ehdr(int fd, Elf64_Ehdr *eh)
+{
+    if (read_at(fd, 0, eh, sizeof *eh) != 0 || memcmp(eh->e_ident, ELFMAG, SELFMAG) != 0 ||
+        eh->e_ident[EI_CLASS] != ELFCLASS64 || eh->e_ident[EI_DATA] != ELFDATA2LSB ||
+        eh->e_machine != EM_X86_64)
+        return -1;
+    return 0;
+}
+
+/* Reads the program headers. Returns a malloc'd array (*n entries) or NULL. */
+static Elf64_Phdr *read_phdrs(int fd, const Elf64_Ehdr *eh, size_t *n)
+{
+    if (eh->e_phentsize != sizeof(Elf64_Phdr) || eh->e_phnum == 0 || eh->e_phnum == PN_XNUM)
+        return NULL;
+    Elf64_Phdr *ph = malloc(eh->e_phnum * sizeof *ph);
+    if (ph && read_at(fd, eh->e_phoff, ph, eh->e_phnum * sizeof *ph) != 0) {
+        free(ph);
+        return NULL;
+    }
+    *n = eh->e_phnum;
+    return ph;
+}
+
+/* Finds .eh_frame (and .eh_frame_hdr) by section name. Returns 0 and fills
+ * file offset / size / vaddr, or -1. */
+static int find_by_sections(int fd, const Elf64_Ehdr *eh, struct ehf *e, uint64_t *foff)
+{
+    size_t n = eh->e_shnum;
+    if (n == 0 || n > SHDR_MAX || eh->e_shentsize != sizeof(Elf64_Shdr) || eh->e_shstrndx >= n)
+        return -1;
+    Elf64_Shdr *sh = malloc(n * sizeof *sh);
+    char *names = NULL;
+    int rc = -1;
+    if (!sh || read_at(fd, eh->e_shoff, sh, n * sizeof *sh) != 0)
+        goto out;
+    const Elf64_Shdr *ss = &sh[eh->e_shstrndx];
+    if (ss->sh_size == 0 || ss->sh_size > (1u << 24) || !(names = malloc(ss->sh_size + 1)) ||
+        read_at(fd, ss->sh_offset, names, ss->sh_size) != 0)
+        goto out;
+    names[ss->sh_size] = '\0';
+    for (size_t i = 0; i < n; i++) {
+        if (sh[i].sh_name >= ss->sh_size || sh[i].sh_type == SHT_NOBITS)
+            continue;
+        const char *nm = names + sh[i].sh_name;
+        if (strcmp(nm, ".eh_frame_hdr") == 0)
+            e->hdr_vaddr = sh[i].sh_addr;
+        if (strcmp(nm, ".eh_frame") == 0 && sh[i].sh_size > 0) {
+            *foff = sh[i].sh_offset;
+            e->size = sh[i].sh_size;
+            e->vaddr = sh[i].sh_addr;
+            rc = 0;
+        }
+    }
+out:
+    free(names);
+    free(sh);
+    return rc;
+}
+
+/* Stripped of section headers: .eh_frame_hdr (PT_GNU_EH_FRAME) points at
+ * .eh_frame, whose end is found by its terminator within the segment.
+ * Returns 0, or -1. */
+static int find_by_hdr(int fd, const Elf64_Phdr *ph, size_t nph, struct ehf *e, uint64_t *foff)
+{
+    for (size_t i = 0; i < nph; i++) {
+        if (ph[i].p_type != PT_GNU_EH_FRAME || ph[i].p_filesz < 8)
+            continue;
+        uint8_t hb[16];
+        size_t got = ph[i].p_filesz < sizeof hb ? (size_t)ph[i].p_filesz : sizeof hb;
+        if (read_at(fd, ph[i].p_offset, hb, got) != 0 || hb[0] != 1)
+            return -1;
+        struct rd r = { hb + 4, hb + got, hb, ph[i].p_vaddr, 0 };
+        uint64_t at = rd_ptr(&r, hb[1], ph[i].p_vaddr);
+        if (r.bad)
+            return -1;
+        e->hdr_vaddr = ph[i].p_vaddr;
+        for (size_t k = 0; k < nph; k++) {
+            if (ph[k].p_type == PT_LOAD && at >= ph[k].p_vaddr &&
+                at < ph[k].p_vaddr + ph[k].p_filesz) {
+                *foff = at - ph[k].p_vaddr + ph[k].p_offset;
+                e->size = ph[k].p_vaddr + ph[k].p_filesz - at;
+                e->vaddr = at;
+                return 0;
+            }
+        }
+        return -1;
+    }
+    return -1;
+}
+
+/* Loads the .eh_frame of the ELF open on fd into e->buf. Returns 0, or -1. */
+static int load_eh_frame(int fd, struct ehf *e)
+{
+    struct stat st;
+    Elf64_Ehdr eh;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || read_ehdr(fd, &eh) != 0)
+        return -1;
+    size_t nph = 0;
+    Elf64_Phdr *ph = read_phdrs(fd, &eh, &nph);
+    uint64_t foff = 0;
+    int rc = find_by_sections(fd, &eh, e, &foff);
+    if (rc != 0 && ph)
+        rc = find_by_hdr(fd, ph, nph, e, &foff);
+    free(ph);
+    if (rc != 0 || e->size == 0 || foff > (uint64_t)st.st_size)
+        return -1;
+    if (e->size > (uint64_t)st.st_size - foff)
+        e->size = (uint64_t)st.st_size - foff;
+    if (e->size > EH_FRAME_MAX || e->size == 0 || !(e->buf = malloc(e->size)))
+        return -1;
+    if (read_at(fd, foff, e->buf, e->size) != 0) {
+        free(e->buf);
+        e->buf = NULL;
+        return -1;
+    }
+    return 0;
+}
+
+/* ------------------------------------------------------------ building */
+
+static int trow_cmp(const void *a, const void *b)
+{
+    const struct trow *x = a, *y = b;
+    if (x->pc != y->pc)
+        return x->pc < y->pc ? -1 : 1;
+    /* A gap ending one FDE sorts before a row starting the next at the same
+     * pc, so the latter wins when equal pcs are merged (last kept). */
+    int gx = x->r.reg == RULE_GAP, gy = y->r.reg == RULE_GAP;
+    return gy - gx;
+}
+
+static int same_rule(const struct rule *a, const struct rule *b)
+{
+    return a->reg == b->reg && a->cfa_off == b->cfa_off && a->rbp_off == b->rbp_off;
+}
+
+/* Sorts rv, clips it to [lo, hi), merges equal pcs and repeated rules, and
+ * packs it into a new module. Returns the module, or NULL (allocation). */
+static struct cfi_mod *pack(struct rowvec *rv, const char *name, const struct stat *st,
+                            uint64_t lo, uint64_t hi)
+{
+    if (rv->n)
+        qsort(rv->v, rv->n, sizeof *rv->v, trow_cmp);
+    /* The row in force at lo starts the table. */
+    size_t first = 0;
+    for (size_t i = 0; i < rv->n && rv->v[i].pc <= lo; i++)
+        first = i;
+    size_t k = 0;
+    for (size_t i = first; i < rv->n && rv->v[i].pc < hi; i++) {
+        struct trow t = rv->v[i];
+        if (t.pc < lo)
+            t.pc = lo;
+        if (k && rv->v[k - 1].pc == t.pc)
+            k--; /* same pc: the later row wins */
+        if (k && same_rule(&rv->v[k - 1].r, &t.r))
+            continue;
+        if (k == 0 && t.r.reg == RULE_GAP)
+            continue;
+        rv->v[k++] = t;
+    }
+    struct cfi_mod *m = calloc(1, sizeof *m);
+    if (!m)
+        return NULL;
+    m->lo = lo;
+    m->hi = hi;
+    m->dev = (uint64_t)st->st_dev;
+    m->ino = (uint64_t)st->st_ino;
+    m->n = k;
+    m->name = strdup(name);
+    m->off = malloc((k ? k : 1) * sizeof *m->off);
+    m->rule = malloc((k ? k : 1) * sizeof *m->rule);
+    if (!m->name || !m->off || !m->rule) {
+        free(m->name);
+        free(m->off);
+        free(m->rule);
+        free(m);
+        return NULL;
+    }
+    for (size_t i = 0; i < k; i++) {
+        m->off[i] = (uint32_t)(rv->v[i].pc - lo);
+        m->rule[i] = rv->v[i].r;
+    }
+    return m;
+}
+
+/* Publishes a set made of the current one minus modules overlapping m's
+ * range, plus m. Builder lock held. Returns 0, or -1 (allocation). */
+static int publish(struct cfi_mod *m)
+{
+    struct cfi_set *old = atomic_load_explicit(&flamme_cfi_published, memory_order_relaxed);
+    size_t n_old = old ? old->n : 0;
+    struct cfi_set *s = malloc(sizeof *s + (n_old + 1) * sizeof s->mod[0]);
+    if (!s)
+        return -1;
+    size_t k = 0;
+    int placed = 0;
+    for (size_t i = 0; i < n_old; i++) {
+        struct cfi_mod *o = old->mod[i];
+        if (o->lo < m->hi && m->lo < o->hi)
+            continue; /* replaced (added again, or its range now holds m) */
+        if (!placed && o->lo > m->lo) {
+            s->mod[k++] = m;
+            placed = 1;
+        }
+        s->mod[k++] = o;
+    }
+    if (!placed)
+        s->mod[k++] = m;
+    s->n = k;
+    m->all_next = all_mods;
+    all_mods = m;
+    if (old) {
+        old->retired_next = retired;
+        retired = old;
+    }
+    s->retired_next = NULL;
+    /* Pairs with the acquire load in flamme_cfi_lookup_sigsafe. */
+    atomic_store_explicit(&flamme_cfi_published, s, memory_order_release);
+    return 0;
+}
+
+/* Builds and publishes the module for the ELF open on fd. Builder lock held.
+ * Returns the number of rows, or -1. */
+static long add_fd(int fd, const char *name, uint64_t bias, uint64_t lo, uint64_t hi)
+{
+    struct ehf e = { 0 };
+    struct stat st;
+    if (hi <= lo || hi - lo > UINT32_MAX || fstat(fd, &st) != 0 || load_eh_frame(fd, &e) != 0)
+        return -1;
+    struct rowvec rv = { 0 };
+    int rc = parse_eh_frame(&e, bias, &rv);
+    free(e.buf);
+    struct cfi_mod *m = NULL;
+    if (rc == 0 && !rv.oom)
+        m = pack(&rv, name, &st, lo, hi);
+    free(rv.v);
+    if (!m)
+        return -1;
+    if (m->n == 0 || publish(m) != 0) {
+        free(m->name);
+        free(m->off);
+        free(m->rule);
+        free(m);
+        return -1;
+    }
+    return (long)m->n;
+}
+
+long flamme_cfi_add_module(const char *path, uint64_t bias, uint64_t lo, uint64_t hi)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    pthread_mutex_lock(&build_lock);
+    long n = add_fd(fd, path, bias, lo, hi);
+    pthread_mutex_unlock(&build_lock);
+    close(fd);
+    return n;
+}
+
+/* ------------------------------------------------------------ maps */
+
+/* Load bias of the executable mapping [start, ...) at file offset off: the
+ * executable PT_LOAD whose (page-rounded) file range holds off maps it.
+ * Returns 0 and sets *bias, or -1. */
+static int exec_bias(int fd, uint64_t start, uint64_t off, uint64_t *bias)
+{
+    Elf64_Ehdr eh;
+    size_t n = 0;
+    Elf64_Phdr *ph;
+    if (read_ehdr(fd, &eh) != 0 || !(ph = read_phdrs(fd, &eh, &n)))
+        return -1;
+    uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE);
+    int rc = -1;
+    for (size_t i = 0; i < n && rc != 0; i++) {
+        if (ph[i].p_type == PT_LOAD && (ph[i].p_flags & PF_X) &&
+            off >= (ph[i].p_offset & ~(page - 1)) && off < ph[i].p_offset + ph[i].p_filesz) {
+            *bias = start - off + ph[i].p_offset - ph[i].p_vaddr;
+            rc = 0;
+        }
+    }
+    free(ph);
+    return rc;
+}
+
+/* 1 if the mapping's file (path, device, inode) is the file named skip. */
+static int is_skipped(const char *skip, const char *path, dev_t dev, uint64_t ino)
+{
+    if (!skip || !skip[0])
+        return 0;
+    if (strcmp(skip, path) == 0)
+        return 1;
+    struct stat st;
+    return stat(skip, &st) == 0 && st.st_dev == dev && (uint64_t)st.st_ino == ino;
+}
+
+/* 1 if this file is published with this range (whatever path it was added
+ * by: /lib and /usr/lib name one file). Builder lock held. */
+static int already_added(dev_t dev, uint64_t ino, uint64_t lo, uint64_t hi)
+{
+    const struct cfi_set *s = atomic_load_explicit(&flamme_cfi_published, memory_order_relaxed);
+    for (size_t i = 0; s && i < s->n; i++) {
+        const struct cfi_mod *m = s->mod[i];
+        if (m->lo == lo && m->hi == hi && m->dev == (uint64_t)dev && m->ino == ino)
+            return 1;
+    }
+    return 0;
+}
+
+int flamme_cfi_add_from_maps(const char *skip1, const char *skip2)
+{
+    FILE *f = fopen("/proc/self/maps", "re");
+    if (!f)
+        return 0;
+    char line[4096 + 256];
+    int added = 0;
+    pthread_mutex_lock(&build_lock);
+    while (fgets(line, sizeof line, f)) {
+        unsigned long long start, end, off, ino;
+        unsigned dmaj, dmin;
+        char perms[8];
+        int pathpos = 0;
+        if (sscanf(line, "%llx-%llx %7s %llx %x:%x %llu %n", &start, &end, perms, &off, &dmaj,
+                   &dmin, &ino, &pathpos) < 7 || !pathpos)
+            continue;
+        char *path = line + pathpos;
+        path[strcspn(path, "\n")] = '\0';
+        static const char del[] = " (deleted)";
+        size_t pl = strlen(path);
+        int deleted = pl > sizeof del - 1 && strcmp(path + pl - (sizeof del - 1), del) == 0;
+        if (deleted)
+            path[pl - (sizeof del - 1)] = '\0';
+        if (strlen(perms) < 3 || perms[0] != 'r' || perms[2] != 'x' || path[0] != '/')
+            continue;
+        if (is_skipped(skip1, path, makedev(dmaj, dmin), ino) ||
+            is_skipped(skip2, path, makedev(dmaj, dmin), ino) ||
+            already_added(makedev(dmaj, dmin), ino, start, end))
+            continue;
+        /* map_files names the very inode that is mapped, even if the path
+         * now names another file. */
+        char mf[64];
+        snprintf(mf, sizeof mf, "/proc/self/map_files/%llx-%llx", start, end);
+        int fd = open(mf, O_RDONLY | O_CLOEXEC);
+        if (fd < 0 && !deleted)
+            fd = open(path, O_RDONLY | O_CLOEXEC);
+        if (fd < 0)
+            continue;
+        struct stat st;
+        uint64_t bias;
+        if (fstat(fd, &st) == 0 && (uint64_t)st.st_ino == ino &&
+            exec_bias(fd, start, off, &bias) == 0 && add_fd(fd, path, bias, start, end) > 0)
+            added++;
+        close(fd);
+    }
+    pthread_mutex_unlock(&build_lock);
+    fclose(f);
+    return added;
+}
+
+void flamme_cfi_stats(uint64_t *modules, uint64_t *rows, uint64_t *bytes)
+{
+    pthread_mutex_lock(&build_lock);
+    const struct cfi_set *s = atomic_load_explicit(&flamme_cfi_published, memory_order_relaxed);
+    uint64_t nm = 0, nr = 0, nb = 0;
+    for (size_t i = 0; s && i < s->n; i++) {
+        nm++;
+        nr += s->mod[i]->n;
+        nb += sizeof *s->mod[i] + s->mod[i]->n * (sizeof(uint32_t) + sizeof(struct rule));
+    }
+    if (s)
+        nb += sizeof *s + s->n * sizeof s->mod[0];
+    pthread_mutex_unlock(&build_lock);
+    *modules = nm;
+    *rows = nr;
+    *bytes = nb;
+}
+
+void flamme_cfi_free_all(void)
+{
+    pthread_mutex_lock(&build_lock);
+    struct cfi_set *s = atomic_exchange_explicit(&flamme_cfi_published, NULL, memory_order_acq_rel);
+    free(s);
+    while (retired) {
+        struct cfi_set *next = retired->retired_next;
+        free(retired);
+        retired = next;
+    }
+    while (all_mods) {
+        struct cfi_mod *next = all_mods->all_next;
+        free(all_mods->name);
+        free(all_mods->off);
+        free(all_mods->rule);
+        free(all_mods);
+        all_mods = next;
+    }
+    pthread_mutex_unlock(&build_lock);
+}

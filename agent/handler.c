@@ -176,10 +176,11 @@ static uint32_t copy_chunk(struct flamme_walk_copy *copy, uintptr_t addr)
     return got;
 }
 
-uint32_t flamme_walk_sigsafe(uintptr_t pc, uintptr_t sp, uintptr_t fp,
-                             const struct flamme_range *ranges, int nranges,
-                             struct flamme_walk_copy *copy, uint64_t *frames, uint32_t max,
-                             uint32_t *flags)
+/* The walk; leaf = 0 when pc is a return address (a call site) rather than
+ * an interrupted instruction, so no leaf fix-up applies to it. */
+static uint32_t walk(uintptr_t pc, uintptr_t sp, uintptr_t fp, const struct flamme_range *ranges,
+                     int nranges, struct flamme_walk_copy *copy, uint64_t *frames, uint32_t max,
+                     uint32_t *flags, int leaf)
 {
     uintptr_t copy_base = 0; /* the copied chunk covers [copy_base, copy_base + copy_len) */
     uintptr_t copy_len = 0;
@@ -189,7 +190,6 @@ uint32_t flamme_walk_sigsafe(uintptr_t pc, uintptr_t sp, uintptr_t fp,
         return 0;
     frames[n++] = pc;
     int cur = -1, switches = 0;
-    int leaf = 1;
     while (n < max) {
         /* A return address points after its call: look up the call itself. */
         int c = cfi_step(leaf ? pc : pc - 1, &pc, &sp, &fp, ranges, nranges);
@@ -271,6 +271,14 @@ broken:
     return n;
 }
 
+uint32_t flamme_walk_sigsafe(uintptr_t pc, uintptr_t sp, uintptr_t fp,
+                             const struct flamme_range *ranges, int nranges,
+                             struct flamme_walk_copy *copy, uint64_t *frames, uint32_t max,
+                             uint32_t *flags)
+{
+    return walk(pc, sp, fp, ranges, nranges, copy, frames, max, flags, 1);
+}
+
 /* Hands a SIGPROF that is not ours (another profiler, setitimer, kill) to
  * whoever had the signal before us; a default disposition would kill the
  * program, so in that case it is dropped. */
@@ -285,37 +293,20 @@ static void forward(int sig, siginfo_t *si, void *uc)
     }
 }
 
-static void flamme_sigprof(int sig, siginfo_t *si, void *ucv)
+/* The memory a walk of slot s's thread may read: its system stack and the
+ * OCaml stacks of its domain (or, when another systhread owns the domain
+ * state, the ones this thread had last, if still live). sp is the thread's
+ * stack pointer. Fills ranges (MAX_RANGES), *domain and *nocaml (1: no OCaml
+ * stack known). Returns the number of ranges. */
+static int collect_ranges(struct flamme_slot *s, uintptr_t sp, struct flamme_range *ranges,
+                          int32_t *domain_out, int *nocaml_out)
 {
-    int saved_errno = errno;
-    struct flamme_slot *s = flamme_thread_self_sigsafe();
-    unsigned weight;
-    if (!flamme_engine_accept_sigsafe(s, si, &weight)) {
-        if (!s || !s->unblocked)
-            forward(sig, si, ucv);
-        errno = saved_errno;
-        return;
-    }
-    /* Pairs with the release store at exit: once sampling stops, rings are
-     * no longer fed. */
-    if (!atomic_load_explicit(&flamme_agent_sampling, memory_order_acquire)) {
-        errno = saved_errno;
-        return;
-    }
-    uint64_t t0 = flamme_now_sigsafe();
-    ucontext_t *uc = ucv;
-    uintptr_t pc = (uintptr_t)uc->uc_mcontext.gregs[REG_RIP];
-    uintptr_t sp = (uintptr_t)uc->uc_mcontext.gregs[REG_RSP];
-    uintptr_t fp = (uintptr_t)uc->uc_mcontext.gregs[REG_RBP];
-
-    struct flamme_range ranges[MAX_RANGES];
     int nr = 0;
     if (s->stack_hi > s->stack_lo) {
         ranges[nr].lo = s->stack_lo;
         ranges[nr].hi = s->stack_hi;
         nr++;
     }
-    uint32_t sflags = 0;
     int32_t domain = -1;
     int nocaml = 1;
     if (s->caml_state_slot) {
@@ -353,6 +344,69 @@ static void flamme_sigprof(int sig, siginfo_t *si, void *ucv)
         nocaml = k == 0;
         nr += k;
     }
+    *domain_out = domain;
+    *nocaml_out = nocaml;
+    return nr;
+}
+
+/* Commits a sample of n frames already in the ring (the reservation made
+ * with flamme_ring_reserve_sigsafe at rec), rings the writer when the ring
+ * passes half full, and counts it. */
+static void commit_sample(struct flamme_slot *s, uint64_t *rec, uint32_t n, uint32_t flags,
+                          uint64_t time, unsigned weight, int32_t domain)
+{
+    rec[0] = flamme_ring_header(n + FLAMME_SAMPLE_HDR_WORDS, FLAMME_RING_SAMPLE, flags);
+    rec[1] = time;
+    rec[2] = (uint64_t)weight | ((uint64_t)(uint32_t)domain << 32);
+    flamme_ring_commit_sigsafe(s->ring, n + FLAMME_SAMPLE_HDR_WORDS);
+    /* Deep stacks at high rates fill a ring faster than the periodic sweep. */
+    uint64_t cap = s->ring->mask + 1;
+    uint64_t used = atomic_load_explicit(&s->ring->head, memory_order_relaxed) -
+                    atomic_load_explicit(&s->ring->tail, memory_order_relaxed);
+    if (used * 2 > cap && (used - n - FLAMME_SAMPLE_HDR_WORDS) * 2 <= cap)
+        flamme_writer_wake_sigsafe();
+    atomic_fetch_add_explicit(&s->taken, 1, memory_order_relaxed);
+}
+
+static void flamme_sigprof(int sig, siginfo_t *si, void *ucv)
+{
+    int saved_errno = errno;
+    struct flamme_slot *s = flamme_thread_self_sigsafe();
+    unsigned weight;
+    if (!flamme_engine_accept_sigsafe(s, si, &weight)) {
+        if (!s || !s->unblocked)
+            forward(sig, si, ucv);
+        errno = saved_errno;
+        return;
+    }
+    /* Pairs with the release store at exit: once sampling stops, rings are
+     * no longer fed. */
+    if (!atomic_load_explicit(&flamme_agent_sampling, memory_order_acquire)) {
+        errno = saved_errno;
+        return;
+    }
+    if (s->blocked_rec) {
+        /* The thread was in a blocking call with SIGPROF held back: this
+         * signal (with its overruns) stands for the time it waited there,
+         * whose stack was taken on the way in. */
+        uint64_t *rec = s->blocked_rec;
+        s->blocked_rec = NULL;
+        commit_sample(s, rec, s->blocked_n, s->blocked_flags, s->blocked_time, weight,
+                      s->blocked_domain);
+        errno = saved_errno;
+        return;
+    }
+    uint64_t t0 = flamme_now_sigsafe();
+    ucontext_t *uc = ucv;
+    uintptr_t pc = (uintptr_t)uc->uc_mcontext.gregs[REG_RIP];
+    uintptr_t sp = (uintptr_t)uc->uc_mcontext.gregs[REG_RSP];
+    uintptr_t fp = (uintptr_t)uc->uc_mcontext.gregs[REG_RBP];
+
+    struct flamme_range ranges[MAX_RANGES];
+    int32_t domain;
+    int nocaml;
+    int nr = collect_ranges(s, sp, ranges, &domain, &nocaml);
+    uint32_t sflags = 0;
     if (nocaml)
         sflags |= FLAMME_SAMPLE_NO_OCAML;
     /* In a system call (blocked, in wall mode): pc is right after the
@@ -384,22 +438,48 @@ static void flamme_sigprof(int sig, siginfo_t *si, void *ucv)
                                      rec + FLAMME_SAMPLE_HDR_WORDS, (uint32_t)max, &wflags);
     sflags |= wflags;
     sflags |= flamme_gc_flags_sigsafe();
-    rec[0] = flamme_ring_header(n + FLAMME_SAMPLE_HDR_WORDS, FLAMME_RING_SAMPLE, sflags);
-    rec[1] = t0;
-    rec[2] = (uint64_t)weight | ((uint64_t)(uint32_t)domain << 32);
-    flamme_ring_commit_sigsafe(s->ring, n + FLAMME_SAMPLE_HDR_WORDS);
-    /* Ring the writer when this sample took the ring past half full (deep
-     * stacks at high rates fill a ring faster than the periodic sweep). */
-    uint64_t cap = s->ring->mask + 1;
-    uint64_t used = atomic_load_explicit(&s->ring->head, memory_order_relaxed) -
-                    atomic_load_explicit(&s->ring->tail, memory_order_relaxed);
-    if (used * 2 > cap && (used - n - FLAMME_SAMPLE_HDR_WORDS) * 2 <= cap)
-        flamme_writer_wake_sigsafe();
-    atomic_fetch_add_explicit(&s->taken, 1, memory_order_relaxed);
+    commit_sample(s, rec, n, sflags, t0, weight, domain);
     uint64_t b = (flamme_now_sigsafe() - t0) / COST_BUCKET_NS;
     atomic_fetch_add_explicit(&cost_hist[b < COST_BUCKETS ? b : COST_BUCKETS - 1], 1,
                               memory_order_relaxed);
     errno = saved_errno;
+}
+
+
+int flamme_blocked_begin_nosig(uintptr_t callee, uintptr_t ret, uintptr_t sp, uintptr_t fp)
+{
+    struct flamme_slot *s = flamme_thread_self_sigsafe();
+    /* Pairs with the release store in flamme_agent_start/stop. */
+    if (!s || s->blocked_rec || !s->ring ||
+        !atomic_load_explicit(&flamme_agent_sampling, memory_order_acquire))
+        return 0;
+    uint64_t max = (uint64_t)flamme_cfg.depth;
+    uint64_t *rec = flamme_ring_reserve_sigsafe(s->ring, max + FLAMME_SAMPLE_HDR_WORDS);
+    if (!rec)
+        return 0;
+    struct flamme_range ranges[MAX_RANGES];
+    int32_t domain;
+    int nocaml;
+    int nr = collect_ranges(s, sp, ranges, &domain, &nocaml);
+    uint64_t *frames = rec + FLAMME_SAMPLE_HDR_WORDS;
+    uint32_t wflags, n = 0;
+    frames[n++] = callee;
+    struct flamme_walk_copy copy = {s->scratch, FLAMME_SCRATCH_WORDS, 16};
+    n += walk(ret, sp, fp, ranges, nr, &copy, frames + 1, (uint32_t)max - 1, &wflags, 0);
+    s->blocked_flags = wflags | FLAMME_SAMPLE_SYSCALL | (nocaml ? FLAMME_SAMPLE_NO_OCAML : 0) |
+                       flamme_gc_flags_sigsafe();
+    s->blocked_n = n;
+    s->blocked_domain = domain;
+    s->blocked_time = flamme_now_sigsafe();
+    s->blocked_rec = rec; /* last: the handler commits only a finished snapshot */
+    return 1;
+}
+
+void flamme_blocked_end_nosig(void)
+{
+    struct flamme_slot *s = flamme_thread_self_sigsafe();
+    if (s)
+        s->blocked_rec = NULL; /* not committed: the ring space is reused */
 }
 
 int flamme_handler_install(void)

@@ -20,6 +20,18 @@ int flamme_handler_install(void);
 void flamme_handler_cost(uint64_t *p50, uint64_t *p99, uint64_t *n);
 void flamme_handler_cost_reset(void);
 
+/* Wall mode, around a blocking call (agent/blocking.c), with SIGPROF blocked
+ * in the calling thread: begin walks the caller's stack (callee = the
+ * blocking function's address, ret/sp/fp = the caller's return address,
+ * stack and frame pointers) into the thread's ring without committing it;
+ * a SIGPROF held back during the call then commits that stack, weighted by
+ * the periods the call lasted, instead of taking a new sample. end drops
+ * the snapshot if no signal came. begin returns 1 if a snapshot was taken.
+ * Not async-signal-safe in name only: both run with SIGPROF blocked, in
+ * normal context, and touch only the calling thread's slot and ring. */
+int flamme_blocked_begin_nosig(uintptr_t callee, uintptr_t ret, uintptr_t sp, uintptr_t fp);
+void flamme_blocked_end_nosig(void);
+
 /* Ring words of one sample record before its frames. */
 #define FLAMME_SAMPLE_HDR_WORDS 3
 

@@ -44,6 +44,13 @@ struct flamme_slot {
     int n_ocaml_ranges;
     int32_t last_domain;       /* handler-private: last domain id seen, or the creator's */
     uint64_t scratch[FLAMME_SCRATCH_WORDS]; /* handler-private: stack copied by checked reads */
+    /* Wall mode: a stack taken on entry to a blocking call, reserved in the
+     * ring but not committed; set and cleared by the thread itself with
+     * SIGPROF blocked, committed by its handler (agent/blocking.c). */
+    uint64_t *blocked_rec;
+    uint32_t blocked_n, blocked_flags;
+    int32_t blocked_domain;
+    uint64_t blocked_time;
     uintptr_t stack_lo, stack_hi; /* the thread's system stack */
     timer_t timer;
     struct flamme_ring *ring;

@@ -63,6 +63,17 @@ static void release(struct held *h)
     flamme_blocked_end_nosig();
 }
 
+/* The signal mask a p-variant (pselect, ppoll, epoll_pwait) installs for its
+ * wait: the caller's, with SIGPROF held back as well while h is active. */
+static const sigset_t *held_mask(const struct held *h, const sigset_t *mask, sigset_t *buf)
+{
+    if (!h->active || !mask)
+        return mask;
+    *buf = *mask;
+    sigaddset(buf, SIGPROF);
+    return buf;
+}
+
 /* The next definition of `name` (libc's), looked up once. */
 #define REAL(type, name)                                                                     \
     static _Atomic(type) real_;                                                              \
@@ -95,11 +106,7 @@ EXPORT int pselect(int n, fd_set *r, fd_set *w, fd_set *e, const struct timespec
     struct held h;
     sigset_t m;
     hold(&h, (void *)real, __builtin_frame_address(0));
-    if (h.active && mask) { /* the call's own mask must hold SIGPROF back too */
-        m = *mask;
-        sigaddset(&m, SIGPROF);
-        mask = &m;
-    }
+    mask = held_mask(&h, mask, &m);
     int rc = real(n, r, w, e, t, mask);
     release(&h);
     return rc;
@@ -123,11 +130,7 @@ EXPORT int ppoll(struct pollfd *fds, nfds_t n, const struct timespec *t, const s
     struct held h;
     sigset_t m;
     hold(&h, (void *)real, __builtin_frame_address(0));
-    if (h.active && mask) {
-        m = *mask;
-        sigaddset(&m, SIGPROF);
-        mask = &m;
-    }
+    mask = held_mask(&h, mask, &m);
     int rc = real(fds, n, t, mask);
     release(&h);
     return rc;
@@ -151,11 +154,7 @@ EXPORT int epoll_pwait(int fd, struct epoll_event *ev, int max, int timeout, con
     struct held h;
     sigset_t m;
     hold(&h, (void *)real, __builtin_frame_address(0));
-    if (h.active && mask) {
-        m = *mask;
-        sigaddset(&m, SIGPROF);
-        mask = &m;
-    }
+    mask = held_mask(&h, mask, &m);
     int rc = real(fd, ev, max, timeout, mask);
     release(&h);
     return rc;

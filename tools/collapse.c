@@ -18,6 +18,7 @@
  * flagged both is shown as truncated.
  */
 #include "tools/collapse.h"
+#include "common/hash.h"
 #include "tools/cmds.h"
 #include "tools/demangle.h"
 #include "tools/gc_frames.h"
@@ -164,10 +165,7 @@ static uint64_t mix64(uint64_t x)
 
 static uint64_t hash_str(const char *s)
 {
-    uint64_t h = 1469598103934665603ull;
-    for (; *s; s++)
-        h = (h ^ (unsigned char)*s) * 1099511628211ull;
-    return h;
+    return flamme_hash_bytes(s, strlen(s), 0);
 }
 
 struct text_tab {

@@ -14,6 +14,7 @@
  * when the header has a rate, else "none" with raw weights; pprof carries
  * both (samples/count and cpu/nanoseconds).
  */
+#include "common/hash.h"
 #include "common/profile.h"
 #include "tools/cmds.h"
 #include "tools/collapse.h"
@@ -125,10 +126,7 @@ struct strtab {
 
 static uint64_t str_hash(const char *s, size_t len)
 {
-    uint64_t h = 1469598103934665603ull;
-    for (size_t i = 0; i < len; i++)
-        h = (h ^ (unsigned char)s[i]) * 1099511628211ull;
-    return h;
+    return flamme_hash_bytes(s, len, 0);
 }
 
 /* Index of s (added if new). Returns -1 on allocation failure. */

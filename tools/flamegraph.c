@@ -10,6 +10,7 @@
  * Every name reaches the SVG through put_esc() (XML-escaped, UTF-8 checked);
  * the JavaScript reads names from the DOM and never contains input text.
  */
+#include "common/hash.h"
 #include "tools/flamegraph.h"
 
 #include <errno.h>
@@ -341,9 +342,7 @@ struct rgb { int r, g, b; };
 
 static uint64_t mix(const char *s, size_t len, uint64_t seed)
 {
-    uint64_t h = 1469598103934665603ull ^ seed;
-    for (size_t i = 0; i < len; i++)
-        h = (h ^ (unsigned char)s[i]) * 1099511628211ull;
+    uint64_t h = flamme_hash_bytes(s, len, seed);
     h ^= h >> 33;
     h *= 0xff51afd7ed558ccdull;
     h ^= h >> 33;

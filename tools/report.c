@@ -9,6 +9,7 @@
  * Percentages are of sample weight (a sample's weight is the number of
  * timer ticks it stands for).
  */
+#include "common/hash.h"
 #include "common/roots.h"
 #include "tools/cmds.h"
 #include "tools/collapse.h"
@@ -37,10 +38,7 @@ struct agg {
 
 static uint64_t hash_mem(const char *s, size_t n)
 {
-    uint64_t h = 1469598103934665603ull;
-    for (size_t i = 0; i < n; i++)
-        h = (h ^ (unsigned char)s[i]) * 1099511628211ull;
-    return h;
+    return flamme_hash_bytes(s, n, 0);
 }
 
 /* Entry for name s[0..n); NULL on allocation failure. */

@@ -23,7 +23,7 @@
 
 #define FLAMME_MAGIC "FLAMMEPF"     /* 8 bytes, no NUL in the file */
 #define FLAMME_VERSION_MAJOR 1
-#define FLAMME_VERSION_MINOR 1 /* 1.1: GC record */
+#define FLAMME_VERSION_MINOR 2 /* 1.1: GC record; 1.2: FRAME_LINE record */
 #define FLAMME_HEADER_SIZE 64
 #define FLAMME_CHUNK_MAGIC 0x434d4c46u /* "FLMC" as little-endian u32 */
 
@@ -49,6 +49,8 @@ enum flamme_record_type {
     FLAMME_REC_THREAD_END = 7, /* u32 tid, u64 time_ns */
     FLAMME_REC_END = 8,    /* u64 samples, u64 lost, u64 end_monotonic_ns, u32 threads: clean end of profile */
     FLAMME_REC_GC = 9,     /* (1.1) u32 tid, i32 domain, u8 kind, u64 start_ns, u64 duration_ns */
+    FLAMME_REC_FRAME_LINE = 10, /* (1.2) u32 frame_id, u32 line, str file: source position of a
+                                   frame defined earlier (from the module's DWARF .debug_line) */
 };
 
 /* GC record kinds. */
@@ -97,6 +99,7 @@ int flamme_pw_thread_end(flamme_pw *w, uint32_t tid, uint64_t time_ns);
 int flamme_pw_frame(flamme_pw *w, uint32_t frame_id, uint64_t addr, uint64_t offset,
                     const char *function, const char *module);
 int flamme_pw_stack(flamme_pw *w, uint32_t stack_id, uint32_t n, const uint32_t *frame_ids);
+int flamme_pw_frame_line(flamme_pw *w, uint32_t frame_id, uint32_t line, const char *file);
 int flamme_pw_sample(flamme_pw *w, uint32_t stack_id, uint32_t tid, uint32_t weight,
                      int32_t domain, uint32_t flags, uint64_t time_ns);
 int flamme_pw_lost(flamme_pw *w, uint32_t tid, uint64_t count);
@@ -120,6 +123,8 @@ struct flamme_frame {
     uint64_t addr, offset;
     char *function; /* never NULL; "" when unknown */
     char *module;   /* never NULL */
+    char *file;     /* never NULL; "" when the profile has no source position for it */
+    uint32_t line;  /* 0 when unknown */
 };
 
 struct flamme_stack {

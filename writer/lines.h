@@ -1,0 +1,25 @@
+/*
+ * writer/lines.h — source positions (file, line) for code addresses of one
+ * ELF file, from its DWARF .debug_line (OCaml compilers with frame pointers
+ * emit it even without -g; with -g always). Built and used by the writer
+ * thread (allocates, reads the file with pread); never from a handler.
+ */
+#ifndef FLAMME_WRITER_LINES_H
+#define FLAMME_WRITER_LINES_H
+#include <stdint.h>
+
+typedef struct flamme_lines flamme_lines;
+
+/* Parses the .debug_line section of the ELF file at path (DWARF versions 2
+ * to 5). Returns the table, or NULL when the file is unreadable, not ELF, or
+ * has no usable line information. */
+flamme_lines *flamme_lines_open(const char *path);
+
+/* Source position of the instruction at vaddr (an address in the file's own
+ * virtual address space: the "offset" writer/symbols.c returns). Returns 1
+ * and sets *file (valid until flamme_lines_close) and *line, or 0. */
+int flamme_lines_lookup(const flamme_lines *l, uint64_t vaddr, const char **file, uint32_t *line);
+
+void flamme_lines_close(flamme_lines *l);
+
+#endif

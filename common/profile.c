@@ -272,6 +272,18 @@ int flamme_pw_frame(flamme_pw *w, uint32_t frame_id, uint64_t addr, uint64_t off
     return 0;
 }
 
+int flamme_pw_frame_line(flamme_pw *w, uint32_t frame_id, uint32_t line, const char *file)
+{
+    size_t fl = str_len(file);
+    uint8_t *p = rec_begin(w, FLAMME_REC_FRAME_LINE, 4 + 4 + 4 + fl);
+    if (!p)
+        return -1;
+    put_u32(p, frame_id);
+    put_u32(p + 4, line);
+    put_str(p + 8, file ? file : "", fl);
+    return 0;
+}
+
 int flamme_pw_stack(flamme_pw *w, uint32_t stack_id, uint32_t n, const uint32_t *frame_ids)
 {
     if ((uint64_t)n * 4 + 8 > MAX_BODY) {
@@ -519,6 +531,17 @@ static int cur_str(struct cur *c, char **out)
     return 0;
 }
 
+/* Every frame's file starts as this shared "" (most frames of a profile
+ * without FRAME_LINE records have none); only strings read from a record are
+ * owned by the frame and freed. */
+static char no_file[1];
+
+static void free_file(char *f)
+{
+    if (f != no_file)
+        free(f);
+}
+
 /* Decodes one record. Returns 0 (applied or dropped), -1 if the body is too
  * short for the type (corrupt), -2 on allocation failure. */
 static int apply_record(struct loader *L, uint8_t type, const uint8_t *body, size_t len)
@@ -602,11 +625,29 @@ static int apply_record(struct loader *L, uint8_t type, const uint8_t *body, siz
                 return -2;
             }
             p->nframes++;
-        } else { /* redefinition: the later one wins */
+        } else { /* redefinition: the later one wins, source position included */
             free(p->frames[id].function);
             free(p->frames[id].module);
+            free_file(p->frames[id].file);
         }
-        p->frames[id] = (struct flamme_frame){ addr, off, fn, mod };
+        p->frames[id] = (struct flamme_frame){ addr, off, fn, mod, no_file, 0 };
+        return 0;
+    }
+    case FLAMME_REC_FRAME_LINE: {
+        uint32_t id, line;
+        char *file = NULL;
+        if (cur_u32(&c, &id) || cur_u32(&c, &line))
+            return -1;
+        if ((r = cur_str(&c, &file)) < 0)
+            return r;
+        if (id >= p->nframes) { /* position of a frame never defined */
+            free(file);
+            L->dropped++;
+            return 0;
+        }
+        free_file(p->frames[id].file);
+        p->frames[id].file = file;
+        p->frames[id].line = line;
         return 0;
     }
     case FLAMME_REC_STACK: {
@@ -916,6 +957,7 @@ void flamme_profile_free(struct flamme_profile *p)
     for (size_t i = 0; i < p->nframes; i++) {
         free(p->frames[i].function);
         free(p->frames[i].module);
+        free_file(p->frames[i].file);
     }
     for (size_t i = 0; i < p->nstacks; i++)
         free(p->stacks[i].frames);

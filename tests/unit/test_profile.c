@@ -590,6 +590,76 @@ TEST(hostile_ids_and_lengths)
     free(raw.b);
 }
 
+/* Source positions: FRAME_LINE attaches (file, line) to a defined frame; all
+ * other frames read as ("", 0); one for an undefined frame is ignored, a
+ * short body stops decoding, and a FRAME redefinition clears the position. */
+TEST(frame_line_round_trip)
+{
+    snprintf(path, sizeof path, "%s/lines.flamme", dir);
+    flamme_pw *w = open_writer(path);
+    CHECK(flamme_pw_frame(w, 0, 0x1000, 0x10, "Work.a", "/bin/prog") == 0);
+    CHECK(flamme_pw_frame(w, 1, 0x2000, 0x20, "Work.b", "/bin/prog") == 0);
+    CHECK(flamme_pw_frame(w, 2, 0x3000, 0x30, "memcpy", "/lib/libc.so.6") == 0);
+    CHECK(flamme_pw_frame_line(w, 0, 42, "work.ml") == 0);
+    CHECK(flamme_pw_frame_line(w, 1, UINT32_MAX, "stdlib/list.ml") == 0);
+    CHECK(flamme_pw_frame_line(w, 1, 7, "stdlib/list.ml") == 0); /* the later one wins */
+    CHECK(flamme_pw_close(w, 0, 0, 1, 0) == 0);
+    struct flamme_profile p;
+    char err[512] = "";
+    CHECK(flamme_profile_load(path, &p, err, sizeof err) == 0);
+    CHECK(p.hdr.minor == FLAMME_VERSION_MINOR && p.nframes == 3);
+    if (p.nframes == 3) {
+        CHECK_STR(p.frames[0].file, "work.ml");
+        CHECK(p.frames[0].line == 42);
+        CHECK_STR(p.frames[1].file, "stdlib/list.ml");
+        CHECK(p.frames[1].line == 7);
+        CHECK_STR(p.frames[2].file, "");
+        CHECK(p.frames[2].line == 0);
+    }
+    flamme_profile_free(&p);
+
+    /* Hand-built: a position before its frame, one for a frame id never
+     * defined, a redefinition, then a body too short for its fields. */
+    struct buf b = { 0 }, raw = { 0 };
+    b_header(&b, 1, 2, 64);
+    b_rec(&raw, FLAMME_REC_FRAME_LINE, 4 + 4 + 4 + 4);
+    b_u32(&raw, 0);
+    b_u32(&raw, 3);
+    b_str(&raw, "a.ml");          /* frame 0 not defined yet: ignored */
+    b_frame(&raw, 0, "f0");
+    b_frame(&raw, 1, "f1");
+    b_rec(&raw, FLAMME_REC_FRAME_LINE, 4 + 4 + 4 + 4);
+    b_u32(&raw, 0);
+    b_u32(&raw, 5);
+    b_str(&raw, "b.ml");
+    b_rec(&raw, FLAMME_REC_FRAME_LINE, 4 + 4 + 4 + 4);
+    b_u32(&raw, 1);
+    b_u32(&raw, 6);
+    b_str(&raw, "c.ml");
+    b_frame(&raw, 1, "f1bis");    /* redefinition: position cleared */
+    b_chunk(&b, &raw);
+    raw.len = 0;
+    b_rec(&raw, FLAMME_REC_FRAME_LINE, 4 + 4 + 4 + 100);
+    b_u32(&raw, 0);
+    b_u32(&raw, 9);
+    b_u32(&raw, 100);             /* a string longer than the body */
+    b_u32(&raw, 0);
+    b_chunk(&b, &raw);
+    spit(path, b.b, b.len);
+    CHECK(flamme_profile_load(path, &p, err, sizeof err) == 0);
+    CHECK(p.nframes == 2 && p.truncated == 1);
+    if (p.nframes == 2) {
+        CHECK_STR(p.frames[0].file, "b.ml");
+        CHECK(p.frames[0].line == 5);
+        CHECK_STR(p.frames[1].function, "f1bis");
+        CHECK_STR(p.frames[1].file, "");
+        CHECK(p.frames[1].line == 0);
+    }
+    flamme_profile_free(&p);
+    free(b.b);
+    free(raw.b);
+}
+
 static uint64_t rng = 0x9e3779b97f4a7c15ull;
 
 static uint64_t rnd(void)
@@ -774,6 +844,7 @@ int main(void)
     RUN(newer_minor_accepted);
     RUN(garbage_rejected);
     RUN(hostile_ids_and_lengths);
+    RUN(frame_line_round_trip);
     RUN(fuzzed_payloads_never_crash);
     RUN(write_error_is_sticky);
     RUN(short_writes_and_eintr);

@@ -1,0 +1,213 @@
+/*
+ * tests/unit/test_lines.c — writer/lines.c: source positions from DWARF
+ * .debug_line. This binary is built with -g, so it looks itself up: the
+ * address of a function defined here must map to this file and to the line
+ * recorded inside that function. Garbage, a truncated copy of this binary
+ * and an ELF file without .debug_line must give NULL, never a crash.
+ */
+#include <fcntl.h>
+#include <link.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "tests/unit/check.h"
+#include "writer/lines.h"
+
+static char dir[256];
+static int marked_line;
+
+/* Not inlined and kept out of line so that its address is its own code. */
+__attribute__((noinline, used)) int lines_target(int x)
+{
+    marked_line = __LINE__ + 1;
+    return x * 3 + marked_line;
+}
+
+static int find_bias(struct dl_phdr_info *info, size_t size, void *data)
+{
+    /* The first object visited is the executable itself. */
+    *(uintptr_t *)data = (uintptr_t)info->dlpi_addr;
+    return 1;
+}
+
+/* The address of fn in this executable's own virtual address space. */
+static uint64_t file_vaddr(const void *fn)
+{
+    uintptr_t bias = 0;
+    dl_iterate_phdr(find_bias, &bias);
+    return (uint64_t)((uintptr_t)fn - bias);
+}
+
+static int ends_with(const char *s, const char *suffix)
+{
+    size_t a = strlen(s), b = strlen(suffix);
+    return a >= b && strcmp(s + a - b, suffix) == 0 && (a == b || s[a - b - 1] == '/');
+}
+
+TEST(own_function_maps_to_this_file_and_line)
+{
+    lines_target(1);
+    flamme_lines *l = flamme_lines_open("/proc/self/exe");
+    CHECK(l != NULL);
+    if (!l)
+        return;
+    uint64_t start = file_vaddr((const void *)lines_target);
+    /* Every instruction of the function's first bytes lies between its
+     * opening line and the line after the marked one. */
+    int found = 0, near = 0;
+    for (uint64_t a = start; a < start + 16; a++) {
+        const char *file = NULL;
+        uint32_t line = 0;
+        if (!flamme_lines_lookup(l, a, &file, &line))
+            continue;
+        found++;
+        CHECK(ends_with(file, "test_lines.c"));
+        CHECK((int)line >= marked_line - 3 && (int)line <= marked_line + 1);
+        if ((int)line >= marked_line - 2 && (int)line <= marked_line + 2)
+            near++;
+    }
+    CHECK(found > 0 && near > 0);
+    /* A function of another file (libflamme_core.a's) maps to that file. */
+    const char *file = NULL;
+    uint32_t line = 0;
+    CHECK(flamme_lines_lookup(l, file_vaddr((const void *)flamme_lines_open), &file, &line) == 1);
+    CHECK(file && ends_with(file, "lines.c") && !ends_with(file, "test_lines.c") && line > 0);
+    /* Below the first row nothing is known. */
+    CHECK(flamme_lines_lookup(l, 0, &file, &line) == 0);
+    flamme_lines_close(l);
+}
+
+static void spit(const char *p, const void *b, size_t len)
+{
+    int fd = open(p, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    CHECK(fd >= 0 && write(fd, b, len) == (ssize_t)len);
+    close(fd);
+}
+
+static uint8_t *slurp(const char *p, size_t *len)
+{
+    int fd = open(p, O_RDONLY);
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) < 0)
+        return NULL;
+    uint8_t *b = malloc((size_t)st.st_size);
+    size_t done = 0;
+    while (b && done < (size_t)st.st_size) {
+        ssize_t r = read(fd, b + done, (size_t)st.st_size - done);
+        if (r <= 0)
+            break;
+        done += (size_t)r;
+    }
+    close(fd);
+    *len = done;
+    return b;
+}
+
+TEST(bad_files_give_null)
+{
+    char path[512];
+    CHECK(flamme_lines_open("/nonexistent/file") == NULL);
+    CHECK(flamme_lines_open("/proc/self") == NULL); /* a directory */
+    snprintf(path, sizeof path, "%s/garbage", dir);
+    uint8_t junk[4096];
+    uint64_t x = 88172645463325252ull;
+    for (size_t i = 0; i < sizeof junk; i++) {
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        junk[i] = (uint8_t)x;
+    }
+    spit(path, junk, sizeof junk);
+    CHECK(flamme_lines_open(path) == NULL);
+    memcpy(junk, "\x7f" "ELF\x02\x01\x01", 7); /* an ELF header over garbage */
+    spit(path, junk, sizeof junk);
+    CHECK(flamme_lines_open(path) == NULL);
+    spit(path, "", 0);
+    CHECK(flamme_lines_open(path) == NULL);
+}
+
+/* An ELF file whose .debug_line is gone: the test binary with the section's
+ * name renamed in place. */
+TEST(no_debug_line_gives_null)
+{
+    size_t len = 0;
+    uint8_t *b = slurp("/proc/self/exe", &len);
+    CHECK(b != NULL);
+    if (!b)
+        return;
+    int renamed = 0;
+    for (size_t i = 0; i + 12 <= len; i++)
+        if (memcmp(b + i, ".debug_line", 12) == 0) { /* with its NUL: not .debug_line_str */
+            b[i + 1] = 'X';
+            renamed++;
+        }
+    CHECK(renamed >= 1);
+    char path[512];
+    snprintf(path, sizeof path, "%s/nolines", dir);
+    spit(path, b, len);
+    CHECK(flamme_lines_open(path) == NULL);
+    free(b);
+}
+
+/* This binary cut at many lengths and with bytes flipped inside its
+ * .debug_line: open either fails or gives a table whose lookups work. */
+TEST(damaged_copies_never_crash)
+{
+    size_t len = 0;
+    uint8_t *b = slurp("/proc/self/exe", &len);
+    CHECK(b != NULL);
+    if (!b)
+        return;
+    char path[512];
+    snprintf(path, sizeof path, "%s/damaged", dir);
+    for (size_t cut = 64; cut < len; cut += len / 37 + 1) {
+        spit(path, b, cut);
+        flamme_lines *l = flamme_lines_open(path);
+        const char *f;
+        uint32_t line;
+        flamme_lines_lookup(l, 0x1000, &f, &line);
+        flamme_lines_close(l);
+    }
+    uint64_t x = 0x9e3779b97f4a7c15ull;
+    int opened = 0;
+    for (int round = 0; round < 200; round++) {
+        uint8_t *c = malloc(len);
+        memcpy(c, b, len);
+        for (int k = 0; k < 64; k++) { /* flips anywhere past the ELF header */
+            x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+            c[64 + x % (len - 64)] ^= (uint8_t)(x >> 32);
+        }
+        spit(path, c, len);
+        flamme_lines *l = flamme_lines_open(path);
+        if (l) {
+            opened++;
+            const char *f;
+            uint32_t line;
+            for (uint64_t a = 0; a < 0x40000; a += 0x101)
+                if (flamme_lines_lookup(l, a, &f, &line))
+                    CHECK(f != NULL && strlen(f) < 4096);
+        }
+        flamme_lines_close(l);
+        free(c);
+    }
+    CHECK(opened > 0); /* most flips miss the line program: those still open */
+    free(b);
+}
+
+int main(void)
+{
+    snprintf(dir, sizeof dir, "/tmp/flamme-test-lines-XXXXXX");
+    if (!mkdtemp(dir)) {
+        perror("mkdtemp");
+        return 1;
+    }
+    RUN(own_function_maps_to_this_file_and_line);
+    RUN(bad_files_give_null);
+    RUN(no_debug_line_gives_null);
+    RUN(damaged_copies_never_crash);
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    if (system(cmd) != 0)
+        fprintf(stderr, "could not remove %s\n", dir);
+    return CHECK_DONE();
+}

@@ -1,0 +1,688 @@
+/*
+ * writer/lines.c — source positions from an ELF file's DWARF .debug_line.
+ *
+ * Owns: the line table of one file: every line-number program (DWARF 2 to
+ * 5) run once into rows (address, file, line) sorted by address, where an
+ * end_sequence row marks a gap; a lookup is a binary search.
+ * Called by: the agent's writer thread (and tests). It allocates and reads
+ * the file with pread (sections are copied, never kept mapped: a file
+ * replaced or truncated under a live mapping would SIGBUS the profiled
+ * program); never from a signal handler.
+ *
+ * The input is untrusted: every read is bounds-checked, a malformed unit is
+ * dropped whole (the units before and after it are kept when its length is
+ * sane), and nothing here aborts.
+ */
+#include "writer/lines.h"
+
+#include <elf.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "common/hash.h"
+
+#define LINES_MAX_SECTION (1ull << 30) /* a larger debug section is not believed */
+#define END_FILE UINT32_MAX            /* file index of an end_sequence row */
+
+/* DWARF constants used here (DWARF 5 standard, sections 6.2 and 7.5). */
+enum {
+    DW_LNS_copy = 1, DW_LNS_advance_pc = 2, DW_LNS_advance_line = 3, DW_LNS_set_file = 4,
+    DW_LNS_const_add_pc = 8, DW_LNS_fixed_advance_pc = 9,
+    DW_LNE_end_sequence = 1, DW_LNE_set_address = 2, DW_LNE_define_file = 3,
+    DW_LNCT_path = 1, DW_LNCT_directory_index = 2,
+    DW_FORM_data2 = 0x05, DW_FORM_data4 = 0x06, DW_FORM_data8 = 0x07, DW_FORM_string = 0x08,
+    DW_FORM_block = 0x09, DW_FORM_data1 = 0x0b, DW_FORM_strp = 0x0e, DW_FORM_udata = 0x0f,
+    DW_FORM_data16 = 0x1e, DW_FORM_line_strp = 0x1f,
+};
+
+struct row {
+    uint64_t addr;
+    uint32_t file; /* index into files, END_FILE for a gap */
+    uint32_t line;
+};
+
+struct flamme_lines {
+    struct row *rows;
+    size_t nrows;
+    char **files;
+    size_t nfiles;
+};
+
+/* Rows while building: order keeps program order among equal addresses. */
+struct brow {
+    uint64_t addr;
+    uint32_t file, line;
+    uint64_t order;
+};
+
+struct builder {
+    struct brow *rows;
+    size_t nrows, cap;
+    char **files;
+    size_t nfiles, cap_files;
+    uint32_t *slots; /* open-addressing set over files: index + 1, 0 empty */
+    size_t nslots;
+    int oom;
+};
+
+struct sect {
+    uint8_t *data;
+    uint64_t size;
+};
+
+/* ------------------------------------------------------------ reading */
+
+struct cur {
+    const uint8_t *p, *end;
+    int bad; /* set by any read past end; later reads return 0 */
+};
+
+static int need(struct cur *c, uint64_t n)
+{
+    if (c->bad || (uint64_t)(c->end - c->p) < n) {
+        c->bad = 1;
+        return 0;
+    }
+    return 1;
+}
+
+static uint64_t rd_le(struct cur *c, unsigned n)
+{
+    if (!need(c, n))
+        return 0;
+    uint64_t v = 0;
+    for (unsigned i = 0; i < n; i++)
+        v |= (uint64_t)c->p[i] << (8 * i);
+    c->p += n;
+    return v;
+}
+
+static uint64_t rd_uleb(struct cur *c)
+{
+    uint64_t v = 0;
+    unsigned shift = 0;
+    for (;;) {
+        if (!need(c, 1))
+            return 0;
+        uint8_t b = *c->p++;
+        if (shift < 64)
+            v |= (uint64_t)(b & 0x7f) << shift;
+        shift += 7;
+        if (!(b & 0x80))
+            return v;
+    }
+}
+
+static int64_t rd_sleb(struct cur *c)
+{
+    uint64_t v = 0;
+    unsigned shift = 0;
+    uint8_t b;
+    do {
+        if (!need(c, 1))
+            return 0;
+        b = *c->p++;
+        if (shift < 64)
+            v |= (uint64_t)(b & 0x7f) << shift;
+        shift += 7;
+    } while (b & 0x80);
+    if (shift < 64 && (b & 0x40))
+        v |= ~0ull << shift;
+    return (int64_t)v;
+}
+
+/* A NUL-terminated string in place; NULL (and c->bad) if unterminated. */
+static const char *rd_cstr(struct cur *c)
+{
+    if (c->bad)
+        return NULL;
+    const uint8_t *z = memchr(c->p, 0, (size_t)(c->end - c->p));
+    if (!z) {
+        c->bad = 1;
+        return NULL;
+    }
+    const char *s = (const char *)c->p;
+    c->p = z + 1;
+    return s;
+}
+
+static void skip(struct cur *c, uint64_t n)
+{
+    if (need(c, n))
+        c->p += n;
+}
+
+/* String at offset off of a string section; NULL when out of range or
+ * unterminated. */
+static const char *sect_str(const struct sect *s, uint64_t off)
+{
+    if (!s->data || off >= s->size)
+        return NULL;
+    const char *p = (const char *)s->data + off;
+    return memchr(p, 0, (size_t)(s->size - off)) ? p : NULL;
+}
+
+static int pread_all(int fd, void *dst, size_t len, uint64_t off)
+{
+    size_t done = 0;
+    while (done < len) {
+        ssize_t r = pread(fd, (char *)dst + done, len - done, (off_t)(off + done));
+        if (r <= 0)
+            return -1;
+        done += (size_t)r;
+    }
+    return 0;
+}
+
+/* ------------------------------------------------------------ building */
+
+static int push_row(struct builder *b, uint64_t addr, uint32_t file, uint32_t line)
+{
+    if (b->nrows == b->cap) {
+        size_t nc = b->cap ? b->cap * 2 : 4096;
+        struct brow *n = realloc(b->rows, nc * sizeof *n);
+        if (!n) {
+            b->oom = 1;
+            return -1;
+        }
+        b->rows = n;
+        b->cap = nc;
+    }
+    b->rows[b->nrows] = (struct brow){ addr, file, line, b->nrows };
+    b->nrows++;
+    return 0;
+}
+
+static int grow_slots(struct builder *b)
+{
+    size_t ns = b->nslots ? b->nslots * 2 : 256;
+    uint32_t *s = calloc(ns, sizeof *s);
+    if (!s)
+        return -1;
+    for (size_t i = 0; i < b->nfiles; i++) {
+        size_t h = (size_t)flamme_hash_bytes(b->files[i], strlen(b->files[i]), 0) & (ns - 1);
+        while (s[h])
+            h = (h + 1) & (ns - 1);
+        s[h] = (uint32_t)i + 1;
+    }
+    free(b->slots);
+    b->slots = s;
+    b->nslots = ns;
+    return 0;
+}
+
+/* Index of the file "dir/name" in the table (added once); UINT32_MAX when
+ * out of memory. */
+static uint32_t intern(struct builder *b, const char *dir, const char *name)
+{
+    size_t dl = dir ? strlen(dir) : 0, nl = strlen(name);
+    char *s = malloc(dl + 1 + nl + 1);
+    if (!s)
+        goto oom;
+    if (dl) {
+        memcpy(s, dir, dl);
+        s[dl] = '/';
+        memcpy(s + dl + 1, name, nl + 1);
+    } else {
+        memcpy(s, name, nl + 1);
+    }
+    if ((b->nfiles + 1) * 2 > b->nslots && grow_slots(b) < 0) {
+        free(s);
+        goto oom;
+    }
+    size_t len = strlen(s), h = (size_t)flamme_hash_bytes(s, len, 0) & (b->nslots - 1);
+    for (; b->slots[h]; h = (h + 1) & (b->nslots - 1))
+        if (strcmp(b->files[b->slots[h] - 1], s) == 0) {
+            free(s);
+            return b->slots[h] - 1;
+        }
+    if (b->nfiles == b->cap_files) {
+        size_t nc = b->cap_files ? b->cap_files * 2 : 64;
+        char **n = realloc(b->files, nc * sizeof *n);
+        if (!n) {
+            free(s);
+            goto oom;
+        }
+        b->files = n;
+        b->cap_files = nc;
+    }
+    b->files[b->nfiles] = s;
+    b->slots[h] = (uint32_t)b->nfiles + 1;
+    return (uint32_t)b->nfiles++;
+oom:
+    b->oom = 1;
+    return UINT32_MAX;
+}
+
+/* ------------------------------------------------------------ one unit */
+
+/* The files of one unit, as table indexes, by the unit's own file number. */
+struct unit {
+    int version, offset_size;
+    const char **dirs;
+    size_t ndirs, cap_dirs;
+    uint32_t *files; /* table index per file number, END_FILE if unusable */
+    size_t nfiles, cap_files;
+};
+
+static int unit_push_dir(struct unit *u, const char *d)
+{
+    if (u->ndirs == u->cap_dirs) {
+        size_t nc = u->cap_dirs ? u->cap_dirs * 2 : 16;
+        const char **n = realloc(u->dirs, nc * sizeof *n);
+        if (!n)
+            return -1;
+        u->dirs = n;
+        u->cap_dirs = nc;
+    }
+    u->dirs[u->ndirs++] = d;
+    return 0;
+}
+
+/* Adds file (name, directory number) to the unit: the name is shown as the
+ * compiler wrote it, prefixed with its directory unless that is the
+ * compilation directory itself (dirs[0]); a directory under the
+ * compilation directory is shown relative to it. */
+static int unit_push_file(struct builder *b, struct unit *u, const char *name, uint64_t dir)
+{
+    uint32_t idx = END_FILE;
+    if (name && *name) {
+        const char *d = NULL;
+        if (name[0] != '/' && dir > 0 && dir < u->ndirs && u->dirs[dir] && *u->dirs[dir]) {
+            d = u->dirs[dir];
+            const char *comp = u->ndirs ? u->dirs[0] : NULL;
+            size_t cl = comp ? strlen(comp) : 0;
+            if (cl && d[0] == '/' && strncmp(d, comp, cl) == 0 && (d[cl] == '/' || !d[cl]))
+                d = d[cl] ? d + cl + 1 : NULL;
+        }
+        idx = intern(b, d, name);
+        if (idx == UINT32_MAX)
+            return -1;
+    }
+    if (u->nfiles == u->cap_files) {
+        size_t nc = u->cap_files ? u->cap_files * 2 : 16;
+        uint32_t *n = realloc(u->files, nc * sizeof *n);
+        if (!n) {
+            b->oom = 1;
+            return -1;
+        }
+        u->files = n;
+        u->cap_files = nc;
+    }
+    u->files[u->nfiles++] = idx;
+    return 0;
+}
+
+/* One attribute value of a DWARF 5 entry. Strings come back in *str (NULL
+ * for other forms), numbers in *num. Returns -1 for an unknown form. */
+static int rd_form(struct cur *c, uint64_t form, const struct unit *u, const struct sect *line_str,
+                   const struct sect *str, const char **sval, uint64_t *num)
+{
+    *sval = NULL;
+    *num = 0;
+    switch (form) {
+    case DW_FORM_string: *sval = rd_cstr(c); return c->bad ? -1 : 0;
+    case DW_FORM_line_strp: *sval = sect_str(line_str, rd_le(c, (unsigned)u->offset_size)); return 0;
+    case DW_FORM_strp: *sval = sect_str(str, rd_le(c, (unsigned)u->offset_size)); return 0;
+    case DW_FORM_udata: *num = rd_uleb(c); return 0;
+    case DW_FORM_data1: *num = rd_le(c, 1); return 0;
+    case DW_FORM_data2: *num = rd_le(c, 2); return 0;
+    case DW_FORM_data4: *num = rd_le(c, 4); return 0;
+    case DW_FORM_data8: *num = rd_le(c, 8); return 0;
+    case DW_FORM_data16: skip(c, 16); return 0;
+    case DW_FORM_block: skip(c, rd_uleb(c)); return 0;
+    default: return -1;
+    }
+}
+
+#define DW5_MAX_FORMATS 16
+
+/* DWARF 5 directory or file entry list. is_files selects what is stored.
+ * Returns 0, or -1 when malformed. */
+static int rd_entries_v5(struct cur *c, struct builder *b, struct unit *u, int is_files,
+                         const struct sect *line_str, const struct sect *str)
+{
+    unsigned nfmt = (unsigned)rd_le(c, 1);
+    uint64_t fmt[DW5_MAX_FORMATS][2];
+    if (nfmt > DW5_MAX_FORMATS)
+        return -1;
+    for (unsigned i = 0; i < nfmt; i++) {
+        fmt[i][0] = rd_uleb(c);
+        fmt[i][1] = rd_uleb(c);
+    }
+    uint64_t count = rd_uleb(c);
+    if (c->bad || count > (uint64_t)(c->end - c->p)) /* each entry takes a byte at least */
+        return -1;
+    for (uint64_t e = 0; e < count; e++) {
+        const char *path = NULL;
+        uint64_t dir = 0;
+        for (unsigned i = 0; i < nfmt; i++) {
+            const char *sv;
+            uint64_t nv;
+            if (rd_form(c, fmt[i][1], u, line_str, str, &sv, &nv) < 0 || c->bad)
+                return -1;
+            if (fmt[i][0] == DW_LNCT_path)
+                path = sv;
+            else if (fmt[i][0] == DW_LNCT_directory_index)
+                dir = nv;
+        }
+        if (is_files ? unit_push_file(b, u, path, dir) < 0 : unit_push_dir(u, path) < 0)
+            return -1;
+    }
+    return 0;
+}
+
+/* Runs the line-number program of one unit: c holds the unit after its
+ * length field, offset_size is 4 or 8 (32- or 64-bit DWARF). Returns 0, or
+ * -1 if the unit is malformed (the caller then discards its rows). */
+static int run_unit(struct cur *c, int offset_size, struct builder *b, const struct sect *line_str,
+                    const struct sect *str)
+{
+    struct unit u = { .offset_size = offset_size };
+    int ret = -1;
+    u.version = (int)rd_le(c, 2);
+    if (c->bad || u.version < 2 || u.version > 5)
+        goto out;
+    unsigned addr_size = 8;
+    if (u.version >= 5) {
+        addr_size = (unsigned)rd_le(c, 1);
+        rd_le(c, 1); /* segment selector size */
+    }
+    uint64_t hlen = rd_le(c, (unsigned)offset_size);
+    if (!need(c, hlen))
+        goto out;
+    struct cur prog = { c->p + hlen, c->end, 0 };
+    c->end = c->p + hlen; /* the header */
+    unsigned min_inst = (unsigned)rd_le(c, 1);
+    if (u.version >= 4)
+        rd_le(c, 1); /* maximum_operations_per_instruction: VLIW only */
+    rd_le(c, 1);     /* default_is_stmt */
+    int line_base = (int8_t)rd_le(c, 1);
+    unsigned line_range = (unsigned)rd_le(c, 1);
+    unsigned opcode_base = (unsigned)rd_le(c, 1);
+    const uint8_t *std_len = c->p;
+    skip(c, opcode_base ? opcode_base - 1 : 0);
+    if (c->bad || line_range == 0 || opcode_base == 0)
+        goto out;
+    if (u.version >= 5) {
+        if (rd_entries_v5(c, b, &u, 0, line_str, str) < 0 ||
+            rd_entries_v5(c, b, &u, 1, line_str, str) < 0)
+            goto out;
+    } else {
+        /* Directory 0 is the compilation directory, which v2-4 do not list;
+         * file numbers start at 1. */
+        if (unit_push_dir(&u, NULL) < 0 || unit_push_file(b, &u, NULL, 0) < 0)
+            goto out;
+        for (;;) {
+            const char *d = rd_cstr(c);
+            if (!d)
+                goto out;
+            if (!*d)
+                break;
+            if (unit_push_dir(&u, d) < 0)
+                goto out;
+        }
+        for (;;) {
+            const char *f = rd_cstr(c);
+            if (!f)
+                goto out;
+            if (!*f)
+                break;
+            uint64_t dir = rd_uleb(c);
+            rd_uleb(c); /* mtime */
+            rd_uleb(c); /* length */
+            if (c->bad || unit_push_file(b, &u, f, dir) < 0)
+                goto out;
+        }
+    }
+    if (c->bad || b->oom)
+        goto out;
+
+    /* The state machine; a row is appended at each copy, special opcode and
+     * end_sequence. */
+    uint64_t addr = 0, file = 1, line = 1;
+    *c = prog;
+    while (c->p < c->end && !c->bad) {
+        unsigned op = *c->p++;
+        if (op >= opcode_base) {
+            unsigned adj = op - opcode_base;
+            addr += (uint64_t)(adj / line_range) * min_inst;
+            line += (uint64_t)(int64_t)(line_base + (int)(adj % line_range));
+            goto emit;
+        }
+        switch (op) {
+        case 0: { /* extended */
+            uint64_t len = rd_uleb(c);
+            if (!need(c, len) || len == 0)
+                goto out;
+            struct cur ext = { c->p, c->p + len, 0 };
+            c->p += len;
+            unsigned eop = (unsigned)rd_le(&ext, 1);
+            if (eop == DW_LNE_end_sequence) {
+                if (push_row(b, addr, END_FILE, 0) < 0)
+                    goto out;
+                addr = 0, file = 1, line = 1;
+            } else if (eop == DW_LNE_set_address) {
+                unsigned n = (unsigned)(len - 1);
+                if (n == 0 || n > 8 || (u.version >= 5 && n != addr_size))
+                    goto out;
+                addr = rd_le(&ext, n);
+            } else if (eop == DW_LNE_define_file && u.version <= 4) {
+                const char *f = rd_cstr(&ext);
+                uint64_t dir = rd_uleb(&ext);
+                if (ext.bad || unit_push_file(b, &u, f, dir) < 0)
+                    goto out;
+            } /* set_discriminator and vendor ones: skipped by their length */
+            continue;
+        }
+        case DW_LNS_copy: goto emit;
+        case DW_LNS_advance_pc: addr += rd_uleb(c) * min_inst; continue;
+        case DW_LNS_advance_line: line += (uint64_t)rd_sleb(c); continue;
+        case DW_LNS_set_file: file = rd_uleb(c); continue;
+        case DW_LNS_const_add_pc: addr += (uint64_t)((255 - opcode_base) / line_range) * min_inst; continue;
+        case DW_LNS_fixed_advance_pc: addr += rd_le(c, 2); continue;
+        default: /* other standard opcodes: skip their ULEB operands */
+            for (unsigned i = 0; i < std_len[op - 1]; i++)
+                rd_uleb(c);
+            continue;
+        }
+    emit: {
+        uint32_t f = file < u.nfiles ? u.files[file] : END_FILE;
+        /* Line 0 is "no source line"; such a row still ends the one before. */
+        if (push_row(b, addr, f, line > UINT32_MAX ? 0 : (uint32_t)line) < 0)
+            goto out;
+    }
+    }
+    ret = c->bad ? -1 : 0;
+out:
+    free(u.dirs);
+    free(u.files);
+    return ret;
+}
+
+/* ------------------------------------------------------------ the file */
+
+/* Copies section sh of the file into s (left empty for SHT_NOBITS, a
+ * compressed or an implausible section). Returns 0, or -1 on a read error. */
+static int load_sect(int fd, uint64_t fsize, const Elf64_Shdr *sh, struct sect *s)
+{
+    s->data = NULL;
+    s->size = 0;
+    if (sh->sh_type == SHT_NOBITS || (sh->sh_flags & SHF_COMPRESSED) || sh->sh_size == 0 ||
+        sh->sh_size > LINES_MAX_SECTION || sh->sh_offset > fsize || sh->sh_size > fsize - sh->sh_offset)
+        return 0;
+    s->data = malloc(sh->sh_size);
+    if (!s->data || pread_all(fd, s->data, sh->sh_size, sh->sh_offset) < 0) {
+        free(s->data);
+        s->data = NULL;
+        return -1;
+    }
+    s->size = sh->sh_size;
+    return 0;
+}
+
+/* Finds and copies .debug_line, .debug_line_str and .debug_str. Returns 0
+ * when .debug_line was found, -1 otherwise. */
+static int load_sections(int fd, struct sect *line, struct sect *line_str, struct sect *str)
+{
+    struct stat st;
+    Elf64_Ehdr eh;
+    if (fstat(fd, &st) < 0 || pread_all(fd, &eh, sizeof eh, 0) < 0)
+        return -1;
+    if (memcmp(eh.e_ident, ELFMAG, SELFMAG) != 0 || eh.e_ident[EI_CLASS] != ELFCLASS64 ||
+        eh.e_ident[EI_DATA] != ELFDATA2LSB || eh.e_shentsize != sizeof(Elf64_Shdr) ||
+        eh.e_shnum == 0 || eh.e_shstrndx >= eh.e_shnum)
+        return -1;
+    uint64_t fsize = (uint64_t)st.st_size;
+    if (eh.e_shoff > fsize || (uint64_t)eh.e_shnum * sizeof(Elf64_Shdr) > fsize - eh.e_shoff)
+        return -1;
+    Elf64_Shdr *sh = malloc(eh.e_shnum * sizeof *sh);
+    struct sect names = { 0 };
+    int ret = -1;
+    if (!sh || pread_all(fd, sh, eh.e_shnum * sizeof *sh, eh.e_shoff) < 0 ||
+        load_sect(fd, fsize, &sh[eh.e_shstrndx], &names) < 0)
+        goto out;
+    for (unsigned i = 0; i < eh.e_shnum; i++) {
+        const char *n = sect_str(&names, sh[i].sh_name);
+        struct sect *dst = !n ? NULL
+                           : strcmp(n, ".debug_line") == 0 ? line
+                           : strcmp(n, ".debug_line_str") == 0 ? line_str
+                           : strcmp(n, ".debug_str") == 0 ? str : NULL;
+        if (dst && !dst->data && load_sect(fd, fsize, &sh[i], dst) < 0)
+            goto out;
+    }
+    ret = line->data ? 0 : -1;
+out:
+    free(names.data);
+    free(sh);
+    return ret;
+}
+
+static int cmp_brow(const void *a, const void *b)
+{
+    const struct brow *x = a, *y = b;
+    if (x->addr != y->addr)
+        return x->addr < y->addr ? -1 : 1;
+    return x->order < y->order ? -1 : x->order > y->order;
+}
+
+/* Sorted rows -> the final table. Several rows at one address: the last one
+ * in program order describes the instruction there (the others are empty
+ * ranges), except that an end_sequence never hides the start of another
+ * sequence at the same address. Consecutive rows of the same position are
+ * merged. */
+static int finish(struct builder *b, flamme_lines *l)
+{
+    qsort(b->rows, b->nrows, sizeof *b->rows, cmp_brow);
+    l->rows = malloc((b->nrows ? b->nrows : 1) * sizeof *l->rows);
+    if (!l->rows)
+        return -1;
+    size_t n = 0;
+    for (size_t i = 0; i < b->nrows; i++) {
+        const struct brow *r = &b->rows[i];
+        struct row nr = { r->addr, r->file, r->line };
+        if (n && l->rows[n - 1].addr == r->addr) {
+            if (r->file == END_FILE)
+                continue;
+            n--; /* replaced by the later row */
+        }
+        if (n && l->rows[n - 1].file == nr.file && l->rows[n - 1].line == nr.line)
+            continue;
+        l->rows[n++] = nr;
+    }
+    l->nrows = n;
+    struct row *shrunk = realloc(l->rows, (n ? n : 1) * sizeof *l->rows);
+    if (shrunk)
+        l->rows = shrunk;
+    return 0;
+}
+
+flamme_lines *flamme_lines_open(const char *path)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return NULL;
+    struct sect line = { 0 }, line_str = { 0 }, str = { 0 };
+    int r = load_sections(fd, &line, &line_str, &str);
+    close(fd);
+    flamme_lines *l = NULL;
+    struct builder b = { 0 };
+    if (r < 0)
+        goto out;
+    struct cur c = { line.data, line.data + line.size, 0 };
+    while (c.p < c.end && !b.oom) {
+        int offset_size = 4;
+        uint64_t len = rd_le(&c, 4);
+        if (len == 0xffffffffu) {
+            offset_size = 8;
+            len = rd_le(&c, 8);
+        } else if (len >= 0xfffffff0u) {
+            break; /* reserved lengths: nothing after this can be found */
+        }
+        if (!need(&c, len))
+            break;
+        struct cur u = { c.p, c.p + len, 0 };
+        c.p += len;
+        size_t keep = b.nrows;
+        if (run_unit(&u, offset_size, &b, &line_str, &str) < 0)
+            b.nrows = keep;
+    }
+    if (b.oom || b.nrows == 0)
+        goto out;
+    l = calloc(1, sizeof *l);
+    if (!l || finish(&b, l) < 0 || l->nrows == 0) {
+        if (l)
+            free(l->rows);
+        free(l);
+        l = NULL;
+        goto out;
+    }
+    l->files = b.files;
+    l->nfiles = b.nfiles;
+    b.files = NULL;
+    b.nfiles = 0;
+out:
+    for (size_t i = 0; i < b.nfiles; i++)
+        free(b.files[i]);
+    free(b.files);
+    free(b.rows);
+    free(b.slots);
+    free(line.data);
+    free(line_str.data);
+    free(str.data);
+    return l;
+}
+
+int flamme_lines_lookup(const flamme_lines *l, uint64_t vaddr, const char **file, uint32_t *line)
+{
+    if (!l || l->nrows == 0 || vaddr < l->rows[0].addr)
+        return 0;
+    size_t lo = 0, hi = l->nrows; /* the last row with addr <= vaddr */
+    while (hi - lo > 1) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (l->rows[mid].addr <= vaddr)
+            lo = mid;
+        else
+            hi = mid;
+    }
+    const struct row *r = &l->rows[lo];
+    if (r->file == END_FILE || r->file >= l->nfiles || r->line == 0)
+        return 0;
+    *file = l->files[r->file];
+    *line = r->line;
+    return 1;
+}
+
+void flamme_lines_close(flamme_lines *l)
+{
+    if (!l)
+        return;
+    for (size_t i = 0; i < l->nfiles; i++)
+        free(l->files[i]);
+    free(l->files);
+    free(l->rows);
+    free(l);
+}

@@ -132,6 +132,10 @@ static char *frame_name(const struct flamme_frame *f, const struct flamme_collap
         else
             snprintf(buf, sizeof buf, "[unknown]");
     }
+    if (o->lines && f->line) {
+        size_t n = strlen(buf);
+        snprintf(buf + n, sizeof buf - n, " (%s:%u)", f->file, f->line);
+    }
     make_folded_safe(buf);
     return strdup(buf);
 }
@@ -368,7 +372,7 @@ static void emit_line(void *ctx, const char *stack, uint64_t count)
 
 static int usage(void)
 {
-    fprintf(stderr, "usage: flamme collapse FILE [--threads] [--raw] [--addresses] [--fold-gc] [-o OUT]\n");
+    fprintf(stderr, "usage: flamme collapse FILE [--threads] [--raw] [--addresses] [--fold-gc] [--lines] [-o OUT]\n");
     return 2;
 }
 
@@ -386,6 +390,8 @@ int flamme_cmd_collapse(int argc, char **argv)
             o.addresses = 1;
         else if (strcmp(a, "--fold-gc") == 0)
             o.fold_gc = 1;
+        else if (strcmp(a, "--lines") == 0)
+            o.lines = 1;
         else if (strcmp(a, "-o") == 0 && i + 1 < argc)
             outpath = argv[++i];
         else if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {

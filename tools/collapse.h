@@ -13,6 +13,7 @@ struct flamme_collapse_opts {
     int raw_names;  /* 1: keep mangled symbol names */
     int addresses;  /* 1: unknown frames as module+0xoffset (default: [module]) */
     int fold_gc;    /* 1: the GC part of a stack becomes one "[GC]" / "[GC stw wait]" frame */
+    int lines;      /* 1: frames with a source position get " (file:line)" (one frame per line) */
 };
 
 /* Display name of one thread: "main", "domain N", "thread TID (domain N)", ... */

@@ -63,6 +63,8 @@ static void usage(FILE *o)
           "  --encoding ENC      encoding named in the XML declaration (the bytes stay UTF-8)\n"
           "  --threads           profile input: one root frame per thread/domain, with a\n"
           "                      thread selector above the graph\n"
+          "  --lines             profile input: frames with a source position read\n"
+          "                      \"function (file:line)\", one frame per source line\n"
           "  -h, --help          this help\n"
           "A line \"stack COUNT1 COUNT2\" is differential: widths from COUNT2, colour from\n"
           "COUNT2-COUNT1 (red: more, blue: less). Fewer than 100 samples in all prints a\n"
@@ -75,7 +77,7 @@ static void usage(FILE *o)
 enum { O_TITLE = 256, O_SUBTITLE, O_WIDTH, O_HEIGHT, O_MINWIDTH, O_FONTTYPE, O_FONTSIZE,
        O_FONTWIDTH, O_COUNTNAME, O_NAMETYPE, O_COLORS, O_HASH, O_CP, O_REVERSE, O_INVERTED,
        O_FLAMECHART, O_NEGATE, O_NOTES, O_THREADS, O_BGCOLORS, O_RANDOM, O_NAMEATTR, O_TOTAL,
-       O_FACTOR, O_ENCODING };
+       O_FACTOR, O_ENCODING, O_LINES };
 
 static const struct option longopts[] = {
     {"title", required_argument, 0, O_TITLE},
@@ -97,6 +99,7 @@ static const struct option longopts[] = {
     {"negate", no_argument, 0, O_NEGATE},
     {"notes", required_argument, 0, O_NOTES},
     {"threads", no_argument, 0, O_THREADS},
+    {"lines", no_argument, 0, O_LINES},
     {"bgcolors", required_argument, 0, O_BGCOLORS},
     {"random", no_argument, 0, O_RANDOM},
     {"nameattr", required_argument, 0, O_NAMEATTR},
@@ -140,7 +143,8 @@ static void collect(void *ctx, const char *stack, uint64_t count)
 }
 
 /* Loads the profile at path (shown as name) into f. 0, 1 (I/O, memory) or 2 (bad input). */
-static int load_profile(struct flamme_folded *f, const char *path, const char *name, int threads)
+static int load_profile(struct flamme_folded *f, const char *path, const char *name,
+                        const struct flamme_collapse_opts *co)
 {
     struct flamme_profile p;
     char err[512];
@@ -154,8 +158,7 @@ static int load_profile(struct flamme_folded *f, const char *path, const char *n
     }
     if (p.truncated)
         fprintf(stderr, "flamme svg: %s: warning: profile is truncated; using what was read\n", name);
-    struct flamme_collapse_opts co = {.threads = threads};
-    int r = flamme_collapse_profile(&p, &co, collect, f);
+    int r = flamme_collapse_profile(&p, co, collect, f);
     flamme_profile_free(&p);
     if (r != 0 || f->oom) {
         fprintf(stderr, "flamme svg: %s: out of memory\n", name);
@@ -183,7 +186,7 @@ static int write_all(int fd, const void *buf, size_t len)
  * folded text. A profile is spooled to an unlinked temp file ($TMPDIR or
  * /tmp) and loaded from there; text goes to the folded parser, sniffed bytes
  * first. 0, 1 (I/O) or 2 (bad input). */
-static int read_stdin_stream(struct flamme_folded *f, int threads)
+static int read_stdin_stream(struct flamme_folded *f, const struct flamme_collapse_opts *co)
 {
     unsigned char head[8];
     size_t hn = 0;
@@ -236,13 +239,13 @@ static int read_stdin_stream(struct flamme_folded *f, int threads)
     }
     char path[64];
     snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
-    rc = load_profile(f, path, "<stdin>", threads);
+    rc = load_profile(f, path, "<stdin>", co);
     close(fd);
     return rc;
 }
 
 /* Reads one input (profile or folded text) into f. 0, or 1 (I/O) / 2 (bad input). */
-static int read_input(struct flamme_folded *f, const char *path, int threads)
+static int read_input(struct flamme_folded *f, const char *path, const struct flamme_collapse_opts *co)
 {
     int is_stdin = strcmp(path, "-") == 0;
     const char *name = is_stdin ? "<stdin>" : path;
@@ -256,11 +259,11 @@ static int read_input(struct flamme_folded *f, const char *path, int threads)
      * a file into stdin is loaded through /proc. */
     ssize_t hn = pread(fd, head, sizeof head, 0);
     if (hn < 0 && is_stdin && errno == ESPIPE)
-        return read_stdin_stream(f, threads);
+        return read_stdin_stream(f, co);
     if (hn > 0 && flamme_is_profile(head, (size_t)hn)) {
         if (!is_stdin)
             close(fd);
-        return load_profile(f, is_stdin ? "/proc/self/fd/0" : path, name, threads);
+        return load_profile(f, is_stdin ? "/proc/self/fd/0" : path, name, co);
     }
     int r = flamme_folded_read_fd(f, fd, name);
     if (!is_stdin)
@@ -275,6 +278,7 @@ int flamme_cmd_svg(int argc, char **argv)
     const char *out_path = NULL;
     double v;
     struct flamme_fg_nameattr *nameattr = NULL;
+    int lines = 0;
     int c;
     optind = 1;
     while ((c = getopt_long(argc, argv, "o:h", longopts, NULL)) != -1) {
@@ -316,6 +320,7 @@ int flamme_cmd_svg(int argc, char **argv)
         case O_NEGATE: o.negate = 1; break;
         case O_NOTES: o.notes = optarg; break;
         case O_THREADS: o.threads = 1; break;
+        case O_LINES: lines = 1; break;
         case O_BGCOLORS:
             if (!flamme_fg_bgcolors_ok(optarg)) {
                 fprintf(stderr, "flamme svg: --bgcolors: unrecognized background: %s (yellow, blue, "
@@ -362,10 +367,11 @@ int flamme_cmd_svg(int argc, char **argv)
     struct flamme_folded f;
     flamme_folded_init(&f);
     int rc = 0;
+    struct flamme_collapse_opts co = {.threads = o.threads, .lines = lines};
     if (optind >= argc)
-        rc = read_input(&f, "-", o.threads);
+        rc = read_input(&f, "-", &co);
     for (int i = optind; i < argc && rc == 0; i++)
-        rc = read_input(&f, argv[i], o.threads);
+        rc = read_input(&f, argv[i], &co);
     if (rc != 0)
         goto done;
     if (f.bad_lines)

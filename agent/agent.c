@@ -16,6 +16,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -87,6 +88,43 @@ static char *read_cmdline(void)
     return buf;
 }
 
+/* A signal that would kill the program (Ctrl-C under `flamme record`, a
+ * plain kill): complete the profile first, then die of the same signal, as
+ * the default action would have. SA_RESETHAND has already restored that
+ * default; the writer gets a few seconds, so a wedged process still dies. */
+static void on_fatal_signal(int sig)
+{
+    int saved_errno = errno;
+    /* Pairs with the release store in flamme_agent_start. */
+    if (getpid() == flamme_agent_pid &&
+        atomic_exchange_explicit(&flamme_agent_sampling, 0, memory_order_acq_rel)) {
+        flamme_writer_finish_sigsafe();
+        flamme_writer_wait_finished_sigsafe(3000);
+    }
+    errno = saved_errno;
+    raise(sig);
+}
+
+/* Installs on_fatal_signal for the terminating signals the program leaves at
+ * their default action (an OCaml handler set later replaces it, and then
+ * the program exits through exit(), which completes the profile anyway). */
+static void catch_fatal_signals(void)
+{
+    static const int sigs[] = {SIGINT, SIGTERM, SIGHUP};
+    for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++) {
+        struct sigaction cur;
+        if (sigaction(sigs[i], NULL, &cur) != 0 || cur.sa_handler != SIG_DFL ||
+            (cur.sa_flags & SA_SIGINFO))
+            continue;
+        struct sigaction sa;
+        memset(&sa, 0, sizeof sa);
+        sa.sa_handler = on_fatal_signal;
+        sa.sa_flags = SA_RESETHAND | SA_ONSTACK;
+        sigemptyset(&sa.sa_mask);
+        sigaction(sigs[i], &sa, NULL);
+    }
+}
+
 int flamme_agent_start(const struct flamme_start_opts *o, char *err, size_t errlen)
 {
     if (flamme_cfg.disabled) {
@@ -128,6 +166,7 @@ int flamme_agent_start(const struct flamme_start_opts *o, char *err, size_t errl
             return -1;
         }
         handler_installed = 1;
+        catch_fatal_signals();
     }
     if (flamme_writer_start(fd, flamme_cfg.output, read_cmdline()) != 0) {
         snprintf(err, errlen, "cannot start the profile writer for %s", flamme_cfg.output);

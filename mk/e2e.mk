@@ -4,7 +4,7 @@
 # given, so the source is copied there first) and runs tests/e2e/run.py.
 # E2E_ARGS passes options to run.py, e.g. make e2e E2E_ARGS="--skip wall".
 
-E2E_PROGS := split domains effects deep systhread forkexec selectwait stress blocking
+E2E_PROGS := split domains effects deep systhread forkexec selectwait forever stress blocking
 E2E_EXES  := $(foreach p,$(E2E_PROGS),$(BUILD)/e2e/$(p)/$(p).exe)
 E2E_LIBS_systhread := -I +unix -I +threads unix.cmxa threads.cmxa
 E2E_LIBS_blocking  := $(E2E_LIBS_systhread)

@@ -6,6 +6,7 @@
 #include "writer/writer.h"
 
 #include <dlfcn.h>
+#include <fcntl.h>
 #include <errno.h>
 #include <poll.h>
 #include <pthread.h>
@@ -40,7 +41,10 @@ int flamme_pthread_create_unprofiled(pthread_t *t, const pthread_attr_t *a, void
 
 static struct {
     pthread_t thread;
-    _Atomic int stop; /* set by writer_stop before it wakes the writer */
+    _Atomic int stop;   /* set by writer_stop before it wakes the writer */
+    _Atomic int finish; /* set by a dying process's signal handler: complete the file now */
+    int closed;         /* the profile was completed (by finish or stop) */
+    int done_pipe[2];   /* the writer writes one byte to [1] once finish is done */
     flamme_pw *pw;
     flamme_dedup *dedup;
     flamme_symtab *syms;
@@ -257,12 +261,37 @@ void flamme_writer_wake_sigsafe(void)
     }
 }
 
+/* Completes the file: the handler-cost INFO, the END record, close.
+ * Writer thread (finish) or the stopping thread after the join (stop).
+ * Returns 0, or -1 if the profile could not be written completely. */
+static int finalize(void)
+{
+    if (W.closed)
+        return W.failed ? -1 : 0;
+    W.closed = 1;
+    uint64_t p50, p99, n;
+    flamme_handler_cost(&p50, &p99, &n);
+    char buf[64];
+    snprintf(buf, sizeof buf, "%llu %llu %llu", (unsigned long long)p50,
+             (unsigned long long)p99, (unsigned long long)n);
+    flamme_pw_info(W.pw, "handler_ns_p50_p99_n", buf);
+    if (flamme_cfg.stats)
+        flamme_agent_warn(1, "handler cost: median %llu ns, p99 %llu ns over %llu samples",
+                          (unsigned long long)p50, (unsigned long long)p99,
+                          (unsigned long long)n);
+    if (flamme_pw_close(W.pw, W.samples, W.lost, flamme_now_sigsafe(), W.threads) != 0)
+        W.failed = 1;
+    W.pw = NULL;
+    return W.failed ? -1 : 0;
+}
+
 static void *writer_main(void *arg)
 {
     (void)arg;
     int fd = atomic_load_explicit(&wake_fd, memory_order_acquire);
-    /* Pairs with the release store in flamme_writer_stop. */
-    while (!atomic_load_explicit(&W.stop, memory_order_acquire)) {
+    /* Pairs with the release stores in flamme_writer_stop / _finish_sigsafe. */
+    while (!atomic_load_explicit(&W.stop, memory_order_acquire) &&
+           !atomic_load_explicit(&W.finish, memory_order_acquire)) {
         sweep();
         struct pollfd p = {fd, POLLIN, 0};
         if (poll(&p, 1, DRAIN_INTERVAL_MS) > 0) {
@@ -272,7 +301,26 @@ static void *writer_main(void *arg)
         }
     }
     sweep(); /* final drain: sampling has stopped */
+    if (atomic_load_explicit(&W.finish, memory_order_acquire)) {
+        finalize();
+        char one = 1;
+        ssize_t r = write(W.done_pipe[1], &one, 1);
+        (void)r;
+    }
     return NULL;
+}
+
+void flamme_writer_finish_sigsafe(void)
+{
+    /* Pairs with the writer loop's acquire load. */
+    atomic_store_explicit(&W.finish, 1, memory_order_release);
+    flamme_writer_wake_sigsafe();
+}
+
+int flamme_writer_wait_finished_sigsafe(int timeout_ms)
+{
+    struct pollfd p = {W.done_pipe[0], POLLIN, 0};
+    return W.done_pipe[0] >= 0 && poll(&p, 1, timeout_ms) > 0;
 }
 
 int flamme_writer_start(int fd, const char *path, const char *cmdline)
@@ -284,6 +332,7 @@ int flamme_writer_start(int fd, const char *path, const char *cmdline)
     free(W.ids);
     free(W.fact);
     memset(&W, 0, sizeof W);
+    W.done_pipe[0] = W.done_pipe[1] = -1;
     W.syms = keep_syms;
     W.old_efd = keep_efd;
     int hwm = atomic_load_explicit(&flamme_slots_hwm, memory_order_acquire);
@@ -354,6 +403,13 @@ int flamme_writer_start(int fd, const char *path, const char *cmdline)
         W.pw = NULL;
         return -1;
     }
+    if (pipe2(W.done_pipe, O_CLOEXEC | O_NONBLOCK) != 0) {
+        flamme_agent_warn(1, "cannot create the writer's pipe: %s", strerror(errno));
+        close(efd);
+        flamme_pw_close(W.pw, 0, 0, 0, 0);
+        W.pw = NULL;
+        return -1;
+    }
     /* Pairs with the acquire loads in the handler's doorbell and the writer. */
     atomic_store_explicit(&wake_fd, efd, memory_order_release);
     /* The writer never takes samples: block everything so no signal meant
@@ -382,18 +438,7 @@ int flamme_writer_stop(uint64_t *samples, uint64_t *lost, uint32_t *threads)
     *samples = W.samples;
     *lost = W.lost;
     *threads = W.threads;
-    uint64_t p50, p99, n;
-    flamme_handler_cost(&p50, &p99, &n);
-    char buf[64];
-    snprintf(buf, sizeof buf, "%llu %llu %llu", (unsigned long long)p50,
-             (unsigned long long)p99, (unsigned long long)n);
-    flamme_pw_info(W.pw, "handler_ns_p50_p99_n", buf);
-    if (flamme_cfg.stats)
-        flamme_agent_warn(1, "handler cost: median %llu ns, p99 %llu ns over %llu samples",
-                          (unsigned long long)p50, (unsigned long long)p99,
-                          (unsigned long long)n);
-    int rc = flamme_pw_close(W.pw, W.samples, W.lost, flamme_now_sigsafe(), W.threads);
-    W.pw = NULL;
+    int rc = finalize();
     flamme_dedup_free(W.dedup);
     W.dedup = NULL;
     /* A handler that loaded the fd just before the exchange may still write
@@ -402,5 +447,8 @@ int flamme_writer_stop(uint64_t *samples, uint64_t *lost, uint32_t *threads)
     if (W.old_efd >= 0)
         close(W.old_efd);
     W.old_efd = efd;
-    return (rc != 0 || W.failed) ? -1 : 0;
+    close(W.done_pipe[0]);
+    close(W.done_pipe[1]);
+    W.done_pipe[0] = W.done_pipe[1] = -1;
+    return rc;
 }

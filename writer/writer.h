@@ -21,6 +21,14 @@ int flamme_writer_start(int fd, const char *path, const char *cmdline);
  * Call once, after sampling stopped. */
 int flamme_writer_stop(uint64_t *samples, uint64_t *lost, uint32_t *threads);
 
+/* For a process about to die of a signal: asks the writer to drain what
+ * the rings hold and complete the file now. async-signal-safe: yes. */
+void flamme_writer_finish_sigsafe(void);
+
+/* Waits up to timeout_ms for that; returns 1 once the file is complete.
+ * async-signal-safe: yes. */
+int flamme_writer_wait_finished_sigsafe(int timeout_ms);
+
 /* Asks the writer to drain now (a ring is filling up).
  * async-signal-safe: yes. */
 void flamme_writer_wake_sigsafe(void);

@@ -19,7 +19,9 @@ import os
 import re
 import shutil
 import struct
+import signal
 import subprocess
+import time
 import sys
 import tempfile
 
@@ -488,8 +490,47 @@ def test_eintr(ctx):
                   "Selectwait.waiter\n%s" % (waited, describe(st)))
 
 
+def test_interrupt(ctx):
+    """A program stopped by a signal (Ctrl-C under `flamme record`, a kill)
+    still leaves a complete profile: the agent completes the file, then the
+    program dies of that signal, and record reports its status."""
+    for sig, name in ((signal.SIGINT, "SIGINT"), (signal.SIGTERM, "SIGTERM")):
+        out = os.path.join(ctx.work, "interrupt_%s.flm" % name)
+        env = dict(os.environ)
+        for k in list(env):
+            if k.startswith("FLAMME_") or k == "LD_PRELOAD":
+                del env[k]
+        env.update(ENGINE)
+        p = subprocess.Popen([ctx.flamme, "record", "-F", str(HZ), "-o", out, "--", ctx.exe("forever")],
+                             env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        child = None
+        deadline = time.time() + 20
+        while child is None and time.time() < deadline:
+            time.sleep(0.2)
+            try:
+                kids = open("/proc/%d/task/%d/children" % (p.pid, p.pid)).read().split()
+            except OSError:
+                kids = []
+            child = int(kids[0]) if kids else None
+        check(child is not None, "interrupt: the program did not start")
+        time.sleep(1.0)
+        os.kill(child, sig)
+        _, se = p.communicate(timeout=30)
+        summary = [l for l in se.splitlines() if l.startswith("flamme:")]
+        print("  %s: exit %d, %s" % (name, p.returncode, summary[-1] if summary else se.strip()))
+        check(p.returncode == 128 + sig, "interrupt: record exited %d, want %d (the program's death by %s)"
+              % (p.returncode, 128 + sig, name))
+        check(summary and "truncated" not in summary[-1], "interrupt: profile not complete:\n%s" % se)
+        rc, rep, _ = run([ctx.flamme, "report", out])
+        check(rc == 0 and "status: complete" in rep, "interrupt: report does not say complete:\n%s" % rep)
+        st = collapse(ctx, out)
+        n = total(st, lambda f: "Forever.serve" in f)
+        check(n >= 0.8 * total(st) and total(st) >= 50,
+              "interrupt: %d of %d samples in Forever.serve" % (n, total(st)))
+
+
 TESTS = [("split", test_split), ("domains", test_domains), ("effects", test_effects),
-         ("deep", test_deep), ("systhread", test_systhread), ("forkexec", test_forkexec), ("stress", test_stress), ("wall", test_wall), ("eintr", test_eintr),
+         ("deep", test_deep), ("systhread", test_systhread), ("forkexec", test_forkexec), ("stress", test_stress), ("wall", test_wall), ("eintr", test_eintr), ("interrupt", test_interrupt),
          ("robust", test_robust), ("report", test_report)]
 
 # Wall-clock mode exists only on the timer engine (the agent switches to it).

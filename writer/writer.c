@@ -27,6 +27,7 @@
 #include "common/roots.h"
 #include "runtime_hooks/ocaml_rt.h"
 #include "writer/dedup.h"
+#include "writer/lines.h"
 #include "writer/ring.h"
 #include "writer/symbols.h"
 #include "runtime_hooks/gc_hooks.h"
@@ -58,10 +59,31 @@ static struct {
     struct flamme_slot *cur;
     uint64_t last_cfi_ns;
     const char *cfi_skip_exe; /* "/proc/self/exe" when its frame pointers suffice */
+    char exe_path[4096];      /* the executable, as /proc/self/maps names it */
+    flamme_lines *lines;      /* its line table (kept across profiles), NULL if none */
+    int lines_tried;
     int old_efd; /* the previous run's doorbell, closed one run later */
     uint8_t *fact; /* per frame id: FR_* bits */
     uint32_t fact_cap;
 } W;
+
+/* Writes the source position of a new frame of the main executable (the
+ * OCaml program and its runtime), from the executable's DWARF line table,
+ * parsed on first use and kept across profiles. */
+static void frame_line(uint32_t id, uint64_t vaddr, const char *module)
+{
+    if (!W.exe_path[0] || strcmp(module, W.exe_path) != 0)
+        return;
+    if (!W.lines_tried) {
+        W.lines_tried = 1;
+        W.lines = flamme_lines_open(W.exe_path);
+    }
+    const char *file;
+    uint32_t line;
+    if (W.lines && flamme_lines_lookup(W.lines, vaddr, &file, &line) &&
+        flamme_pw_frame_line(W.pw, id, line, file) != 0)
+        W.failed = 1;
+}
 
 /* Facts about a frame id, kept in a byte per id. */
 #define FR_HIDDEN 1u /* the agent's own code (the pthread_create trampoline) */
@@ -112,6 +134,7 @@ static uint32_t frame_id(uint64_t addr, uint8_t callee_facts, uint8_t *facts)
         W.fact[id] = f;
         if (flamme_pw_frame(W.pw, id, addr, off, fn, mod) != 0)
             W.failed = 1;
+        frame_line(id, off, mod);
     }
     *facts = W.fact[id];
     return id;
@@ -328,12 +351,18 @@ int flamme_writer_start(int fd, const char *path, const char *cmdline)
     /* A profile may be started again after a stop: begin from a clean slate
      * (the symbolizer is kept: the process's code is the same). */
     flamme_symtab *keep_syms = W.syms;
+    flamme_lines *keep_lines = W.lines;
+    int keep_lines_tried = W.lines_tried;
     int keep_efd = W.thread ? W.old_efd : -1;
     free(W.ids);
     free(W.fact);
     memset(&W, 0, sizeof W);
     W.done_pipe[0] = W.done_pipe[1] = -1;
     W.syms = keep_syms;
+    W.lines = keep_lines;
+    W.lines_tried = keep_lines_tried;
+    ssize_t el = readlink("/proc/self/exe", W.exe_path, sizeof W.exe_path - 1);
+    W.exe_path[el > 0 ? el : 0] = 0;
     W.old_efd = keep_efd;
     int hwm = atomic_load_explicit(&flamme_slots_hwm, memory_order_acquire);
     for (int i = 0; i < hwm; i++) {

@@ -318,9 +318,16 @@ static void *writer_main(void *arg)
         sweep();
         struct pollfd p = {fd, POLLIN, 0};
         if (poll(&p, 1, DRAIN_INTERVAL_MS) > 0) {
-            uint64_t v;
-            ssize_t r = read(fd, &v, sizeof v);
-            (void)r;
+            if (p.revents & POLLIN) {
+                uint64_t v;
+                ssize_t r = read(fd, &v, sizeof v);
+                (void)r;
+            } else {
+                /* The program closed our doorbell (a close-everything loop):
+                 * keep sweeping on the timer alone, without spinning. */
+                struct timespec ts = {0, DRAIN_INTERVAL_MS * 1000000L};
+                nanosleep(&ts, NULL);
+            }
         }
     }
     sweep(); /* final drain: sampling has stopped */

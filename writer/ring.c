@@ -7,12 +7,17 @@
 #include <stddef.h>
 #include <sys/mman.h>
 
+#define RING_PAGE 4096u
+#define PAGE_WORDS (RING_PAGE / sizeof(uint64_t))
+
+_Static_assert(sizeof(struct flamme_ring) <= RING_PAGE, "ring header fits its page");
+
 struct flamme_ring *flamme_ring_new(uint64_t words)
 {
-    uint64_t cap = 1024;
+    uint64_t cap = 1024; /* a multiple of PAGE_WORDS */
     while (cap < words)
         cap <<= 1;
-    size_t bytes = sizeof(struct flamme_ring) + cap * sizeof(uint64_t);
+    size_t bytes = RING_PAGE + cap * sizeof(uint64_t);
     void *m = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (m == MAP_FAILED)
         return NULL;
@@ -20,15 +25,16 @@ struct flamme_ring *flamme_ring_new(uint64_t words)
     atomic_init(&r->head, 0);
     atomic_init(&r->tail, 0);
     r->mask = cap - 1;
-    r->buf = (uint64_t *)(r + 1);
+    r->buf = (uint64_t *)((char *)m + RING_PAGE);
     r->reserved_pos = 0;
+    r->read_pos = 0;
     return r;
 }
 
 void flamme_ring_free(struct flamme_ring *r)
 {
     if (r)
-        munmap(r, sizeof(struct flamme_ring) + (r->mask + 1) * sizeof(uint64_t));
+        munmap(r, RING_PAGE + (r->mask + 1) * sizeof(uint64_t));
 }
 
 uint64_t *flamme_ring_reserve_sigsafe(struct flamme_ring *r, uint64_t n)
@@ -67,27 +73,47 @@ void flamme_ring_commit_sigsafe(struct flamme_ring *r, uint64_t used)
     atomic_store_explicit(&r->head, r->reserved_pos + used, memory_order_release);
 }
 
+/* Gives the buffer pages of positions [from, to) back to the kernel (both
+ * page-aligned positions). Called before `to` is published as the tail, so
+ * the producer cannot be writing there: it may only reach from + capacity. */
+static void release_pages(struct flamme_ring *r, uint64_t from, uint64_t to)
+{
+    uint64_t cap = r->mask + 1;
+    while (from < to) {
+        uint64_t idx = from & r->mask;
+        uint64_t n = to - from < cap - idx ? to - from : cap - idx;
+        madvise(&r->buf[idx], n * sizeof(uint64_t), MADV_DONTNEED);
+        from += n;
+    }
+}
+
 uint64_t flamme_ring_drain(struct flamme_ring *r,
                            void (*fn)(void *ctx, const uint64_t *rec, uint64_t nwords), void *ctx)
 {
     /* Pairs with the producer's release stores of head. */
     uint64_t head = atomic_load_explicit(&r->head, memory_order_acquire);
-    uint64_t tail = atomic_load_explicit(&r->tail, memory_order_relaxed);
+    uint64_t pos = r->read_pos;
     uint64_t count = 0;
-    while (tail < head) {
-        const uint64_t *rec = &r->buf[tail & r->mask];
+    while (pos < head) {
+        const uint64_t *rec = &r->buf[pos & r->mask];
         uint64_t nwords = rec[0] & 0xffffffffu;
         uint32_t kind = (uint32_t)(rec[0] >> 32) & 0xff;
-        if (nwords == 0 || nwords > head - tail)
+        if (nwords == 0 || nwords > head - pos)
             break; /* cannot happen with a well-behaved producer; stop rather than loop */
         if (kind != FLAMME_RING_PAD) {
             fn(ctx, rec, nwords);
             count++;
         }
-        tail += nwords;
+        pos += nwords;
     }
-    /* Pairs with the producer's acquire load of tail: we are done reading
-     * everything below the new tail. */
-    atomic_store_explicit(&r->tail, tail, memory_order_release);
+    r->read_pos = pos;
+    uint64_t tail = atomic_load_explicit(&r->tail, memory_order_relaxed);
+    uint64_t release = pos & ~(uint64_t)(PAGE_WORDS - 1);
+    if (release > tail) {
+        release_pages(r, tail, release);
+        /* Pairs with the producer's acquire load of tail: everything below
+         * it is read and its pages are given back; it may be overwritten. */
+        atomic_store_explicit(&r->tail, release, memory_order_release);
+    }
     return count;
 }

@@ -4,7 +4,10 @@
  *
  * Producer: the SIGPROF handler of the ring's own thread (never nested: the
  * handler runs with SIGPROF blocked). Consumer: the writer thread.
- * Memory: one mmap per ring (pages are touched only as the ring fills).
+ * Memory: one mmap per ring, its buffer page-aligned. Pages are touched only
+ * as the ring fills, and the consumer gives consumed pages back to the kernel
+ * (MADV_DONTNEED), so a thread's ring stays resident only as far as samples
+ * are in flight, however long the thread lives.
  *
  * Record layout (words): [0] header = nwords | (kind << 32) | (flags << 40)
  * where nwords counts the header; kind FLAMME_RING_PAD marks skipped space
@@ -22,12 +25,16 @@ struct flamme_ring {
     /* Written by the producer only; read by the consumer (acquire). */
     _Atomic uint64_t head;
     char pad1[56];
-    /* Written by the consumer only; read by the producer (acquire). */
+    /* Written by the consumer only; read by the producer (acquire): words
+     * below it may be overwritten. Kept on a page boundary, at or behind the
+     * consumer's read position, so that the pages between two releases can
+     * be given back before the producer may reuse them. */
     _Atomic uint64_t tail;
     char pad2[56];
     uint64_t mask;   /* capacity in words - 1 (capacity is a power of 2) */
-    uint64_t *buf;
+    uint64_t *buf;   /* page-aligned */
     uint64_t reserved_pos; /* producer-private: position of the open reservation */
+    uint64_t read_pos;     /* consumer-private: next record to read */
 };
 
 /* Maps a ring able to hold `words` words (rounded up to a power of two).

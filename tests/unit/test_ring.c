@@ -10,6 +10,7 @@
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <sys/mman.h>
 
 #include "check.h"
 #include "writer/ring.h"
@@ -127,10 +128,39 @@ TEST(concurrent_stress)
     flamme_ring_free(st.r);
 }
 
+/* Consumed pages go back to the kernel: after many records through a 4 MiB
+ * ring, only the pages still in flight are resident (mincore). */
+TEST(consumed_pages_released)
+{
+    struct flamme_ring *r = flamme_ring_new(512 * 1024); /* 4 MiB of words */
+    CHECK(r != NULL);
+    if (!r)
+        return;
+    struct seen s = {0, 0, 0};
+    uint64_t seq = 0;
+    for (int i = 0; i < 4000; i++) { /* ~3 times around the ring */
+        CHECK(push(r, seq++, 300));
+        if (i % 10 == 9)
+            flamme_ring_drain(r, on_rec, &s);
+    }
+    flamme_ring_drain(r, on_rec, &s);
+    CHECK(s.records == seq && s.bad == 0);
+    size_t pages = (r->mask + 1) * 8 / 4096, resident = 0;
+    unsigned char *vec = malloc(pages);
+    CHECK(vec && mincore(r->buf, pages * 4096, vec) == 0);
+    for (size_t i = 0; vec && i < pages; i++)
+        resident += vec[i] & 1;
+    printf("  resident after draining: %zu of %zu pages\n", resident, pages);
+    CHECK(resident <= 2); /* at most the page holding the read position */
+    free(vec);
+    flamme_ring_free(r);
+}
+
 int main(void)
 {
     RUN(single_thread_order_and_wrap);
     RUN(full_ring_refuses_then_recovers);
     RUN(concurrent_stress);
+    RUN(consumed_pages_released);
     return CHECK_DONE();
 }

@@ -3,7 +3,7 @@ SO_SRCS  += $(wildcard agent/*.c) $(wildcard runtime_hooks/*.c)
 LIB_SRCS += common/profile.c common/roots.c writer/ring.c writer/dedup.c writer/symbols.c \
             writer/cfi_build.c writer/lines.c
 SO_SRCS  += writer/writer.c
-TOOL_SRCS += tools/record.c
+TOOL_SRCS += tools/record.c tools/diff.c
 
 $(BUILD)/libflamme.so: $(patsubst %.c,$(BUILD)/so/%.o,$(SO_SRCS) $(LIB_SRCS)) agent/exports.map
 	$(CC) -shared -o $@ $(filter %.o,$^) -Wl,--version-script=agent/exports.map -Wl,-Bsymbolic \

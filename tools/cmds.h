@@ -13,5 +13,6 @@ int flamme_cmd_collapse(int argc, char **argv);
 int flamme_cmd_svg(int argc, char **argv);
 int flamme_cmd_report(int argc, char **argv);
 int flamme_cmd_export(int argc, char **argv);
+int flamme_cmd_diff(int argc, char **argv);
 
 #endif

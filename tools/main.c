@@ -14,6 +14,7 @@ static void usage(FILE *f)
             "  collapse FILE [--threads] [--raw] [--fold-gc]            print folded stacks\n"
             "  svg FILE... [-o OUT.svg] [--title T] [--threads]        interactive flamegraph (profile or folded)\n"
             "  report FILE                                            summary: threads, completeness, top functions\n"
+            "  diff BEFORE AFTER [-o OUT.svg] [--normalize] [--folded]  differential flamegraph of two runs\n"
             "  export FILE --format speedscope|pprof|folded [-o OUT] [--threads]\n"
             "                                                         for speedscope, pprof and other tools\n"
             "Run `flamme <command> --help` for a command's options.\n");
@@ -36,6 +37,8 @@ int main(int argc, char **argv)
         return flamme_cmd_report(argc - 1, argv + 1);
     if (!strcmp(verb, "export"))
         return flamme_cmd_export(argc - 1, argv + 1);
+    if (!strcmp(verb, "diff"))
+        return flamme_cmd_diff(argc - 1, argv + 1);
     if (!strcmp(verb, "help") || !strcmp(verb, "--help") || !strcmp(verb, "-h")) {
         usage(stdout);
         return 0;

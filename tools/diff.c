@@ -1,0 +1,304 @@
+/*
+ * tools/diff.c — `flamme diff BEFORE AFTER [-o OUT] [--normalize] [--folded]
+ * [--threads] [--lines] [--fold-gc] [flamme svg options...]`
+ *
+ * A differential flame graph of two runs, as flamegraph.pl's difffolded.pl
+ * and --negate do it: each input (a profile or folded text) is collapsed to
+ * stacks, the two are joined on the stack text into "stack BEFORE AFTER"
+ * lines, and `flamme svg` draws them (widths from AFTER, red where a stack
+ * grew, blue where it shrank). --normalize scales BEFORE to AFTER's total
+ * (runs of different lengths); --folded prints the joined lines instead.
+ * Any thread; allocates.
+ */
+#include "common/hash.h"
+#include "common/profile.h"
+#include "tools/cmds.h"
+#include "tools/collapse.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+struct dstack {
+    char *text;
+    double count[2]; /* before, after */
+};
+
+struct dtab {
+    struct dstack *v;
+    size_t n, cap;
+    size_t *slot; /* index + 1; 0 = empty */
+    size_t hcap;
+    int oom;
+};
+
+/* Adds count to side `which` of the stack text[0..len). Sets t->oom on
+ * allocation failure. */
+static void dtab_add(struct dtab *t, const char *text, size_t len, int which, double count)
+{
+    if (t->oom)
+        return;
+    if (2 * (t->n + 1) > t->hcap) {
+        size_t nc = t->hcap ? t->hcap * 2 : 1024;
+        size_t *ns = calloc(nc, sizeof *ns);
+        if (!ns) {
+            t->oom = 1;
+            return;
+        }
+        for (size_t i = 0; i < t->n; i++) {
+            size_t j = flamme_hash_bytes(t->v[i].text, strlen(t->v[i].text), 0) & (nc - 1);
+            while (ns[j])
+                j = (j + 1) & (nc - 1);
+            ns[j] = i + 1;
+        }
+        free(t->slot);
+        t->slot = ns;
+        t->hcap = nc;
+    }
+    size_t j = flamme_hash_bytes(text, len, 0) & (t->hcap - 1);
+    while (t->slot[j]) {
+        struct dstack *d = &t->v[t->slot[j] - 1];
+        if (strlen(d->text) == len && memcmp(d->text, text, len) == 0) {
+            d->count[which] += count;
+            return;
+        }
+        j = (j + 1) & (t->hcap - 1);
+    }
+    if (t->n == t->cap) {
+        size_t nc = t->cap ? t->cap * 2 : 1024;
+        struct dstack *nv = realloc(t->v, nc * sizeof *nv);
+        if (!nv) {
+            t->oom = 1;
+            return;
+        }
+        t->v = nv;
+        t->cap = nc;
+    }
+    char *copy = malloc(len + 1);
+    if (!copy) {
+        t->oom = 1;
+        return;
+    }
+    memcpy(copy, text, len);
+    copy[len] = 0;
+    t->v[t->n] = (struct dstack){copy, {0, 0}};
+    t->v[t->n].count[which] = count;
+    t->slot[j] = ++t->n;
+}
+
+struct side {
+    struct dtab *t;
+    int which;
+};
+
+static void emit_side(void *ctx, const char *stack, uint64_t count)
+{
+    struct side *s = ctx;
+    dtab_add(s->t, stack, strlen(stack), s->which, (double)count);
+}
+
+/* Reads one input into side `which`: a flamme profile (collapsed with o) or
+ * folded text ("stack COUNT" lines; a differential line's last column
+ * counts). Returns 0, or -1 with one line printed. */
+static int read_input(struct dtab *t, const char *path, int which,
+                      const struct flamme_collapse_opts *o)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        fprintf(stderr, "flamme diff: %s: cannot open: %s\n", path, strerror(errno));
+        return -1;
+    }
+    char magic[8];
+    size_t got = fread(magic, 1, sizeof magic, f);
+    if (flamme_is_profile(magic, got)) {
+        fclose(f);
+        struct flamme_profile p;
+        char err[512];
+        if (flamme_profile_load(path, &p, err, sizeof err) != 0) {
+            fprintf(stderr, "flamme diff: %s\n", err);
+            return -1;
+        }
+        struct side s = {t, which};
+        int rc = flamme_collapse_profile(&p, o, emit_side, &s);
+        flamme_profile_free(&p);
+        if (rc != 0 || t->oom) {
+            fprintf(stderr, "flamme diff: %s: out of memory\n", path);
+            return -1;
+        }
+        return 0;
+    }
+    rewind(f);
+    char *line = NULL;
+    size_t cap = 0, lineno = 0, bad = 0;
+    ssize_t n;
+    while ((n = getline(&line, &cap, f)) > 0) {
+        lineno++;
+        while (n > 0 && (line[n - 1] == '\n' || line[n - 1] == '\r'))
+            line[--n] = 0;
+        char *sp = strrchr(line, ' ');
+        char *end;
+        double count = sp ? strtod(sp + 1, &end) : 0;
+        if (!sp || sp == line || end == sp + 1 || *end || count < 0) {
+            if (n > 0 && bad++ == 0)
+                fprintf(stderr, "flamme diff: %s:%zu: skipped line: no trailing count\n", path,
+                        lineno);
+            continue;
+        }
+        /* A differential input line: the stack ends before its first count. */
+        char *sp2 = sp;
+        while (sp2 > line && sp2[-1] != ' ')
+            sp2--;
+        size_t len = (size_t)(sp - line);
+        if (sp2 > line && strtod(sp2, &end) >= 0 && end == sp)
+            len = (size_t)(sp2 - 1 - line);
+        dtab_add(t, line, len, which, count);
+    }
+    free(line);
+    fclose(f);
+    if (t->oom) {
+        fprintf(stderr, "flamme diff: %s: out of memory\n", path);
+        return -1;
+    }
+    return 0;
+}
+
+static int by_text(const void *a, const void *b)
+{
+    return strcmp(((const struct dstack *)a)->text, ((const struct dstack *)b)->text);
+}
+
+static void diff_usage(FILE *f)
+{
+    fprintf(f, "usage: flamme diff BEFORE AFTER [-o OUT.svg] [--normalize] [--folded] [--threads]\n"
+               "                  [--lines] [--fold-gc] [flamme svg options...]\n"
+               "BEFORE and AFTER are profiles or folded stacks; renderer options come after\n"
+               "them (or as --opt=value). The flame graph has AFTER's\n"
+               "widths, red where a stack grew and blue where it shrank (--negate swaps).\n"
+               "  --normalize   scale BEFORE's counts to AFTER's total (runs of different length)\n"
+               "  --folded      print the \"stack BEFORE AFTER\" lines instead of drawing them\n");
+}
+
+int flamme_cmd_diff(int argc, char **argv)
+{
+    const char *in[2] = {NULL, NULL};
+    const char *out = NULL;
+    int normalize = 0, folded = 0;
+    struct flamme_collapse_opts o = {0};
+    char **svg_args = calloc((size_t)argc + 8, sizeof *svg_args);
+    int nsvg = 0;
+    if (!svg_args)
+        return 1;
+    svg_args[nsvg++] = "svg";
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            diff_usage(stdout);
+            free(svg_args);
+            return 0;
+        } else if (!strcmp(a, "--normalize") || !strcmp(a, "-n")) {
+            normalize = 1;
+        } else if (!strcmp(a, "--folded")) {
+            folded = 1;
+        } else if (!strcmp(a, "--threads")) {
+            o.threads = 1;
+        } else if (!strcmp(a, "--lines")) {
+            o.lines = 1;
+        } else if (!strcmp(a, "--fold-gc")) {
+            o.fold_gc = 1;
+        } else if (!strcmp(a, "-o") || !strcmp(a, "--output")) {
+            if (i + 1 >= argc) {
+                fprintf(stderr, "flamme diff: %s needs a file name\n", a);
+                free(svg_args);
+                return 2;
+            }
+            out = argv[++i];
+        } else if (a[0] == '-' && a[1]) {
+            /* Everything else is for the renderer; options taking a value
+             * use the --opt=value or "--opt value" form, passed on as is. */
+            svg_args[nsvg++] = argv[i];
+        } else if (!in[0]) {
+            in[0] = a;
+        } else if (!in[1]) {
+            in[1] = a;
+        } else if (nsvg > 1) {
+            svg_args[nsvg++] = argv[i]; /* the value of a renderer option */
+        } else {
+            fprintf(stderr, "flamme diff: unexpected argument '%s'\n", a);
+            free(svg_args);
+            return 2;
+        }
+    }
+    if (!in[1]) {
+        fprintf(stderr, "flamme diff: needs two inputs, BEFORE and AFTER\n");
+        diff_usage(stderr);
+        free(svg_args);
+        return 2;
+    }
+    struct dtab t = {0};
+    int rc = 0;
+    if (read_input(&t, in[0], 0, &o) != 0 || read_input(&t, in[1], 1, &o) != 0) {
+        rc = 2;
+        goto done;
+    }
+    double tot[2] = {0, 0};
+    for (size_t i = 0; i < t.n; i++)
+        tot[0] += t.v[i].count[0], tot[1] += t.v[i].count[1];
+    if (tot[1] <= 0) {
+        fprintf(stderr, "flamme diff: %s: no samples\n", in[1]);
+        rc = 2;
+        goto done;
+    }
+    double scale = normalize && tot[0] > 0 ? tot[1] / tot[0] : 1.0;
+    qsort(t.v, t.n, sizeof *t.v, by_text);
+
+    char tmp[] = "/tmp/flamme-diff-XXXXXX";
+    FILE *dst;
+    int tmpfd = -1;
+    if (folded) {
+        dst = out ? fopen(out, "w") : stdout;
+    } else {
+        tmpfd = mkstemp(tmp);
+        dst = tmpfd >= 0 ? fdopen(tmpfd, "w") : NULL;
+    }
+    if (!dst) {
+        fprintf(stderr, "flamme diff: cannot write %s: %s\n", folded && out ? out : tmp,
+                strerror(errno));
+        rc = 1;
+        goto done;
+    }
+    for (size_t i = 0; i < t.n; i++)
+        fprintf(dst, "%s %.17g %.17g\n", t.v[i].text, t.v[i].count[0] * scale, t.v[i].count[1]);
+    if (ferror(dst) | (dst != stdout ? fclose(dst) : fflush(dst))) {
+        fprintf(stderr, "flamme diff: write error\n");
+        rc = 1;
+        if (!folded)
+            unlink(tmp);
+        goto done;
+    }
+    if (!folded) {
+        char title[256];
+        int titled = 0;
+        for (int i = 1; i < nsvg; i++)
+            titled |= !strncmp(svg_args[i], "--title", 7);
+        snprintf(title, sizeof title, "--title=Differential: %s -> %s%s", in[0], in[1],
+                 normalize ? " (normalized)" : "");
+        if (!titled)
+            svg_args[nsvg++] = title;
+        if (out) {
+            svg_args[nsvg++] = "-o";
+            svg_args[nsvg++] = (char *)out;
+        }
+        svg_args[nsvg++] = tmp;
+        rc = flamme_cmd_svg(nsvg, svg_args);
+        unlink(tmp);
+    }
+done:
+    for (size_t i = 0; i < t.n; i++)
+        free(t.v[i].text);
+    free(t.v);
+    free(t.slot);
+    free(svg_args);
+    return rc;
+}

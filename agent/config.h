@@ -6,7 +6,8 @@
  *   FLAMME_HZ      samples per CPU-second per thread, 1..10000 (default 99)
  *   FLAMME_DEPTH   max frames per sample, 16..1000000 (default 16384)
  *   FLAMME_RING_KB per-thread ring size in KiB (default: 1024, raised to hold
- *                  eight samples of FLAMME_DEPTH frames)
+ *                  sixteen samples of FLAMME_DEPTH frames: 2 MiB of address
+ *                  space at the default depth, resident only while in flight)
  *   FLAMME_QUIET   1: no informational lines on stderr (errors still printed)
  *   FLAMME_EXCL    1 (set by `flamme record`): never overwrite an existing
  *                  output; a second process of the same run writes OUTPUT.<pid>

@@ -58,6 +58,8 @@ static struct {
     int failed;
     struct flamme_slot *cur;
     uint64_t last_cfi_ns;
+    struct rawent *raw; /* raw-stack cache (see on_record) */
+    size_t raw_n, raw_cap;
     const char *cfi_skip_exe; /* "/proc/self/exe" when its frame pointers suffice */
     char exe_path[4096];      /* the executable, as /proc/self/maps names it */
     flamme_lines *lines;      /* its line table (kept across profiles), NULL if none */
@@ -171,6 +173,91 @@ static void announce(struct flamme_slot *s, int32_t domain)
 }
 
 /* Ring callback: one sample record -> FRAME/STACK records as needed + SAMPLE. */
+/* Raw-stack cache: the frame addresses of a sample, hashed whole, map to
+ * the stack id the per-frame path gave them, so a stack seen before costs
+ * one hash over its words instead of one table lookup per frame (deep
+ * recursion sampled at a high rate would otherwise keep the writer busy).
+ * Two independent 64-bit hashes and the length make a false match
+ * vanishingly unlikely. */
+struct rawent {
+    uint64_t h1, h2;
+    uint32_t n, sid;  /* n = 0: empty */
+    uint8_t root;     /* the stack ends at a thread root */
+};
+
+static void raw_hash(const uint64_t *w, uint64_t n, uint64_t *h1, uint64_t *h2)
+{
+    uint64_t a = 0x9E3779B97F4A7C15ull ^ n, b = 0xC2B2AE3D27D4EB4Full + n;
+    for (uint64_t i = 0; i < n; i++) {
+        a = (a ^ w[i]) * 0xff51afd7ed558ccdull;
+        b = (b + w[i]) * 0xc4ceb9fe1a85ec53ull;
+        b ^= b >> 29;
+    }
+    *h1 = a ^ (a >> 31);
+    *h2 = b;
+}
+
+/* The cache entry for (h1, h2, n): a match, or the empty slot to fill.
+ * NULL when the table cannot grow. */
+static struct rawent *raw_slot(uint64_t h1, uint64_t h2, uint32_t n)
+{
+    if (2 * (W.raw_n + 1) > W.raw_cap) {
+        size_t nc = W.raw_cap ? W.raw_cap * 2 : 4096;
+        struct rawent *nt = calloc(nc, sizeof *nt);
+        if (!nt)
+            return NULL;
+        for (size_t i = 0; i < W.raw_cap; i++) {
+            if (!W.raw[i].n)
+                continue;
+            size_t j = W.raw[i].h1 & (nc - 1);
+            while (nt[j].n)
+                j = (j + 1) & (nc - 1);
+            nt[j] = W.raw[i];
+        }
+        free(W.raw);
+        W.raw = nt;
+        W.raw_cap = nc;
+    }
+    size_t j = h1 & (W.raw_cap - 1);
+    while (W.raw[j].n && !(W.raw[j].h1 == h1 && W.raw[j].h2 == h2 && W.raw[j].n == n))
+        j = (j + 1) & (W.raw_cap - 1);
+    return &W.raw[j];
+}
+
+/* Stack id of the raw frames of one sample (per-frame path: frame ids,
+ * FRAME/STACK records for what is new). Sets *root. UINT32_MAX on failure. */
+static uint32_t stack_of(const uint64_t *frames, uint64_t n, int *root)
+{
+    if (n > W.ids_cap) {
+        uint32_t *p = realloc(W.ids, n * sizeof *p);
+        if (!p)
+            return UINT32_MAX;
+        W.ids = p;
+        W.ids_cap = (uint32_t)n;
+    }
+    uint32_t k = 0;
+    uint8_t facts = 0, last_facts = 0;
+    for (uint64_t i = 0; i < n; i++) {
+        /* Return addresses point after the call; the call itself is one byte
+         * earlier, which keeps a call at the very end of a function (noreturn)
+         * attributed to that function. The leaf pc is exact. */
+        uint32_t id = frame_id(i ? frames[i] - 1 : frames[i], facts, &facts);
+        if (id == UINT32_MAX)
+            return UINT32_MAX;
+        if (facts & FR_HIDDEN)
+            continue;
+        W.ids[k++] = id;
+        last_facts = facts;
+    }
+    *root = (last_facts & FR_ROOT) != 0;
+    int is_new;
+    uint32_t sid = flamme_dedup_stack(W.dedup, W.ids, k, &is_new);
+    if (sid != UINT32_MAX && is_new && flamme_pw_stack(W.pw, sid, k, W.ids) != 0)
+        W.failed = 1;
+    return sid;
+}
+
+/* Ring callback: one sample record -> FRAME/STACK records as needed + SAMPLE. */
 static void on_record(void *ctx, const uint64_t *rec, uint64_t nwords)
 {
     (void)ctx;
@@ -182,41 +269,27 @@ static void on_record(void *ctx, const uint64_t *rec, uint64_t nwords)
     uint64_t n = nwords - FLAMME_SAMPLE_HDR_WORDS;
     const uint64_t *frames = rec + FLAMME_SAMPLE_HDR_WORDS;
     announce(s, domain);
-    if (n > W.ids_cap) {
-        uint32_t *p = realloc(W.ids, n * sizeof *p);
-        if (!p) {
-            W.lost += weight;
-            return;
-        }
-        W.ids = p;
-        W.ids_cap = (uint32_t)n;
-    }
-    uint32_t k = 0;
-    uint8_t facts = 0, last_facts = 0;
-    for (uint64_t i = 0; i < n; i++) {
-        /* Return addresses point after the call; the call itself is one byte
-         * earlier, which keeps a call at the very end of a function (noreturn)
-         * attributed to that function. The leaf pc is exact. */
-        uint32_t id = frame_id(i ? frames[i] - 1 : frames[i], facts, &facts);
-        if (id == UINT32_MAX) {
+    uint64_t h1, h2;
+    raw_hash(frames, n, &h1, &h2);
+    struct rawent *e = n ? raw_slot(h1, h2, (uint32_t)n) : NULL;
+    uint32_t sid;
+    int root;
+    if (e && e->n) {
+        sid = e->sid;
+        root = e->root;
+    } else {
+        sid = stack_of(frames, n, &root);
+        if (sid == UINT32_MAX) {
             W.failed = 1;
             return;
         }
-        if (facts & FR_HIDDEN)
-            continue;
-        W.ids[k++] = id;
-        last_facts = facts;
+        if (e) {
+            *e = (struct rawent){h1, h2, (uint32_t)n, sid, (uint8_t)root};
+            W.raw_n++;
+        }
     }
-    if (last_facts & FR_ROOT)
+    if (root)
         flags &= ~FLAMME_SAMPLE_BROKEN;
-    int is_new;
-    uint32_t sid = flamme_dedup_stack(W.dedup, W.ids, k, &is_new);
-    if (sid == UINT32_MAX) {
-        W.failed = 1;
-        return;
-    }
-    if (is_new && flamme_pw_stack(W.pw, sid, k, W.ids) != 0)
-        W.failed = 1;
     if (flamme_pw_sample(W.pw, sid, (uint32_t)s->tid, weight, domain, flags, t) != 0)
         W.failed = 1;
     W.samples++;
@@ -363,6 +436,7 @@ int flamme_writer_start(int fd, const char *path, const char *cmdline)
     int keep_efd = W.thread ? W.old_efd : -1;
     free(W.ids);
     free(W.fact);
+    free(W.raw);
     memset(&W, 0, sizeof W);
     W.done_pipe[0] = W.done_pipe[1] = -1;
     W.syms = keep_syms;

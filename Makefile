@@ -47,7 +47,7 @@ bench: all $(BENCH_TARGETS)
 
 help:
 	@echo "make            build libflamme.so and the flamme command into $(BUILD)/"
-	@echo "make deps       install Debian packages and OCaml $(OCAML_VERSION)+fp into $(FLAMME_CACHE)"
+	@echo "make deps       install Debian packages and OCaml $(OCAML_VERSION) (with and without frame pointers) into $(FLAMME_CACHE)"
 	@echo "make demo       deps + build + profile examples/demo.ml, write flame.svg"
 	@echo "make test       unit and end-to-end tests (what CI runs)"
 	@echo "make bench      benchmarks (print figures, assert nothing)"

@@ -44,19 +44,27 @@ int flamme_cfi_lookup_sigsafe(uint64_t pc, struct flamme_cfi_row *row)
         return 0;
     const struct rule *r = &m->rule[a - 1];
     row->pc = m->lo + m->off[a - 1];
-    row->cfa_reg = r->reg;
+    row->dwreg = r->dwreg;
     row->cfa_off = r->cfa_off;
-    if (r->reg == FLAMME_CFA_DEREF_RSP || r->reg == FLAMME_CFA_DEREF_RBP) {
-        row->rbp_off = 0;
-        row->nderef = r->pad & 3;
-        row->mid_add = r->pad >> 2;
-        row->cfa_add = r->rbp_off;
+    row->nderef = 0;
+    row->mid_add = 0;
+    row->cfa_add = 0;
+    if (r->reg == RULE_DEREF) {
+        row->cfa_reg = r->dwreg == FLAMME_DW_RSP   ? FLAMME_CFA_DEREF_RSP
+                       : r->dwreg == FLAMME_DW_RBP ? FLAMME_CFA_DEREF_RBP
+                                                   : FLAMME_CFA_DEREF_REG;
+        row->nderef = r->deref & 3;
+        row->mid_add = r->deref >> 2;
+        row->cfa_add = r->cfa_add;
+    } else if (r->reg == RULE_REG) {
+        row->cfa_reg = r->dwreg == FLAMME_DW_RSP   ? FLAMME_CFA_RSP
+                       : r->dwreg == FLAMME_DW_RBP ? FLAMME_CFA_RBP
+                                                   : FLAMME_CFA_REG;
     } else {
-        row->rbp_off = r->rbp_off;
-        row->nderef = 0;
-        row->mid_add = 0;
-        row->cfa_add = 0;
+        row->cfa_reg = FLAMME_CFA_UNKNOWN;
     }
+    for (int i = 0; i < FLAMME_CFI_NSAVED; i++)
+        row->save[i] = r->save[i] == SAVE_SLOT_LOST ? FLAMME_SAVE_LOST : 8 * (int32_t)r->save[i];
+    row->rbp_off = row->save[0] == FLAMME_SAVE_LOST ? 0 : row->save[0];
     return 1;
 }
-

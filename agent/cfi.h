@@ -20,19 +20,38 @@
 #define FLAMME_CFA_RBP 1     /* CFA = rbp + cfa_off */
 #define FLAMME_CFA_UNKNOWN 2 /* no usable rule here (other expressions, PLT, signal frame) */
 /* The OCaml runtime's stack switches: the CFA is found in memory,
- * v = *(reg + cfa_off); if nderef == 2, v = *(v + mid_add); CFA = v + cfa_add.
- * rbp is unchanged. */
+ * v = *(reg + cfa_off); if nderef == 2, v = *(v + mid_add); CFA = v + cfa_add. */
 #define FLAMME_CFA_DEREF_RSP 3
 #define FLAMME_CFA_DEREF_RBP 4
+/* The same two shapes on any other register (dwreg): OCaml code around a
+ * [@@noalloc] call has CFA = rbx + N (it keeps its own stack pointer in rbx
+ * while on the C stack), caml_c_call_stack_args a deref of rbx; gcc's
+ * stack-realigning prologues use r10 at their entry. */
+#define FLAMME_CFA_REG 5
+#define FLAMME_CFA_DEREF_REG 6
+
+/* Callee-saved registers whose save slots the rows track, in this order. */
+#define FLAMME_CFI_NSAVED 6
+#define FLAMME_DW_RBP 6 /* DWARF numbers: rax rdx rcx rbx rsi rdi rbp rsp r8..r15 = 0..15 */
+#define FLAMME_DW_RSP 7
+#define FLAMME_CFI_SAVED_DWREGS {6, 3, 12, 13, 14, 15} /* rbp rbx r12 r13 r14 r15 */
+#define FLAMME_SAVE_SAME 0          /* save[i]: the caller's value is the current one */
+#define FLAMME_SAVE_LOST INT32_MIN  /* save[i]: the caller's value cannot be recovered */
 
 struct flamme_cfi_row {
     uint64_t pc;      /* absolute address where this row starts (rows sorted, a row
                          lasts until the next row's pc or the table's end) */
     uint8_t cfa_reg;  /* FLAMME_CFA_* */
+    uint8_t dwreg;    /* the register the CFA is computed from (DWARF number; 7 for
+                         the RSP kinds, 6 for the RBP kinds) */
     int32_t cfa_off;
-    int32_t rbp_off;  /* caller's rbp saved at CFA + rbp_off; 0 = rbp not saved (unchanged) */
-    uint8_t nderef, mid_add; /* FLAMME_CFA_DEREF_*: see above */
+    int32_t rbp_off;  /* caller's rbp saved at CFA + rbp_off; 0 = rbp not saved (unchanged
+                         or lost: see save[0]) */
+    uint8_t nderef, mid_add; /* deref kinds: see above */
     int32_t cfa_add;
+    /* Caller's rbp, rbx, r12..r15 (FLAMME_CFI_SAVED_DWREGS order): saved at
+     * CFA + save[i], or FLAMME_SAVE_SAME / FLAMME_SAVE_LOST. */
+    int32_t save[FLAMME_CFI_NSAVED];
 };
 
 /* Parses the .eh_frame (via .eh_frame_hdr or section headers) of the ELF
@@ -53,13 +72,16 @@ void flamme_cfi_free_all(void);
 /* --- Additions by the cfi.c implementer (not part of the first agreed
  * interface; both are builder-side, writer thread only). --- */
 
-/* Adds every readable r-x file mapping of /proc/self/maps, except the files
- * skip1 and skip2 (a path as in maps, or any path naming the same inode;
- * NULL = none) and mappings already added (same file and range). Deleted
- * files are read through /proc/self/map_files.
+/* Adds every readable r-x file mapping of /proc/self/maps, except the file
+ * skip (a path as in maps, or any path naming the same inode; NULL = none)
+ * and mappings already added (same file and range). Of the file fp_file
+ * (likewise; NULL = none), whose code has frame pointers, only the rows of
+ * the OCaml runtime's stack switches (CFA found in memory) are kept: the
+ * frame-pointer chain skips the C caller of caml_start_program, these rows
+ * do not. Deleted files are read through /proc/self/map_files.
  * Bias from the ELF program headers. [vdso] and anonymous code are not
  * added. Returns the number of modules added (0 if none or maps unreadable). */
-int flamme_cfi_add_from_maps(const char *skip1, const char *skip2);
+int flamme_cfi_add_from_maps(const char *fp_file, const char *skip);
 
 /* Published modules, rows, and bytes they occupy (for summaries/tests). */
 void flamme_cfi_stats(uint64_t *modules, uint64_t *rows, uint64_t *bytes);

@@ -3,10 +3,11 @@
  * walker's lookup (agent/cfi.c, signal handler) and their builder
  * (writer/cfi_build.c, writer thread). Internal to those two files.
  *
- * Row table of one module: parallel arrays, 12 bytes a row: `off` (pc minus
- * the module's lo, uint32, dense for the binary search) and `rule` (CFA
- * register/offset, rbp save slot). A RULE_GAP row ends an FDE that is not
- * followed directly by another one: addresses there have no CFI.
+ * Row table of one module: parallel arrays, 20 bytes a row: `off` (pc minus
+ * the module's lo, uint32, dense for the binary search) and `rule` (how the
+ * CFA is computed, where the callee-saved registers rbp, rbx, r12-r15 were
+ * saved). A RULE_GAP row ends an FDE that is not followed directly by
+ * another one: addresses there have no CFI.
  *
  * Publication: the builder makes a new immutable `struct cfi_set` (the sorted
  * list of modules, old modules shared, never modified) and stores it into
@@ -24,11 +25,21 @@
 
 #define RULE_GAP 255 /* no FDE covers this address */
 
+#define RULE_REG 0      /* CFA = reg[dwreg] + cfa_off */
+#define RULE_DEREF 1    /* CFA = *(reg[dwreg] + cfa_off) [+ mid, deref] + cfa_add */
+#define RULE_UNKNOWN 2  /* no usable rule */
+#define SAVE_SLOT_LOST (-128) /* save[i]: the register cannot be recovered */
+
 struct rule {
     int32_t cfa_off;
-    int16_t rbp_off;
-    uint8_t reg; /* FLAMME_CFA_* or RULE_GAP */
-    uint8_t pad;
+    uint8_t reg;    /* RULE_* or RULE_GAP */
+    uint8_t dwreg;  /* DWARF register number (0-15) the CFA is computed from */
+    uint8_t deref;  /* RULE_DEREF: number of derefs (1-2) | mid << 2 */
+    uint8_t pad;    /* always 0 (rules are compared whole) */
+    int16_t cfa_add;
+    /* rbp, rbx, r12, r13, r14, r15 (FLAMME_CFI_SAVED order): 0 = unchanged,
+     * SAVE_SLOT_LOST, else saved at CFA + 8 * save[i]. */
+    int8_t save[6];
 };
 
 struct cfi_mod {
@@ -38,6 +49,7 @@ struct cfi_mod {
     struct rule *rule;
     char *name;      /* path as given (for debugging) */
     uint64_t dev, ino; /* file identity, to recognise a module added again */
+    int switch_only;   /* only the stack-switch rows (a file with frame pointers) */
     struct cfi_mod *all_next; /* every module ever built, for free_all */
 };
 

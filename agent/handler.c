@@ -14,6 +14,7 @@
 #include "agent/cfi.h"
 #include "agent/engine.h"
 #include "agent/threads.h"
+#include "agent/walk.h"
 #include "common/profile.h"
 #include "runtime_hooks/gc_hooks.h"
 #include "writer/ring.h"
@@ -56,227 +57,6 @@ void flamme_handler_cost_reset(void)
 {
     for (int i = 0; i < COST_BUCKETS; i++)
         atomic_store_explicit(&cost_hist[i], 0, memory_order_relaxed);
-}
-
-/* Index of the range holding [addr, addr+len), or -1. */
-static int find_range(const struct flamme_range *r, int n, uintptr_t addr, uintptr_t len,
-                      int hint)
-{
-    if (hint >= 0 && addr >= r[hint].lo && addr + len <= r[hint].hi && addr + len > addr)
-        return hint;
-    for (int i = 0; i < n; i++)
-        if (addr >= r[i].lo && addr + len <= r[i].hi && addr + len > addr)
-            return i;
-    return -1;
-}
-
-/* When the sampled pc sits at a point where rbp does not yet (or no longer)
- * describe the current function's frame, returns the caller's return address
- * read from the stack pointer and sets *ok; otherwise *ok = 0. Recognises
- * OCaml's (and gcc's) frame-pointer code: the stack-overflow check before
- * the prologue, push %rbp, mov %rsp,%rbp, and ret or a tail-call jmp right
- * after pop %rbp; and PLT entries (jmp through the GOT, endbr64). Reads the code bytes around pc, which are mapped since the
- * thread was executing them (backwards only within pc's page). */
-static uintptr_t leaf_caller(uintptr_t pc, uintptr_t sp, const struct flamme_range *r, int n,
-                             int *ok)
-{
-    const unsigned char *c = (const unsigned char *)pc;
-    int back = (pc & 0xfff) >= 4; /* c[-1..-4] readable */
-    uintptr_t slot;
-    *ok = 0;
-    if (c[0] == 0x55 || c[0] == 0xc3) /* push %rbp (entry) / ret (after pop %rbp) */
-        slot = sp;
-    else if (c[0] == 0x48 && c[1] == 0x89 && c[2] == 0xe5) /* mov %rsp,%rbp: rbp pushed */
-        slot = sp + 8;
-    else if (c[0] == 0x4c && c[1] == 0x8d && (c[2] == 0x94 || c[2] == 0x54) && c[3] == 0x24)
-        slot = sp; /* lea -N(%rsp),%r10: OCaml's stack check, before the prologue */
-    else if (c[0] == 0x4d && c[1] == 0x3b && c[2] == 0x56 && c[3] == 0x28)
-        slot = sp; /* cmp 0x28(%r14),%r10 */
-    else if (back && c[-4] == 0x4d && c[-3] == 0x3b && c[-2] == 0x56 && c[-1] == 0x28 &&
-             (c[0] == 0x72 || (c[0] == 0x0f && c[1] == 0x82)))
-        slot = sp; /* jb after the stack check */
-    else if ((c[0] == 0xff && c[1] == 0x25) || (c[0] == 0xf2 && c[1] == 0xff && c[2] == 0x25))
-        slot = sp; /* jmp *GOT(%rip): a PLT entry (or -fno-plt tail call) */
-    else if (c[0] == 0xf3 && c[1] == 0x0f && c[2] == 0x1e && c[3] == 0xfa)
-        slot = sp; /* endbr64 at a function's (or PLT entry's) start */
-    else if (back && c[-1] == 0x5d &&
-             (c[0] == 0xe9 || c[0] == 0xeb || c[0] == 0xff || (c[0] == 0x41 && c[1] == 0xff)))
-        slot = sp; /* tail call: pop %rbp; jmp */
-    else
-        return 0;
-    if (find_range(r, n, slot, 8, -1) < 0)
-        return 0;
-    *ok = 1;
-    return *(const uintptr_t *)slot;
-}
-
-/* One step of the walk by call-frame information: code without frame
- * pointers (glibc, C libraries) says where its caller's return address and
- * rbp are relative to rsp or rbp. Returns 1 and updates the registers, 0
- * when pc has no usable rule (then frame pointers are used), -1 when the
- * rule points outside the known stacks. */
-static int cfi_step(uintptr_t lookup_pc, uintptr_t *pc, uintptr_t *sp, uintptr_t *fp,
-                    const struct flamme_range *ranges, int nranges)
-{
-    struct flamme_cfi_row row;
-    if (!flamme_cfi_lookup_sigsafe(lookup_pc, &row) || row.cfa_reg == FLAMME_CFA_UNKNOWN)
-        return 0;
-    uintptr_t cfa;
-    if (row.cfa_reg == FLAMME_CFA_DEREF_RSP || row.cfa_reg == FLAMME_CFA_DEREF_RBP) {
-        /* The runtime's stack switches keep the other stack's pointer in
-         * memory: a c_stack_link, a fiber's handler, a stack_info's saved sp.
-         * Words outside the known stacks are read with a checked copy. */
-        uintptr_t at = (row.cfa_reg == FLAMME_CFA_DEREF_RSP ? *sp : *fp) + (intptr_t)row.cfa_off;
-        uintptr_t v;
-        if (find_range(ranges, nranges, at, 8, -1) >= 0)
-            v = *(const uintptr_t *)at;
-        else if (flamme_safe_read_sigsafe(&v, at, sizeof v) != 0) /* e.g. a fiber's handler */
-            return -1;
-        if (row.nderef == 2 && flamme_safe_read_sigsafe(&v, v + row.mid_add, sizeof v) != 0)
-            return -1;
-        cfa = v + (uintptr_t)row.cfa_add;
-        if (find_range(ranges, nranges, cfa - 8, 8, -1) < 0)
-            return -1;
-        *pc = *(const uintptr_t *)(cfa - 8);
-        *sp = cfa;
-        return 1;
-    }
-    cfa = (row.cfa_reg == FLAMME_CFA_RSP ? *sp : *fp) + (intptr_t)row.cfa_off;
-    if (cfa <= *sp || find_range(ranges, nranges, cfa - 8, 8, -1) < 0)
-        return -1;
-    uintptr_t new_fp = *fp;
-    if (row.rbp_off) {
-        uintptr_t at = cfa + (intptr_t)row.rbp_off;
-        if (find_range(ranges, nranges, at, 8, -1) < 0)
-            return -1;
-        new_fp = *(const uintptr_t *)at;
-    }
-    *pc = *(const uintptr_t *)(cfa - 8);
-    *sp = cfa;
-    *fp = new_fp;
-    return 1;
-}
-
-/* Copies the stack words at [addr, addr + words*8) into copy->buf with
- * fault-tolerant reads, one page at a time, stopping at the first unreadable
- * page. Returns the number of words copied (0: nothing readable). */
-static uint32_t copy_chunk(struct flamme_walk_copy *copy, uintptr_t addr)
-{
-    uint32_t got = 0;
-    while (got < copy->words) {
-        uintptr_t at = addr + (uintptr_t)got * 8;
-        uintptr_t page_end = (at | 0xfff) + 1;
-        uint32_t n = (uint32_t)((page_end - at) / 8);
-        if (n > copy->words - got)
-            n = copy->words - got;
-        if (n == 0 || flamme_safe_read_sigsafe(copy->buf + got, at, (unsigned long)n * 8) != 0)
-            break;
-        got += n;
-    }
-    return got;
-}
-
-/* The walk; leaf = 0 when pc is a return address (a call site) rather than
- * an interrupted instruction, so no leaf fix-up applies to it. */
-static uint32_t walk(uintptr_t pc, uintptr_t sp, uintptr_t fp, const struct flamme_range *ranges,
-                     int nranges, struct flamme_walk_copy *copy, uint64_t *frames, uint32_t max,
-                     uint32_t *flags, int leaf)
-{
-    uintptr_t copy_base = 0; /* the copied chunk covers [copy_base, copy_base + copy_len) */
-    uintptr_t copy_len = 0;
-    uint32_t n = 0;
-    *flags = 0;
-    if (max == 0)
-        return 0;
-    frames[n++] = pc;
-    int cur = -1, switches = 0;
-    while (n < max) {
-        /* A return address points after its call: look up the call itself. */
-        int c = cfi_step(leaf ? pc : pc - 1, &pc, &sp, &fp, ranges, nranges);
-        if (c < 0) {
-            *flags |= FLAMME_SAMPLE_BROKEN;
-            return n;
-        }
-        if (c > 0) {
-            if (pc == 0)
-                return n; /* outermost frame (RA zero) */
-            frames[n++] = pc;
-            leaf = 0;
-            continue;
-        }
-        if (leaf) {
-            /* Frame-pointer code interrupted where rbp does not describe the
-             * current function yet (entry) or any more (just before ret). */
-            int ok;
-            uintptr_t caller = leaf_caller(pc, sp, ranges, nranges, &ok);
-            leaf = 0;
-            if (ok && caller) {
-                frames[n++] = caller;
-                pc = caller;
-                if (n >= max)
-                    break;
-            }
-        }
-        if (fp == 0)
-            return n; /* clean end: clone/_start zero rbp */
-        int r = (fp & 7) ? -1 : find_range(ranges, nranges, fp, 16, cur);
-        uintptr_t next, ret;
-        if (r >= 0) {
-            next = ((const uintptr_t *)fp)[0];
-            ret = ((const uintptr_t *)fp)[1];
-        } else {
-            /* Outside every known stack: go on only through a checked copy,
-             * and only towards older frames within it. */
-            if ((fp & 7) || !copy)
-                goto broken;
-            if (fp < copy_base || fp + 16 > copy_base + copy_len) {
-                if (copy->budget <= 0)
-                    goto broken;
-                copy->budget--;
-                copy_base = fp;
-                copy_len = (uintptr_t)copy_chunk(copy, fp) * 8;
-                if (copy_len < 16)
-                    goto broken;
-            }
-            next = copy->buf[(fp - copy_base) / 8];
-            ret = copy->buf[(fp - copy_base) / 8 + 1];
-            if (next != 0 && next <= fp && find_range(ranges, nranges, next, 16, -1) < 0)
-                goto broken;
-        }
-        if (ret == 0)
-            return n;
-        frames[n++] = ret;
-        /* Within one stack the chain must move towards older frames (higher
-         * addresses); crossing to another stack (fiber -> parent, OCaml ->
-         * C) may go either way, but only a bounded number of times. */
-        if (r >= 0 && next != 0 && next <= fp && find_range(ranges, nranges, next, 16, r) == r) {
-            *flags |= FLAMME_SAMPLE_BROKEN;
-            return n;
-        }
-        if (r >= 0 && r != cur) {
-            if (++switches > 4 * MAX_RANGES) {
-                *flags |= FLAMME_SAMPLE_BROKEN;
-                return n;
-            }
-            cur = r;
-        }
-        pc = ret;
-        sp = fp + 16;
-        fp = next;
-    }
-    *flags |= FLAMME_SAMPLE_TRUNCATED;
-    return n;
-broken:
-    *flags |= FLAMME_SAMPLE_BROKEN;
-    return n;
-}
-
-uint32_t flamme_walk_sigsafe(uintptr_t pc, uintptr_t sp, uintptr_t fp,
-                             const struct flamme_range *ranges, int nranges,
-                             struct flamme_walk_copy *copy, uint64_t *frames, uint32_t max,
-                             uint32_t *flags)
-{
-    return walk(pc, sp, fp, ranges, nranges, copy, frames, max, flags, 1);
 }
 
 /* Hands a SIGPROF that is not ours (another profiler, setitimer, kill) to
@@ -400,7 +180,15 @@ static void flamme_sigprof(int sig, siginfo_t *si, void *ucv)
     ucontext_t *uc = ucv;
     uintptr_t pc = (uintptr_t)uc->uc_mcontext.gregs[REG_RIP];
     uintptr_t sp = (uintptr_t)uc->uc_mcontext.gregs[REG_RSP];
-    uintptr_t fp = (uintptr_t)uc->uc_mcontext.gregs[REG_RBP];
+    /* Every register, by DWARF number: the unwind rows may compute the CFA
+     * from any of them in the interrupted frame. */
+    static const int8_t greg_of_dw[16] = {REG_RAX, REG_RDX, REG_RCX, REG_RBX, REG_RSI, REG_RDI,
+                                          REG_RBP, REG_RSP, REG_R8,  REG_R9,  REG_R10, REG_R11,
+                                          REG_R12, REG_R13, REG_R14, REG_R15};
+    struct flamme_walk_regs regs;
+    for (int i = 0; i < 16; i++)
+        regs.r[i] = (uintptr_t)uc->uc_mcontext.gregs[greg_of_dw[i]];
+    regs.valid = 0xffff;
 
     struct flamme_range ranges[MAX_RANGES];
     int32_t domain;
@@ -434,8 +222,8 @@ static void flamme_sigprof(int sig, siginfo_t *si, void *ucv)
      * runtime grows a stack (caml_try_realloc_stack has already pointed the
      * frame pointers at the new stack; current_stack still names the old). */
     struct flamme_walk_copy copy = {s->scratch, FLAMME_SCRATCH_WORDS, 16};
-    uint32_t n = flamme_walk_sigsafe(pc, sp, fp, ranges, nr, &copy,
-                                     rec + FLAMME_SAMPLE_HDR_WORDS, (uint32_t)max, &wflags);
+    uint32_t n = flamme_walk_regs_sigsafe(pc, &regs, 1, ranges, nr, &copy,
+                                          rec + FLAMME_SAMPLE_HDR_WORDS, (uint32_t)max, &wflags);
     sflags |= wflags;
     sflags |= flamme_gc_flags_sigsafe();
     commit_sample(s, rec, n, sflags, t0, weight, domain);
@@ -465,7 +253,11 @@ int flamme_blocked_begin_nosig(uintptr_t callee, uintptr_t ret, uintptr_t sp, ui
     uint32_t wflags, n = 0;
     frames[n++] = callee;
     struct flamme_walk_copy copy = {s->scratch, FLAMME_SCRATCH_WORDS, 16};
-    n += walk(ret, sp, fp, ranges, nr, &copy, frames + 1, (uint32_t)max - 1, &wflags, 0);
+    struct flamme_walk_regs regs = {{0}, FLAMME_WALK_REG(FLAMME_DW_RSP) | FLAMME_WALK_REG(FLAMME_DW_RBP)};
+    regs.r[FLAMME_DW_RSP] = sp;
+    regs.r[FLAMME_DW_RBP] = fp;
+    n += flamme_walk_regs_sigsafe(ret, &regs, 0, ranges, nr, &copy, frames + 1, (uint32_t)max - 1,
+                                  &wflags);
     s->blocked_flags = wflags | FLAMME_SAMPLE_SYSCALL | (nocaml ? FLAMME_SAMPLE_NO_OCAML : 0) |
                        flamme_gc_flags_sigsafe();
     s->blocked_n = n;

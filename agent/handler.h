@@ -1,5 +1,5 @@
 /*
- * agent/handler.h — the SIGPROF handler and the frame-pointer stack walker.
+ * agent/handler.h — the SIGPROF handler (the walker: agent/walk.h).
  * Installed by agent/agent.c at start-up; runs on the interrupted thread's
  * alternate signal stack (OCaml installs an 8 KiB one on every thread that
  * runs OCaml), so it keeps its own stack use small.
@@ -8,6 +8,7 @@
 #define FLAMME_AGENT_HANDLER_H
 #include <stdint.h>
 
+#include "agent/walk.h"
 #include "runtime_hooks/ocaml_rt.h"
 
 /* Installs the SIGPROF handler (SA_SIGINFO | SA_ONSTACK | SA_RESTART),
@@ -34,28 +35,5 @@ void flamme_blocked_end_nosig(void);
 
 /* Ring words of one sample record before its frames. */
 #define FLAMME_SAMPLE_HDR_WORDS 3
-
-/* Where the walk may copy stack memory it cannot vouch for. When a frame
- * pointer leads outside the known ranges (typically: a thread blocked in C
- * while another systhread owns its domain state, so its OCaml stack is not
- * known), the walk copies up to a page-split chunk at the frame pointer with
- * a fault-tolerant read and goes on from the copy, at most `budget` times. */
-struct flamme_walk_copy {
-    uint64_t *buf;
-    uint32_t words;
-    int budget;
-};
-
-/* Walks the stack described by (pc, sp, fp) into frames[0..max): frames[0] =
- * pc, then return addresses, leaf first. Every direct memory read is checked
- * against ranges[0..nranges); copy (may be NULL) allows checked reads
- * elsewhere. Sets *flags to FLAMME_SAMPLE_TRUNCATED when max was reached,
- * FLAMME_SAMPLE_BROKEN when the chain left the known stacks (a clean end is
- * a zero frame pointer or return address). Returns the frame count.
- * async-signal-safe: yes. */
-uint32_t flamme_walk_sigsafe(uintptr_t pc, uintptr_t sp, uintptr_t fp,
-                             const struct flamme_range *ranges, int nranges,
-                             struct flamme_walk_copy *copy, uint64_t *frames, uint32_t max,
-                             uint32_t *flags);
 
 #endif

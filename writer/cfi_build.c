@@ -160,19 +160,33 @@ static uint64_t rd_ptr(struct rd *r, uint8_t enc, uint64_t datarel_base)
 
 enum { SAVE_SAME, SAVE_AT_OFF, SAVE_LOST };
 
-/* What the unwinder knows at one pc: CFA = reg + off, where rbp and the
- * return address were saved. */
+/* What the unwinder knows at one pc: CFA = reg + off, where the return
+ * address and the callee-saved registers (rbp, rbx, r12-r15: the only ones
+ * a caller's frame can still need) were saved. */
 struct regstate {
-    uint64_t cfa_reg; /* DWARF register; anything but 6/7 makes the row UNKNOWN */
+    uint64_t cfa_reg; /* DWARF register; above 15 makes the row UNKNOWN */
     int64_t cfa_off;
     int cfa_expr;     /* CFA given by an expression: 1 unusable, 2 a deref chain (below) */
     uint64_t ex_reg;  /* deref chain: CFA = deref(ex_reg + ex_off) [+ ex_mid, deref] + ex_add */
     int64_t ex_off;
     int ex_nderef;
     uint64_t ex_mid, ex_add;
-    int rbp_how, ra_how;
-    int64_t rbp_off, ra_off;
+    int ra_how;
+    int64_t ra_off;
+    int save_how[FLAMME_CFI_NSAVED]; /* FLAMME_CFI_SAVED_DWREGS order */
+    int64_t save_off[FLAMME_CFI_NSAVED];
 };
+
+static const uint8_t saved_dwregs[FLAMME_CFI_NSAVED] = FLAMME_CFI_SAVED_DWREGS;
+
+/* Index of DWARF register reg among the tracked callee-saved ones, or -1. */
+static int saved_index(uint64_t reg)
+{
+    for (int i = 0; i < FLAMME_CFI_NSAVED; i++)
+        if (saved_dwregs[i] == reg)
+            return i;
+    return -1;
+}
 
 struct cie {
     uint64_t code_align, ra_reg;
@@ -211,42 +225,53 @@ static void push_row(struct rowvec *rv, uint64_t pc, struct rule r)
     rv->v[rv->n++] = (struct trow){ pc, r };
 }
 
-/* The compact rule for a state; UNKNOWN when the walker could not use it. */
+/* The compact rule for a state; UNKNOWN when the walker could not use it.
+ * A save slot the rule cannot hold (not a multiple of 8, beyond +-1016
+ * bytes) makes that register lost, not the row unusable. */
 static struct rule state_rule(const struct regstate *st)
 {
-    struct rule u = { 0, 0, FLAMME_CFA_UNKNOWN, 0 };
+    struct rule u = { 0, RULE_UNKNOWN, 0, 0, 0, 0, { 0 } };
+    if (st->ra_how != SAVE_AT_OFF || st->ra_off != -8)
+        return u;
+    struct rule r = u;
     if (st->cfa_expr == 2) {
-        /* A deref chain: rbp is taken as unchanged (the rule has no room for
-         * it; these frames are the runtime's stack switches). */
-        if (st->ra_how != SAVE_AT_OFF || st->ra_off != -8 || st->ex_off < INT32_MIN ||
-            st->ex_off > INT32_MAX || st->ex_mid > 63 || st->ex_add > INT16_MAX)
+        if (st->ex_reg > 15 || st->ex_off < INT32_MIN || st->ex_off > INT32_MAX ||
+            st->ex_mid > 63 || st->ex_add > INT16_MAX)
             return u;
-        return (struct rule){ (int32_t)st->ex_off, (int16_t)st->ex_add,
-                              st->ex_reg == DW_REG_RSP ? FLAMME_CFA_DEREF_RSP
-                                                       : FLAMME_CFA_DEREF_RBP,
-                              (uint8_t)(st->ex_nderef | (st->ex_mid << 2)) };
+        r.reg = RULE_DEREF;
+        r.dwreg = (uint8_t)st->ex_reg;
+        r.cfa_off = (int32_t)st->ex_off;
+        r.deref = (uint8_t)(st->ex_nderef | (st->ex_mid << 2));
+        r.cfa_add = (int16_t)st->ex_add;
+    } else {
+        if (st->cfa_expr || st->cfa_reg > 15 || st->cfa_off < INT32_MIN ||
+            st->cfa_off > INT32_MAX)
+            return u;
+        r.reg = RULE_REG;
+        r.dwreg = (uint8_t)st->cfa_reg;
+        r.cfa_off = (int32_t)st->cfa_off;
     }
-    if (st->cfa_expr || (st->cfa_reg != DW_REG_RSP && st->cfa_reg != DW_REG_RBP))
-        return u;
-    if (st->ra_how != SAVE_AT_OFF || st->ra_off != -8 || st->rbp_how == SAVE_LOST)
-        return u;
-    if (st->cfa_off < INT32_MIN || st->cfa_off > INT32_MAX)
-        return u;
-    if (st->rbp_how == SAVE_AT_OFF && (st->rbp_off == 0 || st->rbp_off < INT16_MIN ||
-                                       st->rbp_off > INT16_MAX))
-        return u;
-    return (struct rule){ (int32_t)st->cfa_off,
-                          (int16_t)(st->rbp_how == SAVE_AT_OFF ? st->rbp_off : 0),
-                          st->cfa_reg == DW_REG_RSP ? FLAMME_CFA_RSP : FLAMME_CFA_RBP, 0 };
+    for (int i = 0; i < FLAMME_CFI_NSAVED; i++) {
+        int64_t off = st->save_off[i];
+        if (st->save_how[i] == SAVE_SAME)
+            r.save[i] = 0;
+        else if (st->save_how[i] == SAVE_AT_OFF && off != 0 && off % 8 == 0 && off >= -127 * 8 &&
+                 off <= 127 * 8)
+            r.save[i] = (int8_t)(off / 8);
+        else
+            r.save[i] = SAVE_SLOT_LOST;
+    }
+    return r;
 }
 
-/* Applies one register rule to rbp / the return address; other registers
- * are irrelevant to the walker. */
+/* Applies one register rule to a tracked callee-saved register or the
+ * return address; other registers are irrelevant to the walker. */
 static void set_reg(struct regstate *st, const struct cie *c, uint64_t reg, int how, int64_t off)
 {
-    if (reg == DW_REG_RBP) {
-        st->rbp_how = how;
-        st->rbp_off = off;
+    int i = saved_index(reg);
+    if (i >= 0) {
+        st->save_how[i] = how;
+        st->save_off[i] = off;
     } else if (reg == c->ra_reg) {
         st->ra_how = how;
         st->ra_off = off;
@@ -256,8 +281,9 @@ static void set_reg(struct regstate *st, const struct cie *c, uint64_t reg, int 
 static void restore_reg(struct regstate *st, const struct cie *c, uint64_t reg,
                         const struct regstate *init)
 {
-    if (reg == DW_REG_RBP)
-        set_reg(st, c, reg, init->rbp_how, init->rbp_off);
+    int i = saved_index(reg);
+    if (i >= 0)
+        set_reg(st, c, reg, init->save_how[i], init->save_off[i]);
     else if (reg == c->ra_reg)
         set_reg(st, c, reg, init->ra_how, init->ra_off);
 }
@@ -269,14 +295,14 @@ static void restore_reg(struct regstate *st, const struct cie *c, uint64_t reg,
 
 /* Recognises the CFA expressions the OCaml runtime gives its stack-switching
  * code (amd64.S: caml_c_call, caml_start_program, caml_runstack, ...):
- *   breg(rsp|rbp) N, deref, [plus_uconst M, deref,] [plus_uconst K]
+ *   breg(any register) N, deref, [plus_uconst M, deref,] [plus_uconst K]
  * i.e. the CFA lives in memory the frame points at (a c_stack_link, a
  * saved stack pointer). Fills st's chain and returns 1, or 0 for any other
  * expression (the row stays UNKNOWN). */
 static int parse_deref_chain(struct rd *ex, struct regstate *st)
 {
     uint8_t op = (uint8_t)rd_u(ex, 1);
-    if (ex->bad || (op != DW_OP_breg0 + DW_REG_RSP && op != DW_OP_breg0 + DW_REG_RBP))
+    if (ex->bad || op < DW_OP_breg0 || op > DW_OP_breg0 + 15)
         return 0;
     st->ex_reg = op - DW_OP_breg0;
     st->ex_off = rd_sleb(ex);
@@ -549,7 +575,7 @@ static int do_fde(const struct ehf *e, const uint8_t *p, const uint8_t *end,
     if (r.bad || range == 0 || begin + range < begin)
         return 0;
     uint64_t end_pc = begin + range, loc = begin;
-    struct regstate init = { .cfa_reg = ~0ull, .rbp_how = SAVE_SAME, .ra_how = SAVE_LOST };
+    struct regstate init = { .cfa_reg = ~0ull, .ra_how = SAVE_LOST }; /* registers: SAME */
     struct rd cr = { c->insns, c->insns_end, e->buf, e->vaddr, 0 };
     if (run_cfa(&cr, c, &init, NULL, &loc, end_pc, bias, NULL) != 0)
         init.cfa_expr = 1; /* unusable CIE: whole FDE UNKNOWN */
@@ -561,7 +587,7 @@ static int do_fde(const struct ehf *e, const uint8_t *p, const uint8_t *end,
         st.cfa_expr = 1;
     if (loc < end_pc)
         push_row(out, loc + bias, state_rule(&st));
-    push_row(out, end_pc + bias, (struct rule){ 0, 0, RULE_GAP, 0 });
+    push_row(out, end_pc + bias, (struct rule){ 0, RULE_GAP, 0, 0, 0, 0, { 0 } });
     return out->oom ? -1 : 0;
 }
 
@@ -748,7 +774,7 @@ static int trow_cmp(const void *a, const void *b)
 
 static int same_rule(const struct rule *a, const struct rule *b)
 {
-    return a->reg == b->reg && a->cfa_off == b->cfa_off && a->rbp_off == b->rbp_off;
+    return memcmp(a, b, sizeof *a) == 0; /* no padding: pad is always 0 */
 }
 
 /* Sorts rv, clips it to [lo, hi), merges equal pcs and repeated rules, and
@@ -836,9 +862,13 @@ static int publish(struct cfi_mod *m)
     return 0;
 }
 
-/* Builds and publishes the module for the ELF open on fd. Builder lock held.
- * Returns the number of rows, or -1. */
-static long add_fd(int fd, const char *name, uint64_t bias, uint64_t lo, uint64_t hi)
+/* Builds and publishes the module for the ELF open on fd. switch_only: the
+ * file's code has frame pointers, keep only the rows whose CFA is found in
+ * memory (the OCaml runtime's stack switches: caml_start_program,
+ * caml_c_call, caml_runstack...); elsewhere the walker follows rbp. Builder
+ * lock held. Returns the number of rows, or -1. */
+static long add_fd(int fd, const char *name, uint64_t bias, uint64_t lo, uint64_t hi,
+                   int switch_only)
 {
     struct ehf e = { 0 };
     struct stat st;
@@ -847,12 +877,16 @@ static long add_fd(int fd, const char *name, uint64_t bias, uint64_t lo, uint64_
     struct rowvec rv = { 0 };
     int rc = parse_eh_frame(&e, bias, &rv);
     free(e.buf);
+    for (size_t i = 0; switch_only && i < rv.n; i++)
+        if (rv.v[i].r.reg != RULE_DEREF)
+            rv.v[i].r = (struct rule){ 0, RULE_GAP, 0, 0, 0, 0, { 0 } };
     struct cfi_mod *m = NULL;
     if (rc == 0 && !rv.oom)
         m = pack(&rv, name, &st, lo, hi);
     free(rv.v);
     if (!m)
         return -1;
+    m->switch_only = switch_only;
     if (m->n == 0 || publish(m) != 0) {
         free(m->name);
         free(m->off);
@@ -869,7 +903,7 @@ long flamme_cfi_add_module(const char *path, uint64_t bias, uint64_t lo, uint64_
     if (fd < 0)
         return -1;
     pthread_mutex_lock(&build_lock);
-    long n = add_fd(fd, path, bias, lo, hi);
+    long n = add_fd(fd, path, bias, lo, hi, 0);
     pthread_mutex_unlock(&build_lock);
     close(fd);
     return n;
@@ -913,18 +947,19 @@ static int is_skipped(const char *skip, const char *path, dev_t dev, uint64_t in
 
 /* 1 if this file is published with this range (whatever path it was added
  * by: /lib and /usr/lib name one file). Builder lock held. */
-static int already_added(dev_t dev, uint64_t ino, uint64_t lo, uint64_t hi)
+static int already_added(dev_t dev, uint64_t ino, uint64_t lo, uint64_t hi, int switch_only)
 {
     const struct cfi_set *s = atomic_load_explicit(&flamme_cfi_published, memory_order_relaxed);
     for (size_t i = 0; s && i < s->n; i++) {
         const struct cfi_mod *m = s->mod[i];
-        if (m->lo == lo && m->hi == hi && m->dev == (uint64_t)dev && m->ino == ino)
+        if (m->lo == lo && m->hi == hi && m->dev == (uint64_t)dev && m->ino == ino &&
+            m->switch_only == switch_only)
             return 1;
     }
     return 0;
 }
 
-int flamme_cfi_add_from_maps(const char *skip1, const char *skip2)
+int flamme_cfi_add_from_maps(const char *fp_file, const char *skip)
 {
     FILE *f = fopen("/proc/self/maps", "re");
     if (!f)
@@ -949,9 +984,9 @@ int flamme_cfi_add_from_maps(const char *skip1, const char *skip2)
             path[pl - (sizeof del - 1)] = '\0';
         if (strlen(perms) < 3 || perms[0] != 'r' || perms[2] != 'x' || path[0] != '/')
             continue;
-        if (is_skipped(skip1, path, makedev(dmaj, dmin), ino) ||
-            is_skipped(skip2, path, makedev(dmaj, dmin), ino) ||
-            already_added(makedev(dmaj, dmin), ino, start, end))
+        int sw = is_skipped(fp_file, path, makedev(dmaj, dmin), ino);
+        if (is_skipped(skip, path, makedev(dmaj, dmin), ino) ||
+            already_added(makedev(dmaj, dmin), ino, start, end, sw))
             continue;
         /* map_files names the very inode that is mapped, even if the path
          * now names another file. */
@@ -965,7 +1000,8 @@ int flamme_cfi_add_from_maps(const char *skip1, const char *skip2)
         struct stat st;
         uint64_t bias;
         if (fstat(fd, &st) == 0 && (uint64_t)st.st_ino == ino &&
-            exec_bias(fd, start, off, &bias) == 0 && add_fd(fd, path, bias, start, end) > 0)
+            exec_bias(fd, start, off, &bias) == 0 &&
+            add_fd(fd, path, bias, start, end, sw) > 0)
             added++;
         close(fd);
     }

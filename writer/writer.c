@@ -60,7 +60,7 @@ static struct {
     uint64_t last_cfi_ns;
     struct rawent *raw; /* raw-stack cache (see on_record) */
     size_t raw_n, raw_cap;
-    const char *cfi_skip_exe; /* "/proc/self/exe" when its frame pointers suffice */
+    const char *cfi_skip_exe; /* "/proc/self/exe" when it has frame pointers (stack-switch rows only) */
     char exe_path[4096];      /* the executable, as /proc/self/maps names it */
     flamme_lines *lines;      /* its line table (kept across profiles), NULL if none */
     int lines_tried;
@@ -288,8 +288,14 @@ static void on_record(void *ctx, const uint64_t *rec, uint64_t nwords)
             W.raw_n++;
         }
     }
+    /* A stack is whole exactly when it ends at a thread root: a walk that
+     * stopped "cleanly" anywhere else (a zero rbp or return address left by
+     * code without frame pointers, a forged frame) is broken too, so that
+     * every verb and export marks it. */
     if (root)
         flags &= ~FLAMME_SAMPLE_BROKEN;
+    else if (!(flags & FLAMME_SAMPLE_TRUNCATED))
+        flags |= FLAMME_SAMPLE_BROKEN;
     if (flamme_pw_sample(W.pw, sid, (uint32_t)s->tid, weight, domain, flags, t) != 0)
         W.failed = 1;
     W.samples++;

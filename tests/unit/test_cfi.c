@@ -188,6 +188,8 @@ TEST(rows_match_prologues)
     CHECK(deeper);
 }
 
+void flamme_test_deref1(void);
+
 /* ---- a real unwind through qsort */
 
 static void *caller_fp;    /* frame address of flamme_test_sort_caller */
@@ -353,11 +355,15 @@ TEST(from_maps)
     flamme_cfi_stats(&m0, &r0, &b0);
     int added = flamme_cfi_add_from_maps(exe, NULL);
     flamme_cfi_stats(&m1, &r1, &b1);
-    CHECK(added >= 1);                   /* ld.so at least; libc is already there */
+    CHECK(added >= 2);                   /* ld.so, this binary; libc is already there */
     CHECK(m1 == m0 + (uint64_t)added);   /* libc was not added again */
-    CHECK(flamme_cfi_add_from_maps(exe, NULL) == 0);
+    /* This binary, named as having frame pointers, came with its stack-switch
+     * rows only. */
     struct flamme_cfi_row row;
-    CHECK(lookup((void *)flamme_test_sort_caller, &row) == 0); /* skipped */
+    CHECK(lookup((void *)flamme_test_sort_caller, &row) == 0);
+    CHECK(lookup((char *)(void *)flamme_test_deref1 + 1, &row) == 1 &&
+          row.cfa_reg == FLAMME_CFA_DEREF_RSP);
+    CHECK(flamme_cfi_add_from_maps(exe, NULL) == 0);
     /* Now this PIE binary too: its bias comes from /proc/self/maps and the
      * program headers, and its function's entry must say CFA = rsp + 8. */
     CHECK(flamme_cfi_add_from_maps(NULL, NULL) == 1);
@@ -477,9 +483,28 @@ __asm__(".text\n"
         "nop\nret\n.cfi_endproc\n.size flamme_test_deref2, .-flamme_test_deref2\n"
         ".globl flamme_test_deref_bad\n.type flamme_test_deref_bad,@function\n"
         "flamme_test_deref_bad:\n.cfi_startproc\nnop\n"
-        ".cfi_escape 0x0f, 3, 0x75, 8, 0x06\n" /* breg5 (rdi): not rsp/rbp */
+        ".cfi_escape 0x0f, 3, 0x75, 8, 0x94\n" /* breg5, deref_size: not a deref chain */
         "nop\nret\n.cfi_endproc\n.size flamme_test_deref_bad, .-flamme_test_deref_bad\n");
+/* rbx-based CFA (OCaml's noalloc call), rbx and r12 pushed (a C callee),
+ * a deref chain from rbx (caml_c_call_stack_args). */
+__asm__(".text\n"
+        ".globl flamme_test_rbx_cfa\n.type flamme_test_rbx_cfa,@function\n"
+        "flamme_test_rbx_cfa:\n.cfi_startproc\nsub $24,%rsp\n.cfi_adjust_cfa_offset 24\n"
+        "mov %rsp,%rbx\n.cfi_def_cfa_register %rbx\nnop\nmov %rbx,%rsp\n"
+        ".cfi_def_cfa_register %rsp\nadd $24,%rsp\n.cfi_adjust_cfa_offset -24\nret\n"
+        ".cfi_endproc\n.size flamme_test_rbx_cfa, .-flamme_test_rbx_cfa\n"
+        ".globl flamme_test_rbx_saved\n.type flamme_test_rbx_saved,@function\n"
+        "flamme_test_rbx_saved:\n.cfi_startproc\npush %r12\n.cfi_adjust_cfa_offset 8\n"
+        ".cfi_offset %r12, -16\npush %rbx\n.cfi_adjust_cfa_offset 8\n.cfi_offset %rbx, -24\n"
+        "nop\npop %rbx\n.cfi_adjust_cfa_offset -8\n.cfi_restore %rbx\npop %r12\n"
+        ".cfi_adjust_cfa_offset -8\n.cfi_restore %r12\nret\n"
+        ".cfi_endproc\n.size flamme_test_rbx_saved, .-flamme_test_rbx_saved\n"
+        ".globl flamme_test_deref_rbx\n.type flamme_test_deref_rbx,@function\n"
+        "flamme_test_deref_rbx:\n.cfi_startproc\nnop\n"
+        ".cfi_escape 0x0f, 5, 0x73, 8, 0x06, 0x23, 8\n"
+        "nop\nret\n.cfi_endproc\n.size flamme_test_deref_rbx, .-flamme_test_deref_rbx\n");
 void flamme_test_deref1(void), flamme_test_deref2(void), flamme_test_deref_bad(void);
+void flamme_test_rbx_cfa(void), flamme_test_rbx_saved(void), flamme_test_deref_rbx(void);
 
 /* Needs from_maps (the test binary's own CFI is published). */
 TEST(deref_chain_rows)
@@ -496,6 +521,15 @@ TEST(deref_chain_rows)
           row.mid_add == 0 && row.cfa_add == 8);
     CHECK(lookup((char *)(void *)flamme_test_deref_bad + 1, &row) == 1);
     CHECK(row.cfa_reg == FLAMME_CFA_UNKNOWN);
+    /* OCaml around a [@@noalloc] call: CFA in rbx; the C callee saves rbx. */
+    CHECK(lookup((char *)(void *)flamme_test_rbx_cfa + 7, &row) == 1);
+    CHECK(row.cfa_reg == FLAMME_CFA_REG && row.dwreg == 3 && row.cfa_off == 32);
+    CHECK(lookup((char *)(void *)flamme_test_rbx_saved + 3, &row) == 1);
+    CHECK(row.cfa_reg == FLAMME_CFA_RSP && row.cfa_off == 24 && row.save[1] == -24 &&
+          row.save[2] == -16 && row.save[0] == FLAMME_SAVE_SAME && row.rbp_off == 0);
+    CHECK(lookup((char *)(void *)flamme_test_deref_rbx + 1, &row) == 1);
+    CHECK(row.cfa_reg == FLAMME_CFA_DEREF_REG && row.dwreg == 3 && row.cfa_off == 8 &&
+          row.nderef == 1 && row.cfa_add == 8);
 }
 
 int main(void)

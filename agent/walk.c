@@ -1,0 +1,348 @@
+/*
+ * agent/walk.c — the stack walker (see agent/walk.h). Runs in the SIGPROF
+ * handler on any thread (and in normal context around blocking calls): no
+ * malloc, no locks, no stdio. Memory is read directly only inside the
+ * known stacks (the caller's ranges); elsewhere through a fault-tolerant
+ * copy or read.
+ *
+ * Registers: the walk carries the registers it knows, by DWARF number. The
+ * interrupted frame knows them all (from the signal's ucontext); each step
+ * by call-frame information keeps rsp (the CFA) and the callee-saved
+ * registers rbp, rbx, r12-r15, restored from their save slots where the
+ * rows say so, and forgets the rest (caller-saved: a caller cannot rely on
+ * them either). That is what OCaml needs: around a [@@noalloc] call (and in
+ * caml_c_call_stack_args) the OCaml frame's CFA is rbx-based, and the C
+ * callee may have pushed rbx. A step by frame pointer keeps rsp and rbp only.
+ */
+#include "agent/walk.h"
+
+#include "agent/cfi.h"
+#include "common/profile.h"
+
+#define MAX_RANGES 16
+#define MAX_SWITCHES (4 * MAX_RANGES)
+
+#define R_RSP FLAMME_DW_RSP
+#define R_RBP FLAMME_DW_RBP
+#define BIT(i) FLAMME_WALK_REG(i)
+/* rbx, rbp, r12-r15: what survives a call (SysV ABI), plus rsp. */
+#define KEPT_MASK (BIT(3) | BIT(6) | BIT(7) | BIT(12) | BIT(13) | BIT(14) | BIT(15))
+
+static const uint8_t saved_dw[FLAMME_CFI_NSAVED] = FLAMME_CFI_SAVED_DWREGS;
+
+struct walk {
+    struct flamme_walk_regs g;
+    const struct flamme_range *ranges;
+    int nranges;
+    struct flamme_walk_copy *copy;
+    uintptr_t copy_base, copy_len; /* the copied chunk covers [copy_base, copy_base + copy_len) */
+    int cur;                       /* range of the current frame, or -1 */
+    int switches;                  /* moves to another stack towards younger addresses */
+};
+
+/* Index of the range holding [addr, addr+len), or -1. */
+static int find_range(const struct flamme_range *r, int n, uintptr_t addr, uintptr_t len,
+                      int hint)
+{
+    if (hint >= 0 && addr >= r[hint].lo && addr + len <= r[hint].hi && addr + len > addr)
+        return hint;
+    for (int i = 0; i < n; i++)
+        if (addr >= r[i].lo && addr + len <= r[i].hi && addr + len > addr)
+            return i;
+    return -1;
+}
+
+/* Copies the stack words at [addr, addr + words*8) into copy->buf with
+ * fault-tolerant reads, one page at a time, stopping at the first unreadable
+ * page. Returns the number of words copied (0: nothing readable). */
+static uint32_t copy_chunk(struct flamme_walk_copy *copy, uintptr_t addr)
+{
+    uint32_t got = 0;
+    while (got < copy->words) {
+        uintptr_t at = addr + (uintptr_t)got * 8;
+        uintptr_t page_end = (at | 0xfff) + 1;
+        uint32_t n = (uint32_t)((page_end - at) / 8);
+        if (n > copy->words - got)
+            n = copy->words - got;
+        if (n == 0 || flamme_safe_read_sigsafe(copy->buf + got, at, (unsigned long)n * 8) != 0)
+            break;
+        got += n;
+    }
+    return got;
+}
+
+/* Reads the aligned stack word at addr: directly when a known range holds
+ * it (*range = its index), else from a checked copy (*range = -1), taking a
+ * new chunk (starting a little below addr, within addr's page, so that the
+ * save slots under a CFA come along) while the budget lasts. Returns 0, or
+ * -1 when the word cannot be read. */
+static int stack_word(struct walk *w, uintptr_t addr, uintptr_t *v, int *range)
+{
+    if (addr & 7)
+        return -1;
+    int r = find_range(w->ranges, w->nranges, addr, 8, w->cur);
+    if (range)
+        *range = r;
+    if (r >= 0) {
+        *v = *(const uintptr_t *)addr;
+        return 0;
+    }
+    struct flamme_walk_copy *c = w->copy;
+    if (!c)
+        return -1;
+    if (addr < w->copy_base || addr + 8 > w->copy_base + w->copy_len) {
+        if (c->budget <= 0)
+            return -1;
+        c->budget--;
+        uintptr_t start = addr - 64;
+        if (start > addr || (start & ~(uintptr_t)0xfff) != (addr & ~(uintptr_t)0xfff))
+            start = addr & ~(uintptr_t)0xfff;
+        w->copy_base = start;
+        w->copy_len = (uintptr_t)copy_chunk(c, start) * 8;
+        if (addr + 8 > w->copy_base + w->copy_len)
+            return -1;
+    }
+    *v = c->buf[(addr - w->copy_base) / 8];
+    return 0;
+}
+
+/* Reads any word (the runtime's stack-switch records: a c_stack_link, a
+ * fiber's handler): directly inside the known stacks, else with a
+ * fault-tolerant read. Returns 0, or -1. */
+static int any_word(const struct walk *w, uintptr_t addr, uintptr_t *v)
+{
+    if (find_range(w->ranges, w->nranges, addr, 8, -1) >= 0) {
+        *v = *(const uintptr_t *)addr;
+        return 0;
+    }
+    return flamme_safe_read_sigsafe(v, addr, sizeof *v) == 0 ? 0 : -1;
+}
+
+/* When the sampled pc sits at a point where rbp does not yet (or no longer)
+ * describe the current function's frame, returns the caller's return address
+ * read from the stack pointer and sets *ok; otherwise *ok = 0. Recognises
+ * OCaml's (and gcc's) frame-pointer code: the stack-overflow check before
+ * the prologue, push %rbp, mov %rsp,%rbp, and ret or a tail-call jmp right
+ * after pop %rbp; and PLT entries (jmp through the GOT, endbr64). Reads the
+ * code bytes around pc, which are mapped since the thread was executing them
+ * (backwards only within pc's page). */
+static uintptr_t leaf_caller(uintptr_t pc, uintptr_t sp, const struct flamme_range *r, int n,
+                             int *ok)
+{
+    const unsigned char *c = (const unsigned char *)pc;
+    int back = (pc & 0xfff) >= 4; /* c[-1..-4] readable */
+    uintptr_t slot;
+    *ok = 0;
+    if (c[0] == 0x55 || c[0] == 0xc3) /* push %rbp (entry) / ret (after pop %rbp) */
+        slot = sp;
+    else if (c[0] == 0x48 && c[1] == 0x89 && c[2] == 0xe5) /* mov %rsp,%rbp: rbp pushed */
+        slot = sp + 8;
+    else if (c[0] == 0x4c && c[1] == 0x8d && (c[2] == 0x94 || c[2] == 0x54) && c[3] == 0x24)
+        slot = sp; /* lea -N(%rsp),%r10: OCaml's stack check, before the prologue */
+    else if (c[0] == 0x4d && c[1] == 0x3b && c[2] == 0x56 && c[3] == 0x28)
+        slot = sp; /* cmp 0x28(%r14),%r10 */
+    else if (back && c[-4] == 0x4d && c[-3] == 0x3b && c[-2] == 0x56 && c[-1] == 0x28 &&
+             (c[0] == 0x72 || (c[0] == 0x0f && c[1] == 0x82)))
+        slot = sp; /* jb after the stack check */
+    else if ((c[0] == 0xff && c[1] == 0x25) || (c[0] == 0xf2 && c[1] == 0xff && c[2] == 0x25))
+        slot = sp; /* jmp *GOT(%rip): a PLT entry (or -fno-plt tail call) */
+    else if (c[0] == 0xf3 && c[1] == 0x0f && c[2] == 0x1e && c[3] == 0xfa)
+        slot = sp; /* endbr64 at a function's (or PLT entry's) start */
+    else if (back && c[-1] == 0x5d &&
+             (c[0] == 0xe9 || c[0] == 0xeb || c[0] == 0xff || (c[0] == 0x41 && c[1] == 0xff)))
+        slot = sp; /* tail call: pop %rbp; jmp */
+    else
+        return 0;
+    if (find_range(r, n, slot, 8, -1) < 0)
+        return 0;
+    *ok = 1;
+    return *(const uintptr_t *)slot;
+}
+
+/* One step of the walk by call-frame information. Returns 1 and moves w's
+ * registers to the caller's frame (*pc = its return address), 0 when
+ * lookup_pc has no usable rule (then frame pointers are used), -1 when the
+ * rule needs a register the walk does not know or leads outside the
+ * readable stacks, or back to younger frames of the same stack. */
+static int cfi_step(struct walk *w, uintptr_t lookup_pc, uintptr_t *pc)
+{
+    struct flamme_cfi_row row;
+    if (!flamme_cfi_lookup_sigsafe(lookup_pc, &row) || row.cfa_reg == FLAMME_CFA_UNKNOWN)
+        return 0;
+    if (row.dwreg > 15 || !(w->g.valid & BIT(row.dwreg)))
+        return -1;
+    uintptr_t sp = w->g.r[R_RSP], base = w->g.r[row.dwreg], cfa;
+    int deref = row.cfa_reg == FLAMME_CFA_DEREF_RSP || row.cfa_reg == FLAMME_CFA_DEREF_RBP ||
+                row.cfa_reg == FLAMME_CFA_DEREF_REG;
+    if (deref) {
+        /* The runtime's stack switches keep the other stack's pointer in
+         * memory: a c_stack_link, a fiber's handler, a stack_info's saved sp. */
+        uintptr_t v;
+        if (any_word(w, base + (uintptr_t)(intptr_t)row.cfa_off, &v) != 0)
+            return -1;
+        if (row.nderef == 2 && any_word(w, v + row.mid_add, &v) != 0)
+            return -1;
+        cfa = v + (uintptr_t)(intptr_t)row.cfa_add;
+    } else {
+        cfa = base + (uintptr_t)(intptr_t)row.cfa_off;
+    }
+    uintptr_t ra;
+    int r;
+    if (stack_word(w, cfa - 8, &ra, &r) != 0)
+        return -1;
+    if (cfa <= sp) {
+        /* Towards younger frames: only onto another stack (the CFA of a
+         * stack switch, or of an OCaml frame whose rbx holds its stack
+         * pointer while it calls C), and a bounded number of times. */
+        int rs = find_range(w->ranges, w->nranges, sp, 8, -1);
+        if (row.cfa_reg == FLAMME_CFA_RSP || rs == r || ++w->switches > MAX_SWITCHES)
+            return -1;
+    }
+    /* rbp pointing at the word under the return address is this frame's
+     * own frame pointer, never its caller's: hand-written code pushes rbp
+     * and points it there without saying so in its CFI (the OCaml runtime's
+     * ENTER_FUNCTION in frame-pointer builds); the caller's rbp is that word. */
+    if (row.save[0] == FLAMME_SAVE_SAME && (w->g.valid & BIT(R_RBP)) &&
+        w->g.r[R_RBP] == cfa - 16)
+        row.save[0] = -16;
+    uint32_t valid = (w->g.valid & KEPT_MASK) | BIT(R_RSP);
+    for (int i = 0; i < FLAMME_CFI_NSAVED; i++) {
+        int reg = saved_dw[i];
+        uintptr_t v;
+        if (row.save[i] == FLAMME_SAVE_SAME)
+            continue;
+        if (row.save[i] != FLAMME_SAVE_LOST &&
+            stack_word(w, cfa + (uintptr_t)(intptr_t)row.save[i], &v, NULL) == 0) {
+            w->g.r[reg] = v;
+            valid |= BIT(reg);
+        } else {
+            valid &= ~BIT(reg);
+        }
+    }
+    w->g.r[R_RSP] = cfa;
+    w->g.valid = valid;
+    w->cur = r;
+    *pc = ra;
+    return 1;
+}
+
+/* One step by frame pointer. Returns 1 and moves to the caller (*pc), 0
+ * at a clean end (zero frame pointer or return address), -1 when broken. */
+static int fp_step(struct walk *w, uintptr_t *pc)
+{
+    if (!(w->g.valid & BIT(R_RBP)))
+        return -1;
+    uintptr_t fp = w->g.r[R_RBP];
+    if (fp == 0)
+        return 0; /* clean end: clone/_start zero rbp */
+    if (fp & 7)
+        return -1;
+    int r = find_range(w->ranges, w->nranges, fp, 16, w->cur);
+    uintptr_t next, ret;
+    if (r >= 0) {
+        next = ((const uintptr_t *)fp)[0];
+        ret = ((const uintptr_t *)fp)[1];
+    } else {
+        /* Outside every known stack: go on only through a checked copy,
+         * and only towards older frames within it. */
+        int r1;
+        if (stack_word(w, fp, &next, &r1) != 0 || stack_word(w, fp + 8, &ret, &r1) != 0)
+            return -1;
+        if (next != 0 && next <= fp && find_range(w->ranges, w->nranges, next, 16, -1) < 0)
+            return -1;
+    }
+    if (ret == 0)
+        return 0;
+    *pc = ret;
+    /* Within one stack the chain must move towards older frames (higher
+     * addresses); crossing to another stack (fiber -> parent, OCaml -> C)
+     * may go either way, but only a bounded number of times. */
+    if (r >= 0 && next != 0 && next <= fp &&
+        find_range(w->ranges, w->nranges, next, 16, r) == r)
+        return 2; /* this frame stands, the chain after it is broken */
+    if (r >= 0 && r != w->cur) {
+        if (++w->switches > MAX_SWITCHES)
+            return 2;
+        w->cur = r;
+    }
+    w->g.r[R_RSP] = fp + 16;
+    w->g.r[R_RBP] = next;
+    w->g.valid = BIT(R_RSP) | BIT(R_RBP);
+    return 1;
+}
+
+static uint32_t walk(struct walk *w, uintptr_t pc, uint64_t *frames, uint32_t max,
+                     uint32_t *flags, int leaf)
+{
+    uint32_t n = 0;
+    *flags = 0;
+    if (max == 0)
+        return 0;
+    frames[n++] = pc;
+    while (n < max) {
+        /* A return address points after its call: look up the call itself. */
+        int c = cfi_step(w, leaf ? pc : pc - 1, &pc);
+        if (c < 0)
+            goto broken;
+        if (c > 0) {
+            if (pc == 0)
+                return n; /* outermost frame (RA zero) */
+            frames[n++] = pc;
+            leaf = 0;
+            continue;
+        }
+        if (leaf) {
+            /* Frame-pointer code interrupted where rbp does not describe the
+             * current function yet (entry) or any more (just before ret). */
+            int ok;
+            uintptr_t caller = leaf_caller(pc, w->g.r[R_RSP], w->ranges, w->nranges, &ok);
+            leaf = 0;
+            if (ok && caller) {
+                frames[n++] = caller;
+                pc = caller;
+                if (n >= max)
+                    break;
+            }
+        }
+        c = fp_step(w, &pc);
+        if (c == 0)
+            return n;
+        if (c < 0)
+            goto broken;
+        frames[n++] = pc;
+        if (c == 2)
+            goto broken;
+    }
+    *flags |= FLAMME_SAMPLE_TRUNCATED;
+    return n;
+broken:
+    *flags |= FLAMME_SAMPLE_BROKEN;
+    return n;
+}
+
+uint32_t flamme_walk_regs_sigsafe(uintptr_t pc, const struct flamme_walk_regs *regs, int leaf,
+                                  const struct flamme_range *ranges, int nranges,
+                                  struct flamme_walk_copy *copy, uint64_t *frames, uint32_t max,
+                                  uint32_t *flags)
+{
+    struct walk w = {*regs, ranges, nranges, copy, 0, 0, -1, 0};
+    if (!(w.g.valid & BIT(R_RSP))) {
+        *flags = FLAMME_SAMPLE_BROKEN;
+        if (max == 0)
+            return 0;
+        frames[0] = pc;
+        return 1;
+    }
+    return walk(&w, pc, frames, max, flags, leaf);
+}
+
+uint32_t flamme_walk_sigsafe(uintptr_t pc, uintptr_t sp, uintptr_t fp,
+                             const struct flamme_range *ranges, int nranges,
+                             struct flamme_walk_copy *copy, uint64_t *frames, uint32_t max,
+                             uint32_t *flags)
+{
+    struct flamme_walk_regs g = {{0}, BIT(R_RSP) | BIT(R_RBP)};
+    g.r[R_RSP] = sp;
+    g.r[R_RBP] = fp;
+    return flamme_walk_regs_sigsafe(pc, &g, 1, ranges, nranges, copy, frames, max, flags);
+}

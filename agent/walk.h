@@ -1,0 +1,59 @@
+/*
+ * agent/walk.h — the stack walker: from an interrupted thread's registers to
+ * the return addresses of its stack, by call-frame information where the
+ * code has it (agent/cfi.h: OCaml without frame pointers, glibc, C
+ * libraries, the OCaml runtime's stack switches) and by frame pointers
+ * elsewhere. Called by the SIGPROF handler (agent/handler.c) and, in normal
+ * context with SIGPROF blocked, around blocking calls; the unit tests call
+ * it from ordinary code (tests/unit/test_walk.c holds it against libunwind).
+ * async-signal-safe: yes (every function here).
+ */
+#ifndef FLAMME_AGENT_WALK_H
+#define FLAMME_AGENT_WALK_H
+#include <stdint.h>
+
+#include "runtime_hooks/ocaml_rt.h"
+
+/* Where the walk may copy stack memory it cannot vouch for. When a frame
+ * (frame pointer, or CFA of a CFI row) leads outside the known ranges
+ * (typically: a thread blocked in C while another systhread owns its domain
+ * state, so its OCaml stack is not known), the walk copies up to a
+ * page-split chunk there with a fault-tolerant read and goes on from the
+ * copy, at most `budget` times. */
+struct flamme_walk_copy {
+    uint64_t *buf;
+    uint32_t words;
+    int budget;
+};
+
+/* The registers a walk starts from, by DWARF number (rax rdx rcx rbx rsi
+ * rdi rbp rsp r8..r15 = 0..15); bit i of valid says r[i] is known. rsp
+ * (7) must be valid. */
+struct flamme_walk_regs {
+    uintptr_t r[16];
+    uint32_t valid;
+};
+
+#define FLAMME_WALK_REG(i) (1u << (i))
+
+/* Walks the stack of the thread whose registers are *regs and whose pc is
+ * pc into frames[0..max): frames[0] = pc, then return addresses, leaf
+ * first. leaf = 1 when pc is an interrupted instruction, 0 when it is a
+ * return address (a call site). Every direct memory read is checked against
+ * ranges[0..nranges); copy (may be NULL) allows checked reads elsewhere.
+ * Sets *flags to FLAMME_SAMPLE_TRUNCATED when max was reached,
+ * FLAMME_SAMPLE_BROKEN when the chain left the known stacks or a rule
+ * needed a register that is not known (a clean end is a zero frame pointer
+ * or return address). Returns the frame count. */
+uint32_t flamme_walk_regs_sigsafe(uintptr_t pc, const struct flamme_walk_regs *regs, int leaf,
+                                  const struct flamme_range *ranges, int nranges,
+                                  struct flamme_walk_copy *copy, uint64_t *frames, uint32_t max,
+                                  uint32_t *flags);
+
+/* The same from (pc, sp, fp) only: the other registers are unknown. */
+uint32_t flamme_walk_sigsafe(uintptr_t pc, uintptr_t sp, uintptr_t fp,
+                             const struct flamme_range *ranges, int nranges,
+                             struct flamme_walk_copy *copy, uint64_t *frames, uint32_t max,
+                             uint32_t *flags);
+
+#endif

@@ -1,0 +1,224 @@
+/*
+ * tests/unit/test_walk.c — the handler's own walker (agent/walk.c, over the
+ * rows of agent/cfi.c) held against libunwind, an independent unwinder, on
+ * the same stacks from a normal context: frame by frame, from a function
+ * called back by glibc (qsort, twalk: built without frame pointers) and by
+ * another C library (zlib's deflateInit2 calling its allocator) down to
+ * _start. Both start from one register set: libunwind's unw_getcontext
+ * (a ucontext_t on x86-64) taken in the callback.
+ * Also: a rule that needs a register the walk does not know gives a broken
+ * stack rather than a guess.
+ * The test binary is built with -fno-omit-frame-pointer (CFLAGS_COMMON);
+ * glibc and zlib are Debian's (no frame pointers), unwound by CFI only.
+ */
+#define UNW_LOCAL_ONLY
+#include "tests/unit/check.h"
+#include "agent/cfi.h"
+#include "agent/walk.h"
+#include "common/profile.h"
+
+#include <libunwind.h>
+#include <pthread.h>
+#include <search.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/uio.h>
+#include <unistd.h>
+#include <zlib.h>
+
+/* agent/walk.c reads outside the known stacks with this (the agent's own is
+ * in runtime_hooks/, which the unit-test library does not hold). */
+int flamme_safe_read_sigsafe(void *dst, uintptr_t addr, unsigned long len)
+{
+    struct iovec l = { dst, len }, r = { (void *)addr, len };
+    return process_vm_readv(getpid(), &l, 1, &r, 1, 0) == (ssize_t)len ? 0 : -1;
+}
+
+#define MAXF 256
+
+struct capture {
+    uint64_t lib[MAXF], own[MAXF];
+    int nlib, nown;
+    uint32_t flags;
+    int done;
+};
+
+static struct flamme_range stack_range;
+
+static void thread_stack(void)
+{
+    pthread_attr_t a;
+    void *lo;
+    size_t sz;
+    pthread_getattr_np(pthread_self(), &a);
+    pthread_attr_getstack(&a, &lo, &sz);
+    pthread_attr_destroy(&a);
+    stack_range.lo = (uintptr_t)lo;
+    stack_range.hi = (uintptr_t)lo + sz;
+}
+
+/* Both unwinders from the same context; *valid says which registers the
+ * flamme walk may use (all of them: the context is complete). */
+static __attribute__((noinline)) void capture_here(struct capture *c, uint32_t valid)
+{
+    unw_context_t uc;
+    unw_cursor_t cur;
+    unw_getcontext(&uc);
+    unw_init_local(&cur, &uc);
+    c->nlib = 0;
+    do {
+        unw_word_t ip;
+        if (unw_get_reg(&cur, UNW_REG_IP, &ip) != 0 || ip == 0)
+            break;
+        c->lib[c->nlib++] = ip;
+    } while (c->nlib < MAXF && unw_step(&cur) > 0);
+
+    static const int greg_of_dw[16] = { REG_RAX, REG_RDX, REG_RCX, REG_RBX, REG_RSI, REG_RDI,
+                                        REG_RBP, REG_RSP, REG_R8,  REG_R9,  REG_R10, REG_R11,
+                                        REG_R12, REG_R13, REG_R14, REG_R15 };
+    struct flamme_walk_regs regs;
+    for (int i = 0; i < 16; i++)
+        regs.r[i] = (uintptr_t)uc.uc_mcontext.gregs[greg_of_dw[i]];
+    regs.valid = valid;
+    c->nown = (int)flamme_walk_regs_sigsafe((uintptr_t)uc.uc_mcontext.gregs[REG_RIP], &regs, 1,
+                                            &stack_range, 1, NULL, c->own, MAXF, &c->flags);
+    c->done = 1;
+}
+
+/* Prints both stacks side by side on a mismatch. */
+static void dump(const struct capture *c)
+{
+    int n = c->nlib > c->nown ? c->nlib : c->nown;
+    for (int i = 0; i < n; i++)
+        fprintf(stderr, "    %2d  %#14llx  %#14llx\n", i,
+                i < c->nlib ? (unsigned long long)c->lib[i] : 0ull,
+                i < c->nown ? (unsigned long long)c->own[i] : 0ull);
+}
+
+/* The two stacks agree frame by frame, and reach _start (the walk ends
+ * cleanly, not broken). */
+static void same_frames(const struct capture *c, const char *what)
+{
+    int ok = c->done && c->nlib >= 6 && c->nown == c->nlib && !(c->flags & FLAMME_SAMPLE_BROKEN);
+    for (int i = 0; ok && i < c->nlib; i++)
+        ok = c->lib[i] == c->own[i];
+    if (!ok) {
+        fprintf(stderr, "  %s: libunwind %d frames, flamme %d (flags %#x)\n", what, c->nlib,
+                c->nown, c->flags);
+        dump(c);
+    } else {
+        printf("  info: %s: %d frames, identical\n", what, c->nlib);
+    }
+    CHECK(ok);
+}
+
+static struct capture cap;
+static uint32_t cap_valid = 0xffff;
+
+static __attribute__((noinline)) int cmp_int(const void *a, const void *b)
+{
+    if (!cap.done)
+        capture_here(&cap, cap_valid);
+    return *(const int *)a - *(const int *)b;
+}
+
+static __attribute__((noinline)) void run_qsort(void)
+{
+    int v[64];
+    for (int i = 0; i < 64; i++)
+        v[i] = (i * 37) % 64;
+    cap.done = 0;
+    qsort(v, 64, sizeof v[0], cmp_int);
+}
+
+TEST(qsort_callback)
+{
+    cap_valid = 0xffff;
+    run_qsort();
+    same_frames(&cap, "qsort comparator");
+}
+
+static void tw_action(const void *node, VISIT which, int depth)
+{
+    (void)node;
+    (void)which;
+    if (depth >= 3 && !cap.done)
+        capture_here(&cap, 0xffff);
+}
+
+static void keep_node(void *p)
+{
+    (void)p; /* the keys are small integers, not allocations */
+}
+
+static int tcmp(const void *a, const void *b)
+{
+    return (int)(intptr_t)a - (int)(intptr_t)b;
+}
+
+TEST(twalk_recursion)
+{
+    void *root = NULL;
+    for (intptr_t i = 1; i <= 200; i++)
+        tsearch((void *)((i * 7919) % 211), &root, tcmp);
+    cap.done = 0;
+    twalk(root, tw_action); /* glibc's recursive walk: several frames deep */
+    same_frames(&cap, "twalk action");
+    tdestroy(root, keep_node);
+}
+
+static voidpf z_alloc(voidpf opaque, uInt items, uInt size)
+{
+    (void)opaque;
+    if (!cap.done)
+        capture_here(&cap, 0xffff);
+    return calloc(items, size);
+}
+
+static void z_free(voidpf opaque, voidpf p)
+{
+    (void)opaque;
+    free(p);
+}
+
+TEST(zlib_allocator)
+{
+    z_stream zs;
+    memset(&zs, 0, sizeof zs);
+    zs.zalloc = z_alloc;
+    zs.zfree = z_free;
+    cap.done = 0;
+    CHECK(deflateInit2(&zs, 6, Z_DEFLATED, 15, 8, Z_DEFAULT_STRATEGY) == Z_OK);
+    deflateEnd(&zs);
+    same_frames(&cap, "zlib zalloc");
+}
+
+/* The same qsort stack with only rsp and rbp known: glibc's frames are
+ * still walked (their rules use rsp); where a rule needs another register
+ * the walk says broken instead of guessing. Either way, no frame differs
+ * from libunwind's. */
+TEST(unknown_registers_never_guess)
+{
+    cap_valid = FLAMME_WALK_REG(FLAMME_DW_RSP) | FLAMME_WALK_REG(FLAMME_DW_RBP);
+    run_qsort();
+    int ok = cap.nown >= 1 && cap.nown <= cap.nlib;
+    for (int i = 0; ok && i < cap.nown; i++)
+        ok = cap.own[i] == cap.lib[i];
+    CHECK(ok);
+    CHECK(cap.nown == cap.nlib || (cap.flags & FLAMME_SAMPLE_BROKEN));
+}
+
+int main(void)
+{
+    thread_stack();
+    /* Every mapped file's unwind rows, this binary's included. */
+    CHECK(flamme_cfi_add_from_maps(NULL, NULL) >= 3);
+    RUN(qsort_callback);
+    RUN(twalk_recursion);
+    RUN(zlib_allocator);
+    RUN(unknown_registers_never_guess);
+    flamme_cfi_free_all();
+    return CHECK_DONE();
+}

@@ -1,0 +1,52 @@
+/* tests/unwind/breakwalk_stubs.c — C stubs built to break stack walks, for
+ * tests/unwind/breakwalk.ml. They are assembly without call-frame
+ * information, so a walker can only use rbp there, and rbp is garbage:
+ *   brk_spin_fake: rbp points at a forged frame [0, unwind_decoy + 1], so a
+ *     frame-pointer walk "ends cleanly" at an ordinary function;
+ *   brk_spin_zero: rbp = 0, a "clean end" right at the leaf;
+ *   brk_spin_junk: rbp = an unmapped address.
+ * Each spins for its argument (an OCaml tagged int) iterations and restores
+ * rbp before returning. */
+#include <caml/mlvalues.h>
+
+/* Never called: its address is the forged frame's return address. */
+__attribute__((noinline, used)) void unwind_decoy(void)
+{
+    __asm__ volatile("" ::: "memory");
+}
+
+__asm__(".text\n"
+        ".globl brk_spin_fake\n.type brk_spin_fake,@function\n"
+        "brk_spin_fake:\n"
+        "  push %rbp\n"
+        "  lea unwind_decoy+1(%rip), %rax\n"
+        "  push %rax\n"
+        "  push $0\n"
+        "  mov %rsp, %rbp\n"
+        "1: sub $1, %rdi\n"
+        "  jnz 1b\n"
+        "  add $16, %rsp\n"
+        "  pop %rbp\n"
+        "  mov $1, %eax\n"
+        "  ret\n"
+        ".size brk_spin_fake, .-brk_spin_fake\n"
+        ".globl brk_spin_zero\n.type brk_spin_zero,@function\n"
+        "brk_spin_zero:\n"
+        "  push %rbp\n"
+        "  xor %ebp, %ebp\n"
+        "1: sub $1, %rdi\n"
+        "  jnz 1b\n"
+        "  pop %rbp\n"
+        "  mov $1, %eax\n"
+        "  ret\n"
+        ".size brk_spin_zero, .-brk_spin_zero\n"
+        ".globl brk_spin_junk\n.type brk_spin_junk,@function\n"
+        "brk_spin_junk:\n"
+        "  push %rbp\n"
+        "  movabs $0x00007ff0deadbee8, %rbp\n"
+        "1: sub $1, %rdi\n"
+        "  jnz 1b\n"
+        "  pop %rbp\n"
+        "  mov $1, %eax\n"
+        "  ret\n"
+        ".size brk_spin_junk, .-brk_spin_junk\n");

@@ -18,7 +18,7 @@ let[@inline never] intern tbl s =
 
 let[@inline never] shuffle_refs (slots : entry array) e i =
   (* caml_modify: a boxed value stored into a (major-heap) array *)
-  slots.(i mod Array.length slots) <- e;
+  for k = 0 to 15 do slots.((i + k * 256) mod Array.length slots) <- e done;
   e.last <- names.((i * 7) mod Array.length names)
 
 let[@inline never] count_equal (slots : entry array) s =

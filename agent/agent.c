@@ -26,12 +26,16 @@
 #include "agent/api.h"
 #include "agent/engine.h"
 #include "agent/handler.h"
+#include "agent/libc_next.h"
 #include "agent/threads.h"
 #include "runtime_hooks/gc_hooks.h"
 #include "runtime_hooks/ocaml_rt.h"
 #include "writer/writer.h"
 
 struct flamme_config flamme_cfg;
+#ifdef FLAMME_LINKED
+const struct flamme_agent_api_v1 *flamme_preloaded_api;
+#endif
 _Atomic int flamme_agent_sampling;
 _Atomic int flamme_agent_loaded;
 pid_t flamme_agent_pid;
@@ -265,15 +269,19 @@ static void flamme_atfork_child(void)
 
 __attribute__((constructor)) static void flamme_init(void)
 {
+    /* Every loader call the agent makes happens here (see libc_next.h). */
+    flamme_libc_next_init();
     flamme_config_load(&flamme_cfg);
-    if (flamme_cfg.disabled || !flamme_ocaml_present())
+    if (flamme_cfg.disabled || !flamme_ocaml_resolve())
         return; /* not an OCaml 5 program: stay out of the way */
 #ifdef FLAMME_LINKED
     /* A preloaded agent is the one owner of threads, engines and handler;
      * this linked copy stays dormant and the stubs delegate to it. */
-    if (dlsym(RTLD_DEFAULT, FLAMME_AGENT_API_SYMBOL))
+    flamme_preloaded_api = dlsym(RTLD_DEFAULT, FLAMME_AGENT_API_SYMBOL);
+    if (flamme_preloaded_api)
         return;
 #endif
+    flamme_gc_hooks_resolve();
     flamme_agent_pid = getpid();
     flamme_safe_read_init();
     pthread_atfork(NULL, NULL, flamme_atfork_child);
@@ -308,21 +316,21 @@ static void stop_before_exec(void)
 __attribute__((visibility("default"))) int execve(const char *path, char *const argv[],
                                                   char *const envp[])
 {
-    execve_fn real = (execve_fn)dlsym(RTLD_NEXT, "execve");
+    execve_fn real = (execve_fn)flamme_libc_next("execve");
     stop_before_exec();
     return real ? real(path, argv, envp) : (errno = ENOSYS, -1);
 }
 
 __attribute__((visibility("default"))) int execv(const char *path, char *const argv[])
 {
-    execv_fn real = (execv_fn)dlsym(RTLD_NEXT, "execv");
+    execv_fn real = (execv_fn)flamme_libc_next("execv");
     stop_before_exec();
     return real ? real(path, argv) : (errno = ENOSYS, -1);
 }
 
 __attribute__((visibility("default"))) int execvp(const char *file, char *const argv[])
 {
-    execv_fn real = (execv_fn)dlsym(RTLD_NEXT, "execvp");
+    execv_fn real = (execv_fn)flamme_libc_next("execvp");
     stop_before_exec();
     return real ? real(file, argv) : (errno = ENOSYS, -1);
 }
@@ -330,7 +338,7 @@ __attribute__((visibility("default"))) int execvp(const char *file, char *const 
 __attribute__((visibility("default"))) int execvpe(const char *file, char *const argv[],
                                                    char *const envp[])
 {
-    execve_fn real = (execve_fn)dlsym(RTLD_NEXT, "execvpe");
+    execve_fn real = (execve_fn)flamme_libc_next("execvpe");
     stop_before_exec();
     return real ? real(file, argv, envp) : (errno = ENOSYS, -1);
 }

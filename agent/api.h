@@ -47,4 +47,9 @@ struct flamme_agent_api_v1 {
     int (*running)(void);
 };
 
+/* Linked copy only (agent/agent.c with FLAMME_LINKED, used by the OCaml
+ * library's stubs): the preloaded agent's table, looked up by the
+ * constructor; NULL when none is preloaded (the loader is not asked later). */
+extern const struct flamme_agent_api_v1 *flamme_preloaded_api;
+
 #endif

@@ -25,6 +25,7 @@
 
 #include "agent/agent.h"
 #include "agent/handler.h"
+#include "agent/libc_next.h"
 
 struct held {
     sigset_t old;
@@ -74,12 +75,12 @@ static const sigset_t *held_mask(const struct held *h, const sigset_t *mask, sig
     return buf;
 }
 
-/* The next definition of `name` (libc's), looked up once. */
+/* The next definition of `name` (libc's), found by the constructor. */
 #define REAL(type, name)                                                                     \
     static _Atomic(type) real_;                                                              \
     type real = atomic_load_explicit(&real_, memory_order_acquire);                          \
     if (!real) {                                                                             \
-        real = (type)dlsym(RTLD_NEXT, name);                                                 \
+        real = (type)flamme_libc_next(name);                                                 \
         /* Pairs with the acquire load above; racing lookups store the same value. */       \
         atomic_store_explicit(&real_, real, memory_order_release);                           \
     }

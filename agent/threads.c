@@ -17,6 +17,7 @@
 
 #include "agent/agent.h"
 #include "agent/engine.h"
+#include "agent/libc_next.h"
 #include "runtime_hooks/ocaml_rt.h"
 
 struct flamme_slot flamme_slots[FLAMME_MAX_THREADS];
@@ -228,7 +229,7 @@ static pthread_create_fn real_pthread_create(void)
     static _Atomic(pthread_create_fn) real;
     pthread_create_fn f = atomic_load_explicit(&real, memory_order_acquire);
     if (!f) {
-        f = (pthread_create_fn)dlsym(RTLD_NEXT, "pthread_create");
+        f = (pthread_create_fn)flamme_libc_next("pthread_create");
         /* Pairs with the acquire load above; racing initialisers store the same value. */
         atomic_store_explicit(&real, f, memory_order_release);
     }

@@ -13,7 +13,6 @@
  * Errors come back as a one-line OCaml string ("" = success); flamme.ml
  * turns them into Flamme.Error.
  */
-#include <dlfcn.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -36,7 +35,7 @@ struct impl {
  * set when a preloaded agent speaks an API this library does not know. */
 static int pick_impl(struct impl *im, char *err, size_t errlen)
 {
-    const struct flamme_agent_api_v1 *api = dlsym(RTLD_DEFAULT, FLAMME_AGENT_API_SYMBOL);
+    const struct flamme_agent_api_v1 *api = flamme_preloaded_api;
     if (!api) {
         im->start = flamme_agent_start;
         im->stop = flamme_agent_stop;
@@ -99,7 +98,7 @@ FLAMME_PRIM caml_flamme_stop(value v_unit)
 /* is_running_ : unit -> bool. false when no usable agent is present. */
 FLAMME_PRIM caml_flamme_is_running(value v_unit)
 {
-    char err[8];
+    char err[160]; /* the message is not used; sized so it is never cut */
     struct impl im;
     if (pick_impl(&im, err, sizeof err) != 0)
         return Val_false;

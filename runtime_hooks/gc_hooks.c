@@ -33,6 +33,7 @@
 #include <unistd.h>
 
 #include "agent/agent.h"
+#include "runtime_hooks/ocaml_rt.h"
 
 #define TLS_IE __attribute__((tls_model("initial-exec")))
 
@@ -127,8 +128,7 @@ static struct gcbuf *get_buf(void)
 static void thread_setup(void)
 {
     t_tid = (uint32_t)syscall(SYS_gettid);
-    /* For a TLS symbol dlsym returns the calling thread's instance. */
-    t_state_slot = (void **)dlsym(RTLD_DEFAULT, "caml_state");
+    t_state_slot = flamme_ocaml_state_slot();
     t_buf = get_buf();
     t_ready = 1;
 }
@@ -232,6 +232,14 @@ static void chain(_Atomic(timing_hook) *var, timing_hook h, timing_hook *prev)
                                                   memory_order_acquire));
 }
 
+void flamme_gc_hooks_resolve(void)
+{
+    var_minor_begin = dlsym(RTLD_DEFAULT, "caml_minor_gc_begin_hook");
+    var_minor_end = dlsym(RTLD_DEFAULT, "caml_minor_gc_end_hook");
+    var_major_begin = dlsym(RTLD_DEFAULT, "caml_major_slice_begin_hook");
+    var_major_end = dlsym(RTLD_DEFAULT, "caml_major_slice_end_hook");
+}
+
 int flamme_gc_hooks_install(void)
 {
     pthread_mutex_lock(&install_lock);
@@ -239,10 +247,6 @@ int flamme_gc_hooks_install(void)
         pthread_mutex_unlock(&install_lock);
         return installed > 0 ? 0 : -1;
     }
-    var_minor_begin = dlsym(RTLD_DEFAULT, "caml_minor_gc_begin_hook");
-    var_minor_end = dlsym(RTLD_DEFAULT, "caml_minor_gc_end_hook");
-    var_major_begin = dlsym(RTLD_DEFAULT, "caml_major_slice_begin_hook");
-    var_major_end = dlsym(RTLD_DEFAULT, "caml_major_slice_end_hook");
     if (!var_minor_begin || !var_minor_end || !var_major_begin || !var_major_end ||
         pthread_key_create(&release_key, release_buf) != 0) {
         installed = -1;

@@ -14,7 +14,12 @@
 
 #include "common/profile.h"
 
-/* Chains the runtime's GC timing hooks (idempotent). Returns 0, or -1 when
+/* Looks up the runtime's hook variables (constructor only: the loader is
+ * not called later, see flamme_ocaml_resolve). */
+void flamme_gc_hooks_resolve(void);
+
+/* Chains the runtime's GC timing hooks found by flamme_gc_hooks_resolve
+ * (idempotent). Returns 0, or -1 when
  * the runtime does not export them. */
 int flamme_gc_hooks_install(void);
 

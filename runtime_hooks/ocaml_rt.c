@@ -6,7 +6,9 @@
 #include "runtime_hooks/ocaml_rt.h"
 
 #include <dlfcn.h>
+#include <elf.h>
 #include <errno.h>
+#include <link.h>
 #include <stdatomic.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
@@ -27,24 +29,73 @@
  * than this is garbage. */
 #define MAX_OCAML_STACK ((uintptr_t)1 << 33)
 
-int flamme_ocaml_present(void)
+/* What the constructor learnt from the loader (see flamme_ocaml_resolve):
+ * written once before any other thread of ours runs, read-only after. */
+static struct {
+    int present;       /* caml_state and caml_start_program found */
+    int frame_pointers; /* see flamme_ocaml_has_frame_pointers */
+    /* caml_state as (TLS module id, offset in the module's block): what
+     * __tls_get_addr takes, so any thread finds its own instance without
+     * the loader lock (the loader's TLS lock at most, never the one dlopen
+     * holds while it runs constructors). modid 0: not found. */
+    struct {
+        unsigned long modid, offset;
+    } ti;
+} rt;
+
+extern void *__tls_get_addr(void *);
+
+struct tls_find {
+    uintptr_t addr;
+    unsigned long modid, offset;
+};
+
+/* dl_iterate_phdr callback: the module whose TLS block (the calling
+ * thread's instance) holds f->addr. */
+static int find_tls_module(struct dl_phdr_info *info, size_t size, void *arg)
 {
-    return dlsym(RTLD_DEFAULT, "caml_state") != NULL &&
-           dlsym(RTLD_DEFAULT, "caml_start_program") != NULL;
+    struct tls_find *f = arg;
+    (void)size;
+    if (!info->dlpi_tls_modid || !info->dlpi_tls_data)
+        return 0;
+    for (int i = 0; i < info->dlpi_phnum; i++) {
+        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+        uintptr_t lo = (uintptr_t)info->dlpi_tls_data;
+        if (ph->p_type == PT_TLS && f->addr >= lo && f->addr < lo + ph->p_memsz) {
+            f->modid = info->dlpi_tls_modid;
+            f->offset = f->addr - lo;
+            return 1;
+        }
+    }
+    return 0;
+}
+
+int flamme_ocaml_resolve(void)
+{
+    void *state = dlsym(RTLD_DEFAULT, "caml_state");
+    rt.present = state != NULL && dlsym(RTLD_DEFAULT, "caml_start_program") != NULL;
+    const unsigned char *p = dlsym(RTLD_DEFAULT, "caml_c_call");
+    rt.frame_pointers = !p ? -1 : p[0] == 0x55 && p[1] == 0x48 && p[2] == 0x89 && p[3] == 0xe5;
+    if (rt.present) {
+        /* For a TLS symbol dlsym returns the calling thread's instance. */
+        struct tls_find f = {(uintptr_t)state, 0, 0};
+        dl_iterate_phdr(find_tls_module, &f);
+        rt.ti.modid = f.modid;
+        rt.ti.offset = f.offset;
+    }
+    return rt.present;
 }
 
 int flamme_ocaml_has_frame_pointers(void)
 {
-    const unsigned char *p = dlsym(RTLD_DEFAULT, "caml_c_call");
-    if (!p)
-        return -1;
-    return p[0] == 0x55 && p[1] == 0x48 && p[2] == 0x89 && p[3] == 0xe5;
+    return rt.frame_pointers;
 }
 
 void **flamme_ocaml_state_slot(void)
 {
-    /* For a TLS symbol, dlsym returns the calling thread's instance. */
-    return (void **)dlsym(RTLD_DEFAULT, "caml_state");
+    if (!rt.ti.modid)
+        return NULL;
+    return (void **)__tls_get_addr(&rt.ti);
 }
 
 /* 1 while process_vm_readv works on ourselves; cleared (relaxed, monotonic

@@ -16,9 +16,14 @@ struct flamme_range {
     uintptr_t lo, hi; /* [lo, hi) */
 };
 
-/* Returns 1 if the process contains an OCaml 5 native runtime (caml_state and
- * caml_start_program are visible to dlsym), else 0. Call once at start-up. */
-int flamme_ocaml_present(void);
+/* Asks the loader, once, everything the agent will need about the runtime:
+ * whether the process contains an OCaml 5 native runtime (caml_state and
+ * caml_start_program are visible to dlsym), whether it has frame pointers,
+ * and where caml_state lives in thread-local storage. The loader is called
+ * only here (the constructor): anywhere else it could wait on the lock a
+ * dlopen holds while a library's constructor waits on us. Returns 1 if an
+ * OCaml 5 runtime is present, else 0. Constructor only. */
+int flamme_ocaml_resolve(void);
 
 /* Returns 1 if the OCaml runtime in this process was built with frame
  * pointers (its caml_c_call starts with push %rbp; mov %rsp,%rbp), 0 if not
@@ -26,7 +31,8 @@ int flamme_ocaml_present(void);
 int flamme_ocaml_has_frame_pointers(void);
 
 /* Address of the calling thread's `caml_state` TLS variable, or NULL when the
- * process has no OCaml runtime. Uses dlsym: call at thread registration, never
+ * process has no OCaml runtime. No loader lock (see flamme_ocaml_resolve);
+ * may allocate the block of a dynamically loaded runtime: any thread, never
  * from a handler. */
 void **flamme_ocaml_state_slot(void);
 

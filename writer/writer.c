@@ -5,7 +5,6 @@
  */
 #include "writer/writer.h"
 
-#include <dlfcn.h>
 #include <fcntl.h>
 #include <errno.h>
 #include <poll.h>
@@ -486,9 +485,10 @@ int flamme_writer_start(int fd, const char *path, const char *cmdline)
         W.dedup = NULL;
         return -1;
     }
-    Dl_info di;
-    if (dladdr((void *)flamme_writer_start, &di) && di.dli_fname) {
-        const char *fn, *mod;
+    {
+        /* Our own module, from /proc/self/maps (never the loader: see
+         * agent/libc_next.h). */
+        const char *fn = "", *mod = "";
         uint64_t off;
         flamme_symtab_lookup(W.syms, (uint64_t)(uintptr_t)flamme_writer_start, &fn, &mod, &off);
         W.self_module = *mod ? mod : NULL;

@@ -1,0 +1,24 @@
+/*
+ * agent/libc_next.h — the definitions the agent's interposers forward to
+ * (pthread_create, the exec family, the blocking calls, _exit...), looked
+ * up in the constructor. The loader must not be called later: glibc's dlsym
+ * takes the lock dlopen holds while it runs a library's constructors, and
+ * such a constructor may start a thread and wait for it (Dynlink of a
+ * .cmxs, ctypes loading a C library): a lookup on the new thread would wait
+ * for ever.
+ * Who: the constructor calls flamme_libc_next_init; interposers (any
+ * thread, normal context) call flamme_libc_next.
+ */
+#ifndef FLAMME_AGENT_LIBC_NEXT_H
+#define FLAMME_AGENT_LIBC_NEXT_H
+
+/* Resolves every name of the table with dlsym(RTLD_NEXT). Constructor only. */
+void flamme_libc_next_init(void);
+
+/* The next definition of name after the agent, as found by
+ * flamme_libc_next_init. A name missing from the table (or a call made
+ * before the constructor ran, from another library's constructor) is
+ * looked up on the spot. NULL if there is none. */
+void *flamme_libc_next(const char *name);
+
+#endif

@@ -21,6 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "agent/api.h"
@@ -28,6 +29,7 @@
 #include "agent/handler.h"
 #include "agent/libc_next.h"
 #include "agent/threads.h"
+#include "common/profile.h"
 #include "runtime_hooks/gc_hooks.h"
 #include "runtime_hooks/ocaml_rt.h"
 #include "writer/writer.h"
@@ -92,29 +94,52 @@ static char *read_cmdline(void)
     return buf;
 }
 
-/* A signal that would kill the program (Ctrl-C under `flamme record`, a
- * plain kill): complete the profile first, then die of the same signal, as
- * the default action would have. SA_RESETHAND has already restored that
- * default; the writer gets a few seconds, so a wedged process still dies. */
-static void on_fatal_signal(int sig)
+/* Completes a running profile from any context, a signal handler
+ * included, recording how the process ends: the writer drains the rings and
+ * writes the file while this thread waits (a few seconds at most, so a
+ * wedged process still ends). Only in the owning process, once. */
+static void finish_sigsafe(int how, int code)
 {
-    int saved_errno = errno;
     /* Pairs with the release store in flamme_agent_start. */
     if (getpid() == flamme_agent_pid &&
         atomic_exchange_explicit(&flamme_agent_sampling, 0, memory_order_acq_rel)) {
+        flamme_writer_set_end_sigsafe(how, code);
         flamme_writer_finish_sigsafe();
         flamme_writer_wait_finished_sigsafe(3000);
     }
-    errno = saved_errno;
-    raise(sig);
 }
 
-/* Installs on_fatal_signal for the terminating signals the program leaves at
- * their default action (an OCaml handler set later replaces it, and then
- * the program exits through exit(), which completes the profile anyway). */
+/* A signal that would end the program (Ctrl-C under `flamme record`, a
+ * plain kill, SIGPIPE, abort(), a crash): complete the profile first, then
+ * let the signal end the program as its default action would have.
+ * SA_RESETHAND has already restored that default. A fault the kernel raised
+ * for an instruction (SIGSEGV, SIGBUS, SIGFPE, SIGILL) happens again when
+ * the handler returns, this time with the default action, so the core dump
+ * shows the faulting instruction; any other signal is raised again and
+ * delivered as the handler returns. */
+static void on_fatal_signal(int sig, siginfo_t *si, void *uc)
+{
+    (void)uc;
+    int saved_errno = errno;
+    finish_sigsafe(FLAMME_EXIT_SIGNAL, sig);
+    errno = saved_errno;
+    int fault = (sig == SIGSEGV || sig == SIGBUS || sig == SIGFPE || sig == SIGILL) &&
+                si && si->si_code > 0;
+    if (!fault)
+        raise(sig);
+}
+
+/* Installs on_fatal_signal for the signals whose default action ends the
+ * process and that the program leaves at that default (a handler the
+ * program sets later replaces it; if that handler exits, exit completes
+ * the profile). SIGPROF is the agent's own; SIGKILL and SIGSTOP cannot be
+ * caught (a SIGKILLed profile stays incomplete and `flamme report` says
+ * so). */
 static void catch_fatal_signals(void)
 {
-    static const int sigs[] = {SIGINT, SIGTERM, SIGHUP};
+    static const int sigs[] = {SIGHUP,  SIGINT,  SIGQUIT, SIGILL,    SIGABRT, SIGBUS,  SIGFPE,
+                               SIGUSR1, SIGSEGV, SIGUSR2, SIGPIPE,   SIGALRM, SIGTERM, SIGSTKFLT,
+                               SIGXCPU, SIGXFSZ, SIGVTALRM, SIGPWR, SIGSYS};
     for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++) {
         struct sigaction cur;
         if (sigaction(sigs[i], NULL, &cur) != 0 || cur.sa_handler != SIG_DFL ||
@@ -122,8 +147,8 @@ static void catch_fatal_signals(void)
             continue;
         struct sigaction sa;
         memset(&sa, 0, sizeof sa);
-        sa.sa_handler = on_fatal_signal;
-        sa.sa_flags = SA_RESETHAND | SA_ONSTACK;
+        sa.sa_sigaction = on_fatal_signal;
+        sa.sa_flags = SA_SIGINFO | SA_RESETHAND | SA_ONSTACK;
         sigemptyset(&sa.sa_mask);
         sigaction(sigs[i], &sa, NULL);
     }
@@ -250,9 +275,42 @@ static void stop_and_report(const char *when)
                           t.output, when);
 }
 
-static void flamme_atexit(void)
+/* exit(), a return from main, OCaml's exit: registered with on_exit before
+ * the program's own handlers, so it runs after them, and learns the status. */
+static void flamme_on_exit(int status, void *arg)
 {
+    (void)arg;
+    if (getpid() == flamme_agent_pid)
+        flamme_writer_set_end_sigsafe(FLAMME_EXIT_EXIT, status);
     stop_and_report("");
+}
+
+/* The main thread called pthread_exit: the process lives on while other
+ * threads run, and ends (exit status 0) with the last of them; the agent's
+ * writer thread must not be the one keeping it alive. */
+static pthread_key_t main_exit_key;
+static _Atomic int main_exited;
+
+static void last_thread_ended(void)
+{
+    if (getpid() == flamme_agent_pid)
+        flamme_writer_set_end_sigsafe(FLAMME_EXIT_LAST_THREAD, 0);
+    stop_and_report("");
+}
+
+void flamme_agent_thread_exited(int left)
+{
+    if (left == 0 && atomic_load(&main_exited))
+        last_thread_ended();
+}
+
+/* Key destructor: runs on the main thread only when it ends by
+ * pthread_exit (exit() runs no destructors). */
+static void on_main_thread_exit(void *slot)
+{
+    atomic_store(&main_exited, 1);
+    flamme_thread_unregister(slot);
+    flamme_agent_thread_exited(flamme_threads_leave());
 }
 
 /* In a fork child: timers and perf events are not inherited and the writer
@@ -285,10 +343,12 @@ __attribute__((constructor)) static void flamme_init(void)
     flamme_agent_pid = getpid();
     flamme_safe_read_init();
     pthread_atfork(NULL, NULL, flamme_atfork_child);
-    atexit(flamme_atexit);
+    on_exit(flamme_on_exit, NULL);
     /* Pairs with the acquire loads in the pthread_create wrapper and start. */
     atomic_store_explicit(&flamme_agent_loaded, 1, memory_order_release);
-    flamme_thread_register(1, 0, 0);
+    struct flamme_slot *main_slot = flamme_thread_register(1, 0, 0);
+    if (main_slot && pthread_key_create(&main_exit_key, on_main_thread_exit) == 0)
+        pthread_setspecific(main_exit_key, main_slot);
 #ifndef FLAMME_LINKED
     if (flamme_cfg.autostart && !dlsym(RTLD_DEFAULT, FLAMME_ML_START_PRIMITIVE)) {
         char err[512];
@@ -310,6 +370,8 @@ typedef int (*execv_fn)(const char *, char *const[]);
 /* Completes a running profile before the process image is replaced. */
 static void stop_before_exec(void)
 {
+    if (getpid() == flamme_agent_pid)
+        flamme_writer_set_end_sigsafe(FLAMME_EXIT_EXEC, 0);
     stop_and_report(" (before exec)");
 }
 
@@ -341,4 +403,31 @@ __attribute__((visibility("default"))) int execvpe(const char *file, char *const
     execve_fn real = (execve_fn)flamme_libc_next("execvpe");
     stop_before_exec();
     return real ? real(file, argv, envp) : (errno = ENOSYS, -1);
+}
+
+/* ------------------------------------------------------------ _exit
+ * _exit ends the process without atexit handlers (a fork child's usual
+ * way out, OCaml's Unix._exit, a program's signal handler): complete the
+ * profile of the owning process first, from any context. */
+
+typedef void (*exit_fn)(int);
+
+__attribute__((visibility("default"), noreturn)) void _exit(int status)
+{
+    finish_sigsafe(FLAMME_EXIT__EXIT, status);
+    exit_fn real = (exit_fn)flamme_libc_next("_exit");
+    if (real)
+        real(status);
+    syscall(SYS_exit_group, status);
+    __builtin_unreachable();
+}
+
+__attribute__((visibility("default"), noreturn)) void _Exit(int status)
+{
+    finish_sigsafe(FLAMME_EXIT__EXIT, status);
+    exit_fn real = (exit_fn)flamme_libc_next("_Exit");
+    if (real)
+        real(status);
+    syscall(SYS_exit_group, status);
+    __builtin_unreachable();
 }

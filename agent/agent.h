@@ -22,6 +22,12 @@ extern _Atomic int flamme_agent_loaded;
 /* pid of the process that owns the profile (a forked child differs). */
 extern pid_t flamme_agent_pid;
 
+/* A registered thread ended and `left` registered threads are still
+ * running: once the main thread has called pthread_exit, the last one to
+ * end completes the profile (the agent's writer thread would otherwise keep
+ * the process alive). The exiting thread, normal context. */
+void flamme_agent_thread_exited(int left);
+
 /* Prints "flamme: <msg>" on stderr unless FLAMME_QUIET (errors: always). */
 void flamme_agent_warn(int always, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 

@@ -19,9 +19,20 @@
 #include "agent/engine.h"
 #include "agent/libc_next.h"
 #include "runtime_hooks/ocaml_rt.h"
+#include "writer/writer.h"
 
 struct flamme_slot flamme_slots[FLAMME_MAX_THREADS];
 _Atomic int flamme_slots_hwm;
+/* Threads of the program still running that the agent knows: the main
+ * thread, and every thread started through the pthread_create wrapper,
+ * counted from its creation (before it runs) to its end. Relaxed: a count,
+ * nothing is published through it. */
+static _Atomic int live_threads;
+
+int flamme_threads_leave(void)
+{
+    return atomic_fetch_sub_explicit(&live_threads, 1, memory_order_relaxed) - 1;
+}
 
 static __thread struct flamme_slot *tls_slot;
 
@@ -138,6 +149,8 @@ struct flamme_slot *flamme_thread_register(int is_main, uintptr_t start_routine,
         }
     }
     tls_slot = s;
+    if (is_main)
+        atomic_fetch_add_explicit(&live_threads, 1, memory_order_relaxed);
     /* Pairs with the writer's acquire load of state: the slot's fields and
      * ring are initialised before the writer reads them. */
     atomic_store_explicit(&s->state, FLAMME_SLOT_LIVE, memory_order_release);
@@ -153,6 +166,31 @@ struct flamme_slot *flamme_thread_register(int is_main, uintptr_t start_routine,
         pthread_mutex_unlock(&arm_lock);
     }
     return s;
+}
+
+int flamme_slot_take_dead(struct flamme_slot *s)
+{
+    int expect = FLAMME_SLOT_DEAD;
+    /* Pairs with the release store of DEAD in unregister: the last samples
+     * and end_ns are visible to the taker. */
+    return atomic_compare_exchange_strong_explicit(&s->state, &expect, FLAMME_SLOT_CLAIMED,
+                                                   memory_order_acq_rel, memory_order_relaxed);
+}
+
+void flamme_slot_release(struct flamme_slot *s)
+{
+    flamme_ring_free(s->ring);
+    s->ring = NULL;
+    /* Pairs with the acquire CAS in claim_slot. */
+    atomic_store_explicit(&s->state, FLAMME_SLOT_FREE, memory_order_release);
+}
+
+void flamme_threads_recycle_dead(void)
+{
+    int hwm = atomic_load_explicit(&flamme_slots_hwm, memory_order_acquire);
+    for (int i = 0; i < hwm; i++)
+        if (flamme_slot_take_dead(&flamme_slots[i]))
+            flamme_slot_release(&flamme_slots[i]);
 }
 
 void flamme_thread_unregister(struct flamme_slot *s)
@@ -171,6 +209,10 @@ void flamme_thread_unregister(struct flamme_slot *s)
     /* Pairs with the writer's acquire load: every sample pushed before is
      * visible, and the writer may now drain and free the ring. */
     atomic_store_explicit(&s->state, FLAMME_SLOT_DEAD, memory_order_release);
+    /* No writer will drain it (not profiling): nothing to keep, recycle it
+     * now. If a writer starts meanwhile, the one of us that takes it wins. */
+    if (!flamme_writer_active() && flamme_slot_take_dead(s))
+        flamme_slot_release(s);
     pthread_sigmask(SIG_SETMASK, &old, NULL);
 }
 
@@ -208,6 +250,7 @@ struct tramp {
 static void tramp_cleanup(void *s)
 {
     flamme_thread_unregister(s);
+    flamme_agent_thread_exited(flamme_threads_leave());
 }
 
 /* Runs in the new thread: registers it, runs the real start routine, and
@@ -259,8 +302,11 @@ __attribute__((visibility("default"))) int pthread_create(pthread_t *t, const pt
     tr->fn = fn;
     tr->arg = arg;
     tr->creator_domain = flamme_ocaml_domain_of_current_thread();
+    atomic_fetch_add_explicit(&live_threads, 1, memory_order_relaxed);
     int rc = real(t, a, flamme_tramp, tr);
-    if (rc != 0)
+    if (rc != 0) {
+        flamme_threads_leave();
         free(tr);
+    }
     return rc;
 }

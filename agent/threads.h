@@ -74,9 +74,27 @@ extern _Atomic int flamme_slots_hwm;
 struct flamme_slot *flamme_thread_register(int is_main, uintptr_t start_routine,
                                            int32_t creator_domain);
 
-/* Disarms and releases the calling thread's slot (the writer frees it once
- * drained). Safe to call with NULL. */
+/* Disarms and releases the calling thread's slot: the writer frees it once
+ * drained or, when no profile is being written, the thread frees it itself
+ * (slots are then never used up by threads that came and went). Safe to
+ * call with NULL. */
 void flamme_thread_unregister(struct flamme_slot *s);
+
+/* The calling thread (the main thread, or one started through the
+ * pthread_create wrapper) is ending: returns how many such threads are
+ * still running. */
+int flamme_threads_leave(void);
+
+/* Takes a DEAD slot for recycling (DEAD -> CLAIMED). Returns 1 if the
+ * caller now owns it (it then frees the ring and publishes FREE with
+ * flamme_slot_release), 0 if someone else took it. Any thread. */
+int flamme_slot_take_dead(struct flamme_slot *s);
+
+/* Frees a taken slot's ring and makes the slot FREE. */
+void flamme_slot_release(struct flamme_slot *s);
+
+/* Frees every DEAD slot no writer will drain (after a writer stopped). */
+void flamme_threads_recycle_dead(void);
 
 /* Arms the sampling engine on every live thread that is not yet armed
  * (at start: threads that existed before). Any thread. */

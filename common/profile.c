@@ -284,6 +284,19 @@ int flamme_pw_frame_line(flamme_pw *w, uint32_t frame_id, uint32_t line, const c
     return 0;
 }
 
+int flamme_pw_exit(flamme_pw *w, uint8_t how, int32_t code, uint64_t time_ns, const char *detail)
+{
+    size_t dl = str_len(detail);
+    uint8_t *p = rec_begin(w, FLAMME_REC_EXIT, 1 + 4 + 8 + 4 + dl);
+    if (!p)
+        return -1;
+    p[0] = how;
+    put_u32(p + 1, (uint32_t)code);
+    put_u64(p + 5, time_ns);
+    put_str(p + 13, detail ? detail : "", dl);
+    return 0;
+}
+
 int flamme_pw_stack(flamme_pw *w, uint32_t stack_id, uint32_t n, const uint32_t *frame_ids)
 {
     if ((uint64_t)n * 4 + 8 > MAX_BODY) {
@@ -724,6 +737,21 @@ static int apply_record(struct loader *L, uint8_t type, const uint8_t *body, siz
         p->end_ns = t;
         return 0;
     }
+    case FLAMME_REC_EXIT: {
+        uint8_t how;
+        uint32_t code;
+        uint64_t t;
+        char *detail = NULL;
+        if (cur_u8(&c, &how) || cur_u32(&c, &code) || cur_u64(&c, &t))
+            return -1;
+        if ((r = cur_str(&c, &detail)) < 0)
+            return r;
+        free(p->exit_detail);
+        p->exit_how = how;
+        p->exit_code = (int32_t)code;
+        p->exit_detail = detail;
+        return 0;
+    }
     case FLAMME_REC_GC: {
         struct flamme_gc_event g;
         uint32_t dom;
@@ -973,6 +1001,7 @@ void flamme_profile_free(struct flamme_profile *p)
     free(p->threads);
     free(p->info);
     free(p->gc);
+    free(p->exit_detail);
     memset(p, 0, sizeof *p);
 }
 

@@ -23,7 +23,7 @@
 
 #define FLAMME_MAGIC "FLAMMEPF"     /* 8 bytes, no NUL in the file */
 #define FLAMME_VERSION_MAJOR 1
-#define FLAMME_VERSION_MINOR 2 /* 1.1: GC record; 1.2: FRAME_LINE record */
+#define FLAMME_VERSION_MINOR 3 /* 1.1: GC record; 1.2: FRAME_LINE record; 1.3: EXIT record */
 #define FLAMME_HEADER_SIZE 64
 #define FLAMME_CHUNK_MAGIC 0x434d4c46u /* "FLMC" as little-endian u32 */
 
@@ -51,6 +51,17 @@ enum flamme_record_type {
     FLAMME_REC_GC = 9,     /* (1.1) u32 tid, i32 domain, u8 kind, u64 start_ns, u64 duration_ns */
     FLAMME_REC_FRAME_LINE = 10, /* (1.2) u32 frame_id, u32 line, str file: source position of a
                                    frame defined earlier (from the module's DWARF .debug_line) */
+    FLAMME_REC_EXIT = 11,  /* (1.3) u8 how, i32 code, u64 time_ns, str detail: how the process ended */
+};
+
+/* EXIT record: how the profiled process ended (doc/format.md). */
+enum flamme_exit_how {
+    FLAMME_EXIT_EXIT = 1,   /* exit(), return from main; code = status */
+    FLAMME_EXIT__EXIT = 2,  /* _exit / _Exit; code = status */
+    FLAMME_EXIT_SIGNAL = 3, /* died of a signal left at its default action; code = signal */
+    FLAMME_EXIT_EXEC = 4,   /* the process image was replaced */
+    FLAMME_EXIT_STOPPED = 5, /* profiling stopped, the program went on */
+    FLAMME_EXIT_LAST_THREAD = 6, /* main called pthread_exit, the last thread ended */
 };
 
 /* GC record kinds. */
@@ -103,6 +114,7 @@ int flamme_pw_frame_line(flamme_pw *w, uint32_t frame_id, uint32_t line, const c
 int flamme_pw_sample(flamme_pw *w, uint32_t stack_id, uint32_t tid, uint32_t weight,
                      int32_t domain, uint32_t flags, uint64_t time_ns);
 int flamme_pw_lost(flamme_pw *w, uint32_t tid, uint64_t count);
+int flamme_pw_exit(flamme_pw *w, uint8_t how, int32_t code, uint64_t time_ns, const char *detail);
 int flamme_pw_gc(flamme_pw *w, uint32_t tid, int32_t domain, uint8_t kind, uint64_t start_ns,
                  uint64_t duration_ns);
 
@@ -171,6 +183,9 @@ struct flamme_profile {
     int truncated;          /* 1 if the file ended mid-chunk or a chunk was corrupt */
     uint64_t end_ns;        /* from END, else time of the last sample */
     struct flamme_gc_event *gc; size_t ngc; /* GC records in file order (not time order) */
+    uint8_t exit_how;       /* from EXIT (enum flamme_exit_how), 0 without one */
+    int32_t exit_code;
+    char *exit_detail;      /* from EXIT, NULL without one */
 };
 
 /* Loads a profile. Returns 0 on success (also for a truncated file: see

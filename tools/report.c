@@ -224,9 +224,12 @@ static void print_header(const char *path, const struct flamme_profile *p)
     if (p->truncated)
         printf("  status: damaged or cut short (read up to the last whole chunk)\n");
     else if (!p->complete)
-        printf("  status: incomplete (no end record: the process did not exit cleanly)\n");
+        printf("  status: incomplete (no end record: the process was killed by something the "
+               "agent cannot see, such as SIGKILL, or the profile could not be written)\n");
     else
         printf("  status: complete\n");
+    if (p->exit_detail)
+        printf("  ended: %s\n", p->exit_detail);
 }
 
 int flamme_cmd_report(int argc, char **argv)

@@ -310,6 +310,10 @@ static void sweep(void)
         int st = atomic_load_explicit(&s->state, memory_order_acquire);
         if (st != FLAMME_SLOT_LIVE && st != FLAMME_SLOT_DEAD)
             continue;
+        /* A dead thread's slot is ours to drain only once taken (its thread
+         * may recycle it itself when no writer runs). */
+        if (st == FLAMME_SLOT_DEAD && !flamme_slot_take_dead(s))
+            continue;
         W.cur = s;
         if (!s->writer_announced)
             announce(s, -1);
@@ -324,10 +328,7 @@ static void sweep(void)
         if (st == FLAMME_SLOT_DEAD) {
             if (flamme_pw_thread_end(W.pw, (uint32_t)s->tid, s->end_ns) != 0)
                 W.failed = 1;
-            flamme_ring_free(s->ring);
-            s->ring = NULL;
-            /* Pairs with the acquire CAS in claim_slot. */
-            atomic_store_explicit(&s->state, FLAMME_SLOT_FREE, memory_order_release);
+            flamme_slot_release(s);
         }
     }
     if (flamme_gc_drain(W.pw) != 0)
@@ -362,6 +363,51 @@ void flamme_writer_wake_sigsafe(void)
     }
 }
 
+/* How the process is ending; set (relaxed: the stop or finish request that
+ * follows orders it before finalize reads it) by the agent's exit paths. */
+static _Atomic int end_how = FLAMME_EXIT_STOPPED, end_code;
+
+void flamme_writer_set_end_sigsafe(int how, int code)
+{
+    atomic_store_explicit(&end_how, how, memory_order_relaxed);
+    atomic_store_explicit(&end_code, code, memory_order_relaxed);
+}
+
+/* The EXIT record for how the process is ending. */
+static void write_exit(void)
+{
+    int how = atomic_load_explicit(&end_how, memory_order_relaxed);
+    int code = atomic_load_explicit(&end_code, memory_order_relaxed);
+    char d[160];
+    switch (how) {
+    case FLAMME_EXIT_EXIT:
+        snprintf(d, sizeof d, "exit(%d)", code);
+        break;
+    case FLAMME_EXIT__EXIT:
+        snprintf(d, sizeof d, "_exit(%d)", code);
+        break;
+    case FLAMME_EXIT_SIGNAL: {
+        const char *abbrev = sigabbrev_np(code);
+        snprintf(d, sizeof d, "killed by signal %d (SIG%s); the profile was completed first", code,
+                 abbrev ? abbrev : "?");
+        break;
+    }
+    case FLAMME_EXIT_EXEC:
+        snprintf(d, sizeof d, "exec: the process image was replaced");
+        break;
+    case FLAMME_EXIT_LAST_THREAD:
+        snprintf(d, sizeof d, "the main thread called pthread_exit and the last thread ended "
+                              "(exit status 0)");
+        break;
+    default:
+        snprintf(d, sizeof d, "profiling stopped; the program went on");
+        how = FLAMME_EXIT_STOPPED;
+        break;
+    }
+    if (flamme_pw_exit(W.pw, (uint8_t)how, code, flamme_now_sigsafe(), d) != 0)
+        W.failed = 1;
+}
+
 /* Completes the file: the handler-cost INFO, the END record, close.
  * Writer thread (finish) or the stopping thread after the join (stop).
  * Returns 0, or -1 if the profile could not be written completely. */
@@ -380,6 +426,7 @@ static int finalize(void)
         flamme_agent_warn(1, "handler cost: median %llu ns, p99 %llu ns over %llu samples",
                           (unsigned long long)p50, (unsigned long long)p99,
                           (unsigned long long)n);
+    write_exit();
     if (flamme_pw_close(W.pw, W.samples, W.lost, flamme_now_sigsafe(), W.threads) != 0)
         W.failed = 1;
     W.pw = NULL;
@@ -418,6 +465,14 @@ static void *writer_main(void *arg)
     return NULL;
 }
 
+/* See flamme_writer_active (seq_cst: a plain flag read by exiting threads). */
+static _Atomic int writer_active;
+
+int flamme_writer_active(void)
+{
+    return atomic_load(&writer_active);
+}
+
 void flamme_writer_finish_sigsafe(void)
 {
     /* Pairs with the writer loop's acquire load. */
@@ -444,6 +499,7 @@ int flamme_writer_start(int fd, const char *path, const char *cmdline)
     free(W.raw);
     memset(&W, 0, sizeof W);
     W.done_pipe[0] = W.done_pipe[1] = -1;
+    flamme_writer_set_end_sigsafe(FLAMME_EXIT_STOPPED, 0);
     W.syms = keep_syms;
     W.lines = keep_lines;
     W.lines_tried = keep_lines_tried;
@@ -532,10 +588,12 @@ int flamme_writer_start(int fd, const char *path, const char *cmdline)
      * for the program lands on it. */
     sigset_t all, old;
     sigfillset(&all);
+    atomic_store(&writer_active, 1);
     pthread_sigmask(SIG_SETMASK, &all, &old);
     int rc = flamme_pthread_create_unprofiled(&W.thread, NULL, writer_main, NULL);
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     if (rc != 0) {
+        atomic_store(&writer_active, 0);
         flamme_agent_warn(1, "cannot start the writer thread: %s", strerror(rc));
         flamme_pw_close(W.pw, 0, 0, 0, 0);
         W.pw = NULL;
@@ -550,6 +608,8 @@ int flamme_writer_stop(uint64_t *samples, uint64_t *lost, uint32_t *threads)
     atomic_store_explicit(&W.stop, 1, memory_order_release);
     flamme_writer_wake_sigsafe();
     pthread_join(W.thread, NULL);
+    atomic_store(&writer_active, 0);
+    flamme_threads_recycle_dead(); /* threads that ended after the final sweep */
     int efd = atomic_exchange_explicit(&wake_fd, -1, memory_order_acq_rel);
     *samples = W.samples;
     *lost = W.lost;

@@ -21,6 +21,11 @@ int flamme_writer_start(int fd, const char *path, const char *cmdline);
  * Call once, after sampling stopped. */
 int flamme_writer_stop(uint64_t *samples, uint64_t *lost, uint32_t *threads);
 
+/* Records how the process is ending (enum flamme_exit_how and its code),
+ * written as the EXIT record when the profile is completed; a profile
+ * stopped without it says FLAMME_EXIT_STOPPED. async-signal-safe: yes. */
+void flamme_writer_set_end_sigsafe(int how, int code);
+
 /* For a process about to die of a signal: asks the writer to drain what
  * the rings hold and complete the file now. async-signal-safe: yes. */
 void flamme_writer_finish_sigsafe(void);
@@ -28,6 +33,10 @@ void flamme_writer_finish_sigsafe(void);
 /* Waits up to timeout_ms for that; returns 1 once the file is complete.
  * async-signal-safe: yes. */
 int flamme_writer_wait_finished_sigsafe(int timeout_ms);
+
+/* 1 from flamme_writer_start until flamme_writer_stop has joined the
+ * writer: DEAD slots are then the writer's to drain and recycle. */
+int flamme_writer_active(void);
 
 /* Asks the writer to drain now (a ring is filling up).
  * async-signal-safe: yes. */

@@ -33,6 +33,7 @@ import argparse
 import hashlib
 import os
 import re
+import resource
 import shutil
 import signal
 import subprocess
@@ -53,25 +54,43 @@ class Case:
     or None (no profile expected); kill_after: SIGKILL the program after so
     many seconds (both runs); rss_slack_mb: the profiled run's peak RSS may
     exceed the alone run's by at most this much; check(ctx, profile, cfg):
-    returns None or a failure message."""
+    returns None or a failure message; ended: a regular expression the
+    report's `ended:` line (how the run ended) must match; min_records: the
+    profile must hold at least this many sample records; label: shown
+    instead of the name (several cases of one program)."""
 
     def __init__(self, name, args=(), env=None, timeout=60, profile="complete", kill_after=None,
-                 rss_slack_mb=None, check=None, configs=None):
+                 rss_slack_mb=None, check=None, configs=None, ended=None, min_records=0,
+                 label=None):
         self.name, self.args, self.env, self.timeout = name, list(args), env or {}, timeout
+        self.ended, self.min_records, self.label = ended, min_records, label or name
         self.profile, self.kill_after, self.rss_slack_mb = profile, kill_after, rss_slack_mb
         self.check, self.configs = check, configs
 
 
 CASES = [
-    Case("basic"),
+    Case("basic", ended=r"^exit\(0\)$"),
     Case("stack_overflow", env={"OCAMLRUNPARAM": "l=64k"}),
     Case("domains200"),
     Case("threads5000", rss_slack_mb=96, timeout=120),
-    Case("exit_domain"),
+    Case("exit_domain", ended=r"^exit\(3\)$"),
     Case("sigkill", kill_after=1.5, profile="incomplete"),
     Case("forkexec"),
     Case("thread_cancel"),
     Case("dlopen_loop", args=["{build}/torture/libtorture_work.so"]),
+    Case("main_pthread_exit", ended=r"main thread called pthread_exit", min_records=20),
+    # The linked agent writes a profile in the run alone too: put it beside.
+    Case("threads_idle", env={"FLAMME_AUTOSTART": "0", "FLAMME_OUTPUT": "../prof/p.%p.flm"},
+         ended=r"profiling stopped", check=lambda ctx, prof, cfg: function_records(
+             ctx, prof, "busy_in_new_thread", 20)),
+] + [
+    # Every way a process ends completes the profile up to the end and says how.
+    Case("dies", args=[how], label="dies-" + how, ended=ended, min_records=20)
+    for how, ended in (("exit", r"^exit\(4\)$"), ("uncaught", r"^exit\(2\)$"),
+                       ("_exit", r"^_exit\(5\)$"), ("pipe", r"signal 13 \(SIGPIPE\)"),
+                       ("abort", r"signal 6 \(SIGABRT\)"), ("segv", r"signal 11 \(SIGSEGV\)"),
+                       ("bus", r"signal 7 \(SIGBUS\)"), ("fpe", r"signal 8 \(SIGFPE\)"),
+                       ("term", r"signal 15 \(SIGTERM\)"))
 ]
 
 
@@ -91,12 +110,20 @@ def describe_status(st):
     return "status 0x%x" % st
 
 
+CORE = re.compile(r"^core(\.\d+)?$")
+
+
 def snapshot(d):
-    """{relative path: sha256 of contents} of every file under d."""
+    """{relative path: sha256 of contents} of every file under d; a core
+    dump counts by its presence (and is removed: they are big)."""
     out = {}
     for root, _, files in os.walk(d):
         for f in files:
             p = os.path.join(root, f)
+            if CORE.match(f):
+                out["core"] = "a core dump"
+                os.unlink(p)
+                continue
             try:
                 with open(p, "rb") as fh:
                     out[os.path.relpath(p, d)] = hashlib.sha256(fh.read()).hexdigest()[:16]
@@ -110,8 +137,11 @@ def run_prog(exe, args, env, cwd, timeout, kill_after):
     is killed on a hang."""
     out_path, err_path = os.path.join(cwd, "..", "stdout"), os.path.join(cwd, "..", "stderr")
     with open(out_path, "wb") as o, open(err_path, "wb") as e:
+        # Core dumps allowed, so that "the same core dump" is checked too.
         p = subprocess.Popen([exe] + args, cwd=cwd, env=env, stdout=o, stderr=e,
-                             stdin=subprocess.DEVNULL, start_new_session=True)
+                             stdin=subprocess.DEVNULL, start_new_session=True,
+                             preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_CORE,
+                                                                   (resource.RLIM_INFINITY,) * 2))
         start = time.monotonic()
         status, rusage, hung, killed = None, None, False, False
         while True:
@@ -184,15 +214,15 @@ def run_case(ctx, case, cfg):
     args = [a.replace("{build}", ctx.build) for a in case.args]
     env = base_env()
     env.update(case.env)
-    key = (case.name, cc)
+    key = (case.label, cc)
     if key not in ctx.alone:
-        d = ctx.fresh_dir("%s-%s-alone" % (case.name, cc))
+        d = ctx.fresh_dir("%s-%s-alone" % (case.label, cc))
         ctx.alone[key] = run_prog(exe, args, env, os.path.join(d, "cwd"), case.timeout,
                                   case.kill_after)
         if ctx.alone[key].hung:
             return "the program alone did not end within %ds" % case.timeout
     a = ctx.alone[key]
-    d = ctx.fresh_dir("%s-%s-%s-%s" % (case.name, cc, engine, mode))
+    d = ctx.fresh_dir("%s-%s-%s-%s" % (case.label, cc, engine, mode))
     penv = dict(env)
     penv.update({"LD_PRELOAD": ctx.lib, "FLAMME_ENGINE": engine, "FLAMME_MODE": mode,
                  "FLAMME_HZ": HZ, "FLAMME_OUTPUT": os.path.join(d, "prof", "p.%p.flm")})
@@ -228,6 +258,12 @@ def run_case(ctx, case, cfg):
                 problems.append("profile not complete: %s" % status)
             elif case.profile == "incomplete" and not status.startswith("incomplete"):
                 problems.append("report does not say the profile is incomplete: %s" % status)
+            elif case.ended and not re.search(case.ended, ended_line(rep)):
+                problems.append("report says the run ended %r, expected /%s/" %
+                                (ended_line(rep), case.ended))
+            elif case.min_records and records(rep) < case.min_records:
+                problems.append("%d sample records, expected at least %d" %
+                                (records(rep), case.min_records))
             elif case.check:
                 msg = case.check(ctx, profile, cfg)
                 if msg:
@@ -235,6 +271,24 @@ def run_case(ctx, case, cfg):
     if not problems and not ctx.keep:
         shutil.rmtree(d, ignore_errors=True)
     return "; ".join(problems) or None
+
+
+def function_records(ctx, profile, name, least):
+    """None if at least `least` samples have function `name` on their stack."""
+    p = subprocess.run([ctx.flamme, "collapse", profile], capture_output=True, text=True,
+                       timeout=60)
+    n = sum(int(l.rsplit(" ", 1)[1]) for l in p.stdout.splitlines() if name in l)
+    return None if n >= least else "%d samples in %s, expected at least %d" % (n, name, least)
+
+
+def ended_line(report):
+    m = re.search(r"^  ended: (.*)$", report, re.M)
+    return m.group(1) if m else "(no ended: line)"
+
+
+def records(report):
+    m = re.search(r"samples: (\d+) records", report)
+    return int(m.group(1)) if m else 0
 
 
 def schedule(cases):
@@ -259,7 +313,7 @@ def main():
     cases = CASES
     if o.only:
         want = set(o.only.split(","))
-        cases = [c for c in CASES if c.name in want]
+        cases = [c for c in CASES if c.name in want or c.label in want]
         if not cases:
             print("torture: no case named %s" % o.only, file=sys.stderr)
             return 2
@@ -278,7 +332,7 @@ def main():
             msg = run_case(ctx, case, cfg)
         except Exception as e:  # a harness error is a failure of that pair, not the end of the run
             msg = "harness error: %r" % e
-        label = "%-16s %-4s %-6s %-4s" % (case.name, *cfg)
+        label = "%-16s %-4s %-6s %-4s" % (case.label, *cfg)
         if msg:
             failed += 1
             print("FAIL %s %5.1fs  %s" % (label, time.monotonic() - t0, msg), flush=True)

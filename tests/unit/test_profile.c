@@ -828,6 +828,43 @@ TEST(short_writes_and_eintr)
     flamme_profile_free(&p);
 }
 
+/* EXIT: how the run ended comes back as written; a profile without one
+ * has exit_how 0 and no detail; a body too short for its fields stops
+ * decoding (truncated). */
+TEST(exit_round_trip)
+{
+    snprintf(path, sizeof path, "%s/exit.flamme", dir);
+    flamme_pw *w = open_writer(path);
+    CHECK(flamme_pw_exit(w, FLAMME_EXIT_SIGNAL, 11, 77, "killed by signal 11 (SIGSEGV)") == 0);
+    CHECK(flamme_pw_close(w, 0, 0, 78, 0) == 0);
+    struct flamme_profile p;
+    char err[512] = "";
+    CHECK(flamme_profile_load(path, &p, err, sizeof err) == 0);
+    CHECK(p.complete && p.exit_how == FLAMME_EXIT_SIGNAL && p.exit_code == 11);
+    CHECK(p.exit_detail && strcmp(p.exit_detail, "killed by signal 11 (SIGSEGV)") == 0);
+    flamme_profile_free(&p);
+
+    w = open_writer(path);
+    CHECK(flamme_pw_close(w, 0, 0, 1, 0) == 0);
+    CHECK(flamme_profile_load(path, &p, err, sizeof err) == 0);
+    CHECK(p.complete && p.exit_how == 0 && p.exit_detail == NULL);
+    flamme_profile_free(&p);
+
+    struct buf b = { 0 }, raw = { 0 };
+    b_header(&b, 1, 3, 64);
+    b_rec(&raw, FLAMME_REC_EXIT, 3);
+    b_u8(&raw, 1);
+    b_u8(&raw, 0);
+    b_u8(&raw, 0);
+    b_chunk(&b, &raw);
+    spit(path, b.b, b.len);
+    CHECK(flamme_profile_load(path, &p, err, sizeof err) == 0);
+    CHECK(p.truncated == 1 && p.exit_how == 0);
+    flamme_profile_free(&p);
+    free(b.b);
+    free(raw.b);
+}
+
 int main(void)
 {
     const char *tmp = getenv("TMPDIR");
@@ -845,6 +882,7 @@ int main(void)
     RUN(garbage_rejected);
     RUN(hostile_ids_and_lengths);
     RUN(frame_line_round_trip);
+    RUN(exit_round_trip);
     RUN(fuzzed_payloads_never_crash);
     RUN(write_error_is_sticky);
     RUN(short_writes_and_eintr);

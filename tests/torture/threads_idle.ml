@@ -1,0 +1,20 @@
+(* threads_idle.ml — with the agent loaded but not profiling
+   (FLAMME_AUTOSTART=0), 5000 systhreads come and go; then profiling starts
+   (Flamme.start) and a new thread does the work: it must be registered and
+   sampled (the slot table must not be used up by the threads that left).
+   torture-libs: unix threads flamme *)
+let[@inline never] short () = ignore (Sys.opaque_identity (List.init 10 Fun.id))
+
+let[@inline never] busy_in_new_thread () =
+  let acc = ref 0 in
+  for i = 1 to 150_000_000 do acc := (!acc + i) land 0xffff done;
+  ignore (Sys.opaque_identity !acc)
+
+let () =
+  for _ = 1 to 100 do
+    List.iter Thread.join (List.init 50 (fun _ -> Thread.create short ()))
+  done;
+  Flamme.start ~hz:499 ();
+  Thread.join (Thread.create busy_in_new_thread ());
+  Flamme.stop ();
+  print_endline "done"

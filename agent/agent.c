@@ -412,22 +412,23 @@ __attribute__((visibility("default"))) int execvpe(const char *file, char *const
 
 typedef void (*exit_fn)(int);
 
-__attribute__((visibility("default"), noreturn)) void _exit(int status)
+/* Completes the profile, then ends the process through libc's `name`. */
+__attribute__((noreturn)) static void exit_through(const char *name, int status)
 {
     finish_sigsafe(FLAMME_EXIT__EXIT, status);
-    exit_fn real = (exit_fn)flamme_libc_next("_exit");
+    exit_fn real = (exit_fn)flamme_libc_next(name);
     if (real)
         real(status);
     syscall(SYS_exit_group, status);
     __builtin_unreachable();
 }
 
+__attribute__((visibility("default"), noreturn)) void _exit(int status)
+{
+    exit_through("_exit", status);
+}
+
 __attribute__((visibility("default"), noreturn)) void _Exit(int status)
 {
-    finish_sigsafe(FLAMME_EXIT__EXIT, status);
-    exit_fn real = (exit_fn)flamme_libc_next("_Exit");
-    if (real)
-        real(status);
-    syscall(SYS_exit_group, status);
-    __builtin_unreachable();
+    exit_through("_Exit", status);
 }

@@ -4,12 +4,13 @@
 # outputs next to them). Targets: unwind-test (part of make test),
 # unwind-progs.
 
-UNW_PROGS := atomq hashstr effdeep yielder breakwalk
+UNW_PROGS := atomq hashstr effdeep yielder breakwalk dlprog
 UNW_NOFP_OCAMLOPT ?= $(FLAMME_CACHE)/ocaml-$(OCAML_VERSION)-nofp/bin/ocamlopt
 UNW_OCAMLOPT_fp   = $(OCAMLOPT)
 UNW_OCAMLOPT_nofp = $(UNW_NOFP_OCAMLOPT)
 UNW_LIBS_yielder := -I +unix -I +threads unix.cmxa threads.cmxa
 UNW_C_breakwalk  := breakwalk_stubs.c
+UNW_C_dlprog     := dlprog_stubs.c
 UNW_EXES := $(foreach v,fp nofp,$(foreach p,$(UNW_PROGS),$(BUILD)/unwind/$(v)/$(p)/$(p).exe))
 
 define UNW_PROG_RULE
@@ -21,10 +22,16 @@ $(BUILD)/unwind/$(2)/$(1)/$(1).exe: tests/unwind/$(1).ml $(addprefix tests/unwin
 endef
 $(foreach v,fp nofp,$(foreach p,$(UNW_PROGS),$(eval $(call UNW_PROG_RULE,$(p),$(v)))))
 
-.PHONY: unwind-test unwind-progs
-unwind-progs: $(UNW_EXES)
+# dlprog's plugin, without frame pointers (only its unwind tables lead out).
+UNW_DLLIBS := $(foreach v,fp nofp,$(BUILD)/unwind/$(v)/dlprog/libdlwork.so)
+$(BUILD)/unwind/%/dlprog/libdlwork.so: tests/unwind/dlwork.c
+	@mkdir -p $(dir $@)
+	$(CC) -O2 -fomit-frame-pointer -fPIC -shared -o $@ $<
 
-unwind-test: $(BUILD)/libflamme.so $(BUILD)/flamme $(UNW_EXES)
+.PHONY: unwind-test unwind-progs
+unwind-progs: $(UNW_EXES) $(UNW_DLLIBS)
+
+unwind-test: $(BUILD)/libflamme.so $(BUILD)/flamme $(UNW_EXES) $(UNW_DLLIBS)
 	python3 tests/unwind/run.py --build $(BUILD)
 TEST_TARGETS += unwind-test
 

@@ -6,6 +6,7 @@
 #include "writer/writer.h"
 
 #include <fcntl.h>
+#include <link.h>
 #include <errno.h>
 #include <poll.h>
 #include <pthread.h>
@@ -300,9 +301,43 @@ static void on_record(void *ctx, const uint64_t *rec, uint64_t nwords)
     W.samples++;
 }
 
+/* Libraries loaded or unloaded (dlopen/dlclose): the agent's interposers
+ * bump maps_gen; loads that bypass them (a bare library name is forwarded
+ * untouched, agent/dl.c) show in the loader's own counters. */
+static _Atomic uint64_t maps_gen;
+
+static int phdr_counts(struct dl_phdr_info *info, size_t size, void *data)
+{
+    uint64_t *c = data;
+    if (size >= offsetof(struct dl_phdr_info, dlpi_subs) + sizeof info->dlpi_subs) {
+        c[0] = info->dlpi_adds;
+        c[1] = info->dlpi_subs;
+    }
+    return 1; /* the counters are the same in every entry: one is enough */
+}
+
+/* Re-reads the mappings for the symbolizer and the unwind rows when
+ * libraries came or went since the last sweep, before the rings are
+ * drained: frames in a new library are named from the start. */
+static void follow_libraries(void)
+{
+    static uint64_t seen_gen, seen[2];
+    uint64_t c[2] = {seen[0], seen[1]};
+    dl_iterate_phdr(phdr_counts, c);
+    uint64_t gen = atomic_load_explicit(&maps_gen, memory_order_acquire);
+    if (gen == seen_gen && c[0] == seen[0] && c[1] == seen[1])
+        return;
+    seen_gen = gen;
+    seen[0] = c[0];
+    seen[1] = c[1];
+    flamme_symtab_refresh(W.syms);
+    flamme_cfi_add_from_maps(W.cfi_skip_exe, W.self_module);
+}
+
 /* One sweep over all slots: drain rings, report losses, retire dead threads. */
 static void sweep(void)
 {
+    follow_libraries();
     int hwm = atomic_load_explicit(&flamme_slots_hwm, memory_order_acquire);
     for (int i = 0; i < hwm; i++) {
         struct flamme_slot *s = &flamme_slots[i];
@@ -433,6 +468,12 @@ static int finalize(void)
     return W.failed ? -1 : 0;
 }
 
+/* flamme_writer_sync: requests counted up by callers, sweeps done
+ * counted by the writer, under sync_mu. */
+static pthread_mutex_t sync_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t sync_cv = PTHREAD_COND_INITIALIZER;
+static uint64_t sync_req, sync_done;
+
 static void *writer_main(void *arg)
 {
     (void)arg;
@@ -440,7 +481,16 @@ static void *writer_main(void *arg)
     /* Pairs with the release stores in flamme_writer_stop / _finish_sigsafe. */
     while (!atomic_load_explicit(&W.stop, memory_order_acquire) &&
            !atomic_load_explicit(&W.finish, memory_order_acquire)) {
+        pthread_mutex_lock(&sync_mu);
+        uint64_t req = sync_req;
+        pthread_mutex_unlock(&sync_mu);
         sweep();
+        pthread_mutex_lock(&sync_mu);
+        if (sync_done < req) {
+            sync_done = req;
+            pthread_cond_broadcast(&sync_cv);
+        }
+        pthread_mutex_unlock(&sync_mu);
         struct pollfd p = {fd, POLLIN, 0};
         if (poll(&p, 1, DRAIN_INTERVAL_MS) > 0) {
             if (p.revents & POLLIN) {
@@ -471,6 +521,38 @@ static _Atomic int writer_active;
 int flamme_writer_active(void)
 {
     return atomic_load(&writer_active);
+}
+
+void flamme_writer_libraries_changed(void)
+{
+    /* Pairs with the acquire load in follow_libraries. */
+    atomic_fetch_add_explicit(&maps_gen, 1, memory_order_release);
+    if (atomic_load_explicit(&wake_fd, memory_order_acquire) < 0)
+        return;
+    flamme_cfi_add_from_maps(W.cfi_skip_exe, W.self_module);
+    flamme_writer_wake_sigsafe();
+}
+
+int flamme_writer_sync(int timeout_ms)
+{
+    if (atomic_load_explicit(&wake_fd, memory_order_acquire) < 0)
+        return -1;
+    struct timespec dl;
+    clock_gettime(CLOCK_REALTIME, &dl);
+    dl.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
+    dl.tv_sec += timeout_ms / 1000 + dl.tv_nsec / 1000000000L;
+    dl.tv_nsec %= 1000000000L;
+    pthread_mutex_lock(&sync_mu);
+    /* A sweep that began before this request may have missed samples taken
+     * just now: wait for one that reads the request. */
+    uint64_t my = ++sync_req;
+    flamme_writer_wake_sigsafe();
+    int rc = 0;
+    while (sync_done < my && rc == 0)
+        rc = pthread_cond_timedwait(&sync_cv, &sync_mu, &dl);
+    int ok = sync_done >= my;
+    pthread_mutex_unlock(&sync_mu);
+    return ok ? 0 : -1;
 }
 
 void flamme_writer_finish_sigsafe(void)

@@ -38,6 +38,17 @@ int flamme_writer_wait_finished_sigsafe(int timeout_ms);
  * writer: DEAD slots are then the writer's to drain and recycle. */
 int flamme_writer_active(void);
 
+/* The program loaded or unloaded a library (agent/dl.c, normal context, any
+ * thread): builds the unwind rows of new mappings now, in the caller's
+ * thread, and has the writer re-read the mappings before its next drain. */
+void flamme_writer_libraries_changed(void);
+
+/* Waits (at most timeout_ms) until the writer has drained every ring and
+ * named every frame in it, with the mappings re-read: called before a
+ * library is unloaded, so that its frames keep their names. Normal context,
+ * not the writer thread. Returns 0, or -1 (timeout, writer not running). */
+int flamme_writer_sync(int timeout_ms);
+
 /* Asks the writer to drain now (a ring is filling up).
  * async-signal-safe: yes. */
 void flamme_writer_wake_sigsafe(void);

@@ -9,6 +9,7 @@ the way a user reads a profile:
   effdeep   effects with deep handlers: perform/continue/discontinue, nested
   yielder   systhreads that Thread.yield
   breakwalk C stubs without unwind info that leave garbage in rbp
+  dlprog    a plugin library dlopen'ed, run and dlclose'd 60 times
 
 For the first four: stacks reach their thread's root (>= 99% complete,
 both compilers), the runtime primitives named above are sampled and sit
@@ -17,7 +18,8 @@ start-up and OCaml (caml_startup_common, caml_callback_exn) are the same
 with and without frame pointers. For breakwalk: every stack whose root-most
 frame is not a thread root says so ([broken] or [truncated]) in collapse,
 folded export and pprof/speedscope exports alike; the OCaml part stays
-complete.
+complete. For dlprog: the plugin's frames keep their names after it is
+unloaded, and its stacks are whole.
 
 Usage: run.py --build DIR [--only a,b] [--hz N].  Ends with
 "unwind: N passed, N failed".
@@ -186,8 +188,35 @@ def t_breakwalk(ctx, v, tmp, hz):
     check(b"[broken]" in raw, "pprof: no [broken] frame")
 
 
+def t_dlprog(ctx, v, tmp, hz):
+    """A library loaded, run for ~30 ms and unloaded, over and over: its
+    frames are named (not [unknown]) and unwound (the plugin has no frame
+    pointers: only its unwind tables lead out of it)."""
+    path = exe(ctx.build, v, "dlprog")
+    for mode in ("path", "bare"):
+        out = os.path.join(tmp, "dlprog-%s-%s.flm" % (v, mode))
+        env = fidlib.clean_env({"LD_LIBRARY_PATH": os.path.dirname(path)})
+        cmd = [ctx.flamme, "record", "-F", str(hz), "-o", out, "--", path, "1", mode]
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=fidlib.RUN_TIMEOUT,
+                           cwd=ctx.work, env=env)
+        check(p.returncode == 0, "dlprog %s exited %d: %s" % (mode, p.returncode, p.stderr[-300:]))
+        st = fidlib.collapse(ctx, out)
+        allw = sum(s.weight for s in st)
+        unknown = sum(s.weight for s in st if "[unknown]" in s.frames)
+        pc, tot = share(st, lambda s: any(f.startswith("dlw_") for f in s.frames))
+        print("    %s: %d samples in the plugin (of %d), complete %.2f%%; %d with an [unknown] frame"
+              % (mode, tot, allw, pc, unknown))
+        check(tot >= 0.5 * allw, "%s: plugin barely sampled or not named (%d of %d)"
+              % (mode, tot, allw))
+        check(unknown <= 0.01 * allw, "%s: %d samples with [unknown] frames" % (mode, unknown))
+        # By full path the rows exist before dlopen returns; by bare name the
+        # writer picks the library up within a sweep (20 ms) of the load.
+        goal = GOAL if mode == "path" else 90.0
+        check(pc >= goal, "%s: plugin stacks %.2f%% complete, want >= %.1f%%" % (mode, pc, goal))
+
+
 TESTS = [("atomq", t_atomq), ("hashstr", t_hashstr), ("effdeep", t_effdeep),
-         ("yielder", t_yielder), ("breakwalk", t_breakwalk)]
+         ("yielder", t_yielder), ("breakwalk", t_breakwalk), ("dlprog", t_dlprog)]
 
 
 def main():

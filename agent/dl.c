@@ -1,0 +1,109 @@
+/*
+ * agent/dl.c — libraries the program loads and unloads while it runs.
+ *
+ * dlopen is interposed: once the real call has returned, the new mappings
+ * get their unwind rows, built in the calling thread, before dlopen returns
+ * to the program (flamme_writer_libraries_changed) — the library's code can
+ * run only after that, so every sample in it can be unwound. The writer
+ * re-reads the mappings before its next drain, so the frames are named.
+ * glibc's dlopen looks at its caller (the return address) to pick the
+ * search path (the caller's DT_RUNPATH), expand $ORIGIN and choose the
+ * namespace; through a wrapper the caller would be libflamme. So only a
+ * path with a '/' and no '$' (no search, no expansion) is wrapped; any
+ * other name is forwarded by a tail jump (the caller stays the program's)
+ * and the writer notices the new library by the loader's counters at its
+ * next sweep (every 20 ms).
+ *
+ * dlclose is interposed: before the real call, the writer drains every ring
+ * and names the frames (flamme_writer_sync), so samples taken in the
+ * library keep their names after it is gone.
+ *
+ * Who: any thread of the program, normal context. The real functions are
+ * looked up in this file's constructor (never in a handler or a thread's
+ * creation), or on first use if a library's constructor runs before it.
+ */
+#include <dlfcn.h>
+#include <stdatomic.h>
+#include <string.h>
+
+#include "agent/agent.h"
+#include "writer/writer.h"
+
+#define SYNC_TIMEOUT_MS 500
+
+typedef void *(*dlopen_fn)(const char *, int);
+typedef int (*dlclose_fn)(void *);
+
+/* Read by the assembly stub below: hidden, so a plain rip-relative load. */
+__attribute__((visibility("hidden"))) _Atomic(dlopen_fn) flamme_real_dlopen;
+static _Atomic(dlclose_fn) real_dlclose;
+
+static void resolve(void)
+{
+    if (!atomic_load_explicit(&flamme_real_dlopen, memory_order_acquire))
+        atomic_store_explicit(&flamme_real_dlopen, (dlopen_fn)dlsym(RTLD_NEXT, "dlopen"),
+                              memory_order_release);
+    if (!atomic_load_explicit(&real_dlclose, memory_order_acquire))
+        atomic_store_explicit(&real_dlclose, (dlclose_fn)dlsym(RTLD_NEXT, "dlclose"),
+                              memory_order_release);
+}
+
+__attribute__((constructor)) static void dl_init(void)
+{
+    resolve();
+}
+
+/* Called by the stub with dlopen's arguments: 1 to wrap the call (the
+ * caller does not matter to it and the agent runs), 0 to forward it. */
+__attribute__((visibility("hidden"), used)) int flamme_dl_wrap_p(const char *file)
+{
+    resolve();
+    /* Pairs with the release store in the constructor / at exit. */
+    if (!atomic_load_explicit(&flamme_agent_sampling, memory_order_acquire))
+        return 0;
+    return file && strchr(file, '/') && !strchr(file, '$');
+}
+
+__attribute__((visibility("hidden"), used)) void *flamme_dl_open_wrapped(const char *file,
+                                                                          int mode)
+{
+    void *h = atomic_load_explicit(&flamme_real_dlopen, memory_order_acquire)(file, mode);
+    if (h)
+        flamme_writer_libraries_changed();
+    return h;
+}
+
+/* dlopen: asks flamme_dl_wrap_p, then either calls the wrapper or jumps to
+ * the real dlopen with the program's own return address in place. */
+__asm__(".text\n"
+        ".globl dlopen\n"
+        ".type dlopen,@function\n"
+        "dlopen:\n"
+        ".cfi_startproc\n"
+        "  push %rdi\n"
+        ".cfi_adjust_cfa_offset 8\n"
+        "  push %rsi\n"
+        ".cfi_adjust_cfa_offset 8\n"
+        "  sub $8, %rsp\n"
+        ".cfi_adjust_cfa_offset 8\n"
+        "  call flamme_dl_wrap_p\n"
+        "  add $8, %rsp\n"
+        ".cfi_adjust_cfa_offset -8\n"
+        "  pop %rsi\n"
+        ".cfi_adjust_cfa_offset -8\n"
+        "  pop %rdi\n"
+        ".cfi_adjust_cfa_offset -8\n"
+        "  test %eax, %eax\n"
+        "  jnz flamme_dl_open_wrapped\n"
+        "  jmp *flamme_real_dlopen(%rip)\n"
+        ".cfi_endproc\n"
+        ".size dlopen, .-dlopen\n");
+
+__attribute__((visibility("default"))) int dlclose(void *handle)
+{
+    resolve();
+    /* Pairs with the release store in the constructor / at exit. */
+    if (atomic_load_explicit(&flamme_agent_sampling, memory_order_acquire))
+        flamme_writer_sync(SYNC_TIMEOUT_MS);
+    return atomic_load_explicit(&real_dlclose, memory_order_acquire)(handle);
+}

@@ -18,15 +18,14 @@
  * and names the frames (flamme_writer_sync), so samples taken in the
  * library keep their names after it is gone.
  *
- * Who: any thread of the program, normal context. The real functions are
- * looked up in this file's constructor (never in a handler or a thread's
- * creation), or on first use if a library's constructor runs before it.
+ * Who: any thread of the program, normal context. The real functions come
+ * from agent/libc_next.c (looked up in the constructor).
  */
-#include <dlfcn.h>
 #include <stdatomic.h>
 #include <string.h>
 
 #include "agent/agent.h"
+#include "agent/libc_next.h"
 #include "writer/writer.h"
 
 #define SYNC_TIMEOUT_MS 500
@@ -34,30 +33,16 @@
 typedef void *(*dlopen_fn)(const char *, int);
 typedef int (*dlclose_fn)(void *);
 
-/* Read by the assembly stub below: hidden, so a plain rip-relative load. */
+/* Read by the assembly stub below: hidden, so a plain rip-relative load.
+ * Set by flamme_dl_wrap_p, which the stub always calls first. */
 __attribute__((visibility("hidden"))) _Atomic(dlopen_fn) flamme_real_dlopen;
-static _Atomic(dlclose_fn) real_dlclose;
-
-static void resolve(void)
-{
-    if (!atomic_load_explicit(&flamme_real_dlopen, memory_order_acquire))
-        atomic_store_explicit(&flamme_real_dlopen, (dlopen_fn)dlsym(RTLD_NEXT, "dlopen"),
-                              memory_order_release);
-    if (!atomic_load_explicit(&real_dlclose, memory_order_acquire))
-        atomic_store_explicit(&real_dlclose, (dlclose_fn)dlsym(RTLD_NEXT, "dlclose"),
-                              memory_order_release);
-}
-
-__attribute__((constructor)) static void dl_init(void)
-{
-    resolve();
-}
 
 /* Called by the stub with dlopen's arguments: 1 to wrap the call (the
  * caller does not matter to it and the agent runs), 0 to forward it. */
 __attribute__((visibility("hidden"), used)) int flamme_dl_wrap_p(const char *file)
 {
-    resolve();
+    atomic_store_explicit(&flamme_real_dlopen, (dlopen_fn)flamme_libc_next("dlopen"),
+                          memory_order_relaxed);
     /* Pairs with the release store in the constructor / at exit. */
     if (!atomic_load_explicit(&flamme_agent_sampling, memory_order_acquire))
         return 0;
@@ -67,7 +52,7 @@ __attribute__((visibility("hidden"), used)) int flamme_dl_wrap_p(const char *fil
 __attribute__((visibility("hidden"), used)) void *flamme_dl_open_wrapped(const char *file,
                                                                           int mode)
 {
-    void *h = atomic_load_explicit(&flamme_real_dlopen, memory_order_acquire)(file, mode);
+    void *h = atomic_load_explicit(&flamme_real_dlopen, memory_order_relaxed)(file, mode);
     if (h)
         flamme_writer_libraries_changed();
     return h;
@@ -101,9 +86,8 @@ __asm__(".text\n"
 
 __attribute__((visibility("default"))) int dlclose(void *handle)
 {
-    resolve();
     /* Pairs with the release store in the constructor / at exit. */
     if (atomic_load_explicit(&flamme_agent_sampling, memory_order_acquire))
         flamme_writer_sync(SYNC_TIMEOUT_MS);
-    return atomic_load_explicit(&real_dlclose, memory_order_acquire)(handle);
+    return ((dlclose_fn)flamme_libc_next("dlclose"))(handle);
 }

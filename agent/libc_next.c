@@ -11,7 +11,7 @@
 static const char *const names[] = {
     "pthread_create", "execve", "execv", "execvp", "execvpe", "_exit", "_Exit",
     "select", "pselect", "poll", "ppoll", "epoll_wait", "epoll_pwait",
-    "nanosleep", "clock_nanosleep",
+    "nanosleep", "clock_nanosleep", "dlopen", "dlclose",
 };
 #define N_NAMES (sizeof names / sizeof names[0])
 

@@ -79,8 +79,8 @@ void flamme_cfi_free_all(void);
  * the OCaml runtime's stack switches (CFA found in memory) are kept: the
  * frame-pointer chain skips the C caller of caml_start_program, these rows
  * do not. Deleted files are read through /proc/self/map_files.
- * Bias from the ELF program headers. [vdso] and anonymous code are not
- * added. Returns the number of modules added (0 if none or maps unreadable). */
+ * Bias from the ELF program headers. The [vdso] is added once, from its
+ * image in memory; anonymous code is not added. Returns the number of modules added (0 if none or maps unreadable). */
 int flamme_cfi_add_from_maps(const char *fp_file, const char *skip);
 
 /* Published modules, rows, and bytes they occupy (for summaries/tests). */

@@ -4,11 +4,12 @@
 # outputs next to them). Targets: unwind-test (part of make test),
 # unwind-progs.
 
-UNW_PROGS := atomq hashstr effdeep yielder breakwalk dlprog
+UNW_PROGS := atomq hashstr effdeep yielder breakwalk dlprog vclock
 UNW_NOFP_OCAMLOPT ?= $(FLAMME_CACHE)/ocaml-$(OCAML_VERSION)-nofp/bin/ocamlopt
 UNW_OCAMLOPT_fp   = $(OCAMLOPT)
 UNW_OCAMLOPT_nofp = $(UNW_NOFP_OCAMLOPT)
 UNW_LIBS_yielder := -I +unix -I +threads unix.cmxa threads.cmxa
+UNW_LIBS_vclock  := -I +unix unix.cmxa
 UNW_C_breakwalk  := breakwalk_stubs.c
 UNW_C_dlprog     := dlprog_stubs.c
 UNW_EXES := $(foreach v,fp nofp,$(foreach p,$(UNW_PROGS),$(BUILD)/unwind/$(v)/$(p)/$(p).exe))
@@ -36,3 +37,9 @@ unwind-test: $(BUILD)/libflamme.so $(BUILD)/flamme $(UNW_EXES) $(UNW_DLLIBS)
 TEST_TARGETS += unwind-test
 
 HELP_LINES += "make unwind-test  complete stacks with both compilers: Atomic queue, Hashtbl/String.equal, effects, Thread.yield, broken walks marked"
+
+.PHONY: bench-unwind
+bench-unwind: $(BUILD)/libflamme.so $(BUILD)/flamme $(UNW_EXES) $(UNW_DLLIBS)
+	python3 bench/unwind_bench.py --build $(BUILD)
+BENCH_TARGETS += bench-unwind
+HELP_LINES += "make bench-unwind complete stacks per program and compiler (fp/nofp), 3 rounds at 999 Hz (prints a table)"

@@ -21,6 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <unistd.h>
@@ -959,6 +960,25 @@ static int already_added(dev_t dev, uint64_t ino, uint64_t lo, uint64_t hi, int 
     return 0;
 }
 
+/* The vDSO (clock_gettime's code) is no file: its image is copied from
+ * memory into a memfd, which the file code then reads like any other.
+ * Builder lock held. Returns 1 if added. */
+static int add_vdso(uint64_t start, uint64_t end)
+{
+    static int done;
+    if (done || end <= start || end - start > (16u << 20))
+        return 0;
+    done = 1;
+    int fd = memfd_create("flamme-vdso", MFD_CLOEXEC);
+    if (fd < 0)
+        return 0;
+    uint64_t bias;
+    int ok = write(fd, (const void *)(uintptr_t)start, end - start) == (ssize_t)(end - start) &&
+             exec_bias(fd, start, 0, &bias) == 0 && add_fd(fd, "[vdso]", bias, start, end, 0) > 0;
+    close(fd);
+    return ok;
+}
+
 int flamme_cfi_add_from_maps(const char *fp_file, const char *skip)
 {
     FILE *f = fopen("/proc/self/maps", "re");
@@ -982,6 +1002,10 @@ int flamme_cfi_add_from_maps(const char *fp_file, const char *skip)
         int deleted = pl > sizeof del - 1 && strcmp(path + pl - (sizeof del - 1), del) == 0;
         if (deleted)
             path[pl - (sizeof del - 1)] = '\0';
+        if (strlen(perms) >= 3 && perms[2] == 'x' && strcmp(path, "[vdso]") == 0) {
+            added += add_vdso(start, end);
+            continue;
+        }
         if (strlen(perms) < 3 || perms[0] != 'r' || perms[2] != 'x' || path[0] != '/')
             continue;
         int sw = is_skipped(fp_file, path, makedev(dmaj, dmin), ino);

@@ -92,6 +92,11 @@ static void frame_line(uint32_t id, uint64_t vaddr, const char *module)
 #define FLAMME_TRAMPOLINE_NAME "flamme_tramp" /* agent/threads.c */
 #define FR_ROOT 2u   /* a thread's first function */
 #define FR_MAIN 4u   /* the program's main() */
+/* The vDSO's exported functions (__vdso_clock_gettime...) call unnamed
+ * internal code (the clock read); a sample there is shown as the exported
+ * function, so the vDSO has one name per entry point. */
+#define FR_VDSO_NAMED 8u
+#define FR_VDSO_ANON 16u
 
 /* Frame id for addr, emitting its FRAME record the first time. callee_facts
  * are the facts of the frame this one called (0 for the leaf): glibc ships
@@ -133,6 +138,8 @@ static uint32_t frame_id(uint64_t addr, uint8_t callee_facts, uint8_t *facts)
             f |= FR_ROOT;
         if (strcmp(fn, "main") == 0)
             f |= FR_MAIN;
+        if (strcmp(mod, "[vdso]") == 0)
+            f |= *fn ? FR_VDSO_NAMED : FR_VDSO_ANON;
         W.fact[id] = f;
         if (flamme_pw_frame(W.pw, id, addr, off, fn, mod) != 0)
             W.failed = 1;
@@ -246,6 +253,8 @@ static uint32_t stack_of(const uint64_t *frames, uint64_t n, int *root)
             return UINT32_MAX;
         if (facts & FR_HIDDEN)
             continue;
+        if (k && (W.fact[W.ids[k - 1]] & FR_VDSO_ANON) && (facts & FR_VDSO_NAMED))
+            k--; /* the unnamed vDSO callee folds into its exported caller */
         W.ids[k++] = id;
         last_facts = facts;
     }

@@ -10,6 +10,7 @@ the way a user reads a profile:
   yielder   systhreads that Thread.yield
   breakwalk C stubs without unwind info that leave garbage in rbp
   dlprog    a plugin library dlopen'ed, run and dlclose'd 60 times
+  vclock    clock reads (Unix.gettimeofday, Unix.time) through the vDSO
 
 For the first four: stacks reach their thread's root (>= 99% complete,
 both compilers), the runtime primitives named above are sampled and sit
@@ -215,8 +216,28 @@ def t_dlprog(ctx, v, tmp, hz):
         check(pc >= goal, "%s: plugin stacks %.2f%% complete, want >= %.1f%%" % (mode, pc, goal))
 
 
+def t_vclock(ctx, v, tmp, hz):
+    """Clock reads end in the vDSO: stacks through it are whole, and each
+    entry point has one name (its unnamed internal code folds into it)."""
+    out = os.path.join(tmp, "vclock-%s.flm" % v)
+    print("    " + record(ctx, exe(ctx.build, v, "vclock"), [], out, hz))
+    st = fidlib.collapse(ctx, out)
+    common_checks(ctx, st, "vclock/" + v)
+    vd = [s for s in st if any(f.startswith("__vdso_") or f == "[[vdso]]" for f in s.frames)]
+    tot = sum(s.weight for s in vd)
+    anon = sum(s.weight for s in vd if "[[vdso]]" in s.frames)
+    print("    in the vDSO: %d samples, %d with an unnamed [[vdso]] frame" % (tot, anon))
+    check(tot >= 50, "vDSO barely sampled (%d)" % tot)
+    check(anon == 0, "%d samples show the vDSO as [[vdso]]" % anon)
+    ok = sum(s.weight for s in vd if s.complete() and
+             s.frames[-1].startswith("__vdso_") and s.frames[-2].startswith("caml_unix_"))
+    check(ok >= 0.99 * tot, "vDSO stacks not whole under the Unix primitive (%d of %d)"
+          % (ok, tot))
+
+
 TESTS = [("atomq", t_atomq), ("hashstr", t_hashstr), ("effdeep", t_effdeep),
-         ("yielder", t_yielder), ("breakwalk", t_breakwalk), ("dlprog", t_dlprog)]
+         ("yielder", t_yielder), ("breakwalk", t_breakwalk), ("dlprog", t_dlprog),
+         ("vclock", t_vclock)]
 
 
 def main():

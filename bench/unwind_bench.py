@@ -1,0 +1,85 @@
+#!/usr/bin/env python3
+"""bench/unwind_bench.py — stack completeness per program and compiler
+(`make bench-unwind`, part of `make bench`). Prints a table; asserts nothing.
+
+Records each real-style program of tests/unwind (built by mk/unwind.mk with
+both compilers into build/unwind/{fp,nofp}/) with `flamme record -F HZ`,
+ROUNDS times, and prints per program and compiler: samples, the share of
+samples whose stack reaches its thread's root (median and worst round), and
+the issue's goals beside them (>= 99.5% without frame pointers, >= 99.9%
+with). breakwalk is built to break walks: its figure shows what share is
+NOT marked, which must be 0.
+Usage: unwind_bench.py [--build DIR] [--rounds N] [--hz N] [--scale X] [--only a,b]
+"""
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "fidelity"))
+import fidlib  # noqa: E402
+
+GOAL = {"fp": 99.9, "nofp": 99.5}
+PROGRAMS = ["atomq", "hashstr", "effdeep", "yielder", "dlprog", "vclock", "breakwalk"]
+MARKERS = {"[broken]", "[truncated]"}
+
+
+def one(ctx, exe, scale, hz, wd):
+    out = os.path.join(wd, "p.flm")
+    cmd = [ctx.flamme, "record", "-F", str(hz), "-o", out, "--", exe, str(scale)]
+    env = fidlib.clean_env({"LD_LIBRARY_PATH": os.path.dirname(exe)})
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=fidlib.RUN_TIMEOUT,
+                       cwd=wd, env=env)
+    if p.returncode != 0:
+        raise RuntimeError("%s exited %d: %s" % (exe, p.returncode, p.stderr[-300:]))
+    st = fidlib.collapse(ctx, out)
+    tot = sum(s.weight for s in st)
+    ok = sum(s.weight for s in st if s.complete())
+    unmarked = sum(s.weight for s in st
+                   if not s.complete() and (not s.frames or s.frames[0] not in MARKERS))
+    return tot, (100.0 * ok / tot if tot else 0.0), unmarked, fidlib.incomplete_top(st, 2)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--build", default="build")
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--hz", type=int, default=999)
+    ap.add_argument("--scale", type=float, default=2.0)
+    ap.add_argument("--only", default="")
+    a = ap.parse_args()
+    only = set(a.only.split(",")) if a.only else None
+    print("stack completeness, %d rounds at %d Hz, scale %g (complete = root-most frame is a "
+          "thread root)" % (a.rounds, a.hz, a.scale))
+    print("%-10s %-5s %8s %10s %10s %9s %6s" % ("program", "build", "samples", "median %",
+                                              "worst %", "unmarked", "goal"))
+    with tempfile.TemporaryDirectory(prefix="flamme-unwind-bench.") as wd:
+        ctx = fidlib.Ctx(a.build, wd)
+        for prog in PROGRAMS:
+            if only and prog not in only:
+                continue
+            for v in ("fp", "nofp"):
+                exe = os.path.abspath(os.path.join(a.build, "unwind", v, prog, prog + ".exe"))
+                if not os.access(exe, os.X_OK):
+                    print("%-10s %-5s not built (make unwind-progs)" % (prog, v))
+                    continue
+                try:
+                    runs = [one(ctx, exe, a.scale, a.hz, wd) for _ in range(a.rounds)]
+                except RuntimeError as e:
+                    print("%-10s %-5s error: %s" % (prog, v, e))
+                    continue
+                pcs = [r[1] for r in runs]
+                goal = "-" if prog == "breakwalk" else ">=%.1f" % GOAL[v]
+                print("%-10s %-5s %8d %10.2f %10.2f %9d %6s" % (
+                    prog, v, int(statistics.median(r[0] for r in runs)), statistics.median(pcs),
+                    min(pcs), sum(r[2] for r in runs), goal))
+                worst = min(runs, key=lambda r: r[1])
+                if prog != "breakwalk" and worst[1] < 100.0:
+                    for line in worst[3]:
+                        print("      " + line[:200])
+
+
+if __name__ == "__main__":
+    main()

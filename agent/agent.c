@@ -314,9 +314,15 @@ static void on_main_thread_exit(void *slot)
 }
 
 /* In a fork child: timers and perf events are not inherited and the writer
- * thread does not exist, so the child is left alone entirely. */
+ * thread does not exist, so the child is left alone entirely. Only the
+ * forking thread exists there: a lock another thread held at the fork
+ * would never be released, so every agent lock starts afresh (the forking
+ * thread's own registration, when it ends, takes the registry's). */
 static void flamme_atfork_child(void)
 {
+    pthread_mutex_init(&life_lock, NULL);
+    flamme_threads_atfork_child();
+    flamme_gc_hooks_atfork_child();
     atomic_store_explicit(&flamme_agent_sampling, 0, memory_order_release);
     atomic_store_explicit(&flamme_agent_loaded, 0, memory_order_release);
 }

@@ -103,6 +103,10 @@ void flamme_threads_arm_all(void);
 /* Disarms every live thread (at stop: no more samples). Any thread. */
 void flamme_threads_disarm_all(void);
 
+/* In a fork child: the registry's lock may have been held by a thread
+ * that does not exist there; make it usable again. */
+void flamme_threads_atfork_child(void);
+
 /* The calling thread's slot, or NULL. async-signal-safe: yes. */
 struct flamme_slot *flamme_thread_self_sigsafe(void);
 

@@ -78,6 +78,7 @@ CASES = [
     Case("forkexec"),
     Case("thread_cancel"),
     Case("dlopen_loop", args=["{build}/torture/libtorture_work.so"]),
+    Case("fork_lock", timeout=90),
     Case("main_pthread_exit", ended=r"main thread called pthread_exit", min_records=20),
     # The linked agent writes a profile in the run alone too: put it beside.
     Case("threads_idle", env={"FLAMME_AUTOSTART": "0", "FLAMME_OUTPUT": "../prof/p.%p.flm"},

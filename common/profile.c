@@ -393,11 +393,14 @@ fail:
     return -1;
 }
 
-int flamme_pw_close(flamme_pw *w, uint64_t samples, uint64_t lost, uint64_t end_ns,
-                    uint32_t threads)
+int flamme_pw_fd(const flamme_pw *w)
 {
-    if (!w)
-        return -1;
+    return w->fd;
+}
+
+int flamme_pw_end(flamme_pw *w, uint64_t samples, uint64_t lost, uint64_t end_ns,
+                  uint32_t threads)
+{
     uint8_t *p = rec_begin(w, FLAMME_REC_END, 28);
     if (p) {
         put_u64(p, samples);
@@ -405,7 +408,15 @@ int flamme_pw_close(flamme_pw *w, uint64_t samples, uint64_t lost, uint64_t end_
         put_u64(p + 16, end_ns);
         put_u32(p + 24, threads);
     }
-    flamme_pw_flush(w);
+    return flamme_pw_flush(w);
+}
+
+int flamme_pw_close(flamme_pw *w, uint64_t samples, uint64_t lost, uint64_t end_ns,
+                    uint32_t threads)
+{
+    if (!w)
+        return -1;
+    flamme_pw_end(w, samples, lost, end_ns, threads);
     if (w->fd >= 0 && close(w->fd) < 0 && errno != EINTR)
         w->failed = 1;
     int rc = w->failed ? -1 : 0;

@@ -524,6 +524,8 @@ static int out_guard(int *fd)
     return -1;
 }
 
+static int spawn_writer(void);
+
 int flamme_writer_start(int fd, const char *path, const char *cmdline)
 {
     /* A profile may be started again after a stop: begin from a clean slate
@@ -620,20 +622,61 @@ int flamme_writer_start(int fd, const char *path, const char *cmdline)
     atomic_store_explicit(&wake_fd, efd, memory_order_release);
     /* The writer never takes samples: block everything so no signal meant
      * for the program lands on it. */
-    sigset_t all, old;
-    sigfillset(&all);
-    atomic_store(&writer_active, 1);
-    pthread_sigmask(SIG_SETMASK, &all, &old);
-    int rc = flamme_pthread_create_unprofiled(&W.thread, NULL, writer_main, NULL);
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    int rc = spawn_writer();
     if (rc != 0) {
-        atomic_store(&writer_active, 0);
         flamme_agent_warn(1, "cannot start the writer thread: %s", strerror(rc));
         flamme_pw_close(W.pw, 0, 0, 0, 0);
         W.pw = NULL;
         return -1;
     }
     return 0;
+}
+
+/* Size of the file before the END an exec checkpoint wrote, or -1. */
+static off_t exec_mark = -1;
+
+/* Starts the writer thread with every signal blocked (it never takes
+ * samples, and no signal meant for the program may land on it). */
+static int spawn_writer(void)
+{
+    sigset_t all, old;
+    sigfillset(&all);
+    atomic_store(&writer_active, 1);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    int rc = flamme_pthread_create_unprofiled(&W.thread, NULL, writer_main, NULL);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (rc != 0)
+        atomic_store(&writer_active, 0);
+    return rc;
+}
+
+int flamme_writer_exec_checkpoint(void)
+{
+    exec_mark = -1;
+    /* Pairs with the writer loop's acquire load. */
+    atomic_store_explicit(&W.stop, 1, memory_order_release);
+    flamme_writer_wake_sigsafe();
+    pthread_join(W.thread, NULL); /* after its final sweep */
+    if (flamme_pw_flush(W.pw) != 0)
+        return -1;
+    off_t mark = lseek(flamme_pw_fd(W.pw), 0, SEEK_CUR);
+    flamme_writer_set_end_sigsafe(FLAMME_EXIT_EXEC, 0);
+    write_exit();
+    if (mark < 0 || flamme_pw_end(W.pw, W.samples, W.lost, flamme_now_sigsafe(), W.threads) != 0)
+        return -1;
+    exec_mark = mark;
+    return 0;
+}
+
+int flamme_writer_exec_resume(void)
+{
+    int fd = flamme_pw_fd(W.pw);
+    flamme_writer_set_end_sigsafe(FLAMME_EXIT_STOPPED, 0);
+    if (exec_mark < 0 || !flamme_fd_same_sigsafe(fd, &W.out_id) || ftruncate(fd, exec_mark) != 0 ||
+        lseek(fd, exec_mark, SEEK_SET) != exec_mark)
+        return -1;
+    atomic_store_explicit(&W.stop, 0, memory_order_release);
+    return spawn_writer() == 0 ? 0 : -1;
 }
 
 int flamme_writer_stop(uint64_t *samples, uint64_t *lost, uint32_t *threads)

@@ -80,6 +80,8 @@ CASES = [
     Case("forkexec"),
     Case("thread_cancel"),
     Case("dlopen_loop", args=["{build}/torture/libtorture_work.so"]),
+    Case("exec_fail", ended=r"^exec", check=lambda ctx, prof, cfg: function_records(
+        ctx, prof, "after_failed_exec", 20)),
     Case("fork_lock", timeout=90),
     Case("closefds", ended=r"^exit\(0\)$", min_records=20),
     # Wall mode at 499 Hz on 300 threads takes ~30 s on a loaded 2-core machine.

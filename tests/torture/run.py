@@ -25,6 +25,8 @@ program is computed once per compiler.
 Prints one line per pair and ends with `torture: N passed, N failed`; exits
 1 if anything failed.
 Usage: run.py [--build DIR] [--budget SECONDS] [--only NAME,...] [--keep] [--lib SO]
+(TORTURE_CCS="fp" in the environment limits the runs to one compiler; --lib
+runs another build of the agent, e.g. to see a case fail before its fix.)
 
 Adding a case: tests/torture/<name>.ml (+ <name>_stubs.c, `torture-libs:`
 line for unix/threads/flamme), then an entry in CASES below.

@@ -314,9 +314,15 @@ static void on_main_thread_exit(void *slot)
 }
 
 /* In a fork child: timers and perf events are not inherited and the writer
- * thread does not exist, so the child is left alone entirely. */
+ * thread does not exist, so the child is left alone entirely. Only the
+ * forking thread exists there: a lock another thread held at the fork
+ * would never be released, so every agent lock starts afresh (the forking
+ * thread's own registration, when it ends, takes the registry's). */
 static void flamme_atfork_child(void)
 {
+    pthread_mutex_init(&life_lock, NULL);
+    flamme_threads_atfork_child();
+    flamme_gc_hooks_atfork_child();
     atomic_store_explicit(&flamme_agent_sampling, 0, memory_order_release);
     atomic_store_explicit(&flamme_agent_loaded, 0, memory_order_release);
 }
@@ -367,42 +373,84 @@ __attribute__((constructor)) static void flamme_init(void)
 typedef int (*execve_fn)(const char *, char *const[], char *const[]);
 typedef int (*execv_fn)(const char *, char *const[]);
 
-/* Completes a running profile before the process image is replaced. */
-static void stop_before_exec(void)
+/* Before the process image is replaced: completes a running profile
+ * (EXIT exec) but keeps it open, holding life_lock until after_exec. Returns
+ * 1 if it did (after_exec must then be called), 0 if nothing runs here. */
+static int before_exec(void)
 {
-    if (getpid() == flamme_agent_pid)
-        flamme_writer_set_end_sigsafe(FLAMME_EXIT_EXEC, 0);
-    stop_and_report(" (before exec)");
+    if (getpid() != flamme_agent_pid)
+        return 0;
+    pthread_mutex_lock(&life_lock);
+    if (!running) {
+        pthread_mutex_unlock(&life_lock);
+        return 0;
+    }
+    /* Pairs with the handler's acquire load. */
+    atomic_store_explicit(&flamme_agent_sampling, 0, memory_order_release);
+    flamme_threads_disarm_all();
+    if (flamme_writer_exec_checkpoint() != 0)
+        flamme_agent_warn(1, "profile %s may be incomplete (write error before exec)",
+                          flamme_cfg.output);
+    return 1;
+}
+
+/* The exec failed (its caller goes on): the profile goes on too, in the
+ * same file, as if the exec had not been tried. */
+static void after_exec(void)
+{
+    int e = errno;
+    if (flamme_writer_exec_resume() == 0) {
+        /* Pairs with the handler's acquire load. */
+        atomic_store_explicit(&flamme_agent_sampling, 1, memory_order_release);
+        flamme_threads_arm_all();
+    } else {
+        running = 0;
+        flamme_agent_warn(1, "profiling stopped at a failed exec; %s ends there", flamme_cfg.output);
+    }
+    pthread_mutex_unlock(&life_lock);
+    errno = e;
 }
 
 __attribute__((visibility("default"))) int execve(const char *path, char *const argv[],
                                                   char *const envp[])
 {
     execve_fn real = (execve_fn)flamme_libc_next("execve");
-    stop_before_exec();
-    return real ? real(path, argv, envp) : (errno = ENOSYS, -1);
+    int held = before_exec();
+    int rc = real ? real(path, argv, envp) : (errno = ENOSYS, -1);
+    if (held)
+        after_exec();
+    return rc;
 }
 
 __attribute__((visibility("default"))) int execv(const char *path, char *const argv[])
 {
     execv_fn real = (execv_fn)flamme_libc_next("execv");
-    stop_before_exec();
-    return real ? real(path, argv) : (errno = ENOSYS, -1);
+    int held = before_exec();
+    int rc = real ? real(path, argv) : (errno = ENOSYS, -1);
+    if (held)
+        after_exec();
+    return rc;
 }
 
 __attribute__((visibility("default"))) int execvp(const char *file, char *const argv[])
 {
     execv_fn real = (execv_fn)flamme_libc_next("execvp");
-    stop_before_exec();
-    return real ? real(file, argv) : (errno = ENOSYS, -1);
+    int held = before_exec();
+    int rc = real ? real(file, argv) : (errno = ENOSYS, -1);
+    if (held)
+        after_exec();
+    return rc;
 }
 
 __attribute__((visibility("default"))) int execvpe(const char *file, char *const argv[],
                                                    char *const envp[])
 {
     execve_fn real = (execve_fn)flamme_libc_next("execvpe");
-    stop_before_exec();
-    return real ? real(file, argv, envp) : (errno = ENOSYS, -1);
+    int held = before_exec();
+    int rc = real ? real(file, argv, envp) : (errno = ENOSYS, -1);
+    if (held)
+        after_exec();
+    return rc;
 }
 
 /* ------------------------------------------------------------ _exit

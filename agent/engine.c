@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "agent/agent.h"
+#include "agent/fds.h"
 #include "agent/threads.h"
 
 enum flamme_engine flamme_engine;
@@ -130,6 +131,11 @@ static int timer_arm(struct flamme_slot *s)
 
 /* ---------------------------------------------------------------- common */
 
+/* At most this many perf events at once (one descriptor each); threads past
+ * it are sampled by the timer engine's per-thread CPU timer. */
+#define PERF_MAX_EVENTS 48
+static atomic_int perf_armed;
+
 static atomic_int itimer_armed;
 
 int flamme_engine_init(void)
@@ -176,7 +182,18 @@ int flamme_engine_arm(struct flamme_slot *s)
 {
     switch (flamme_engine) {
     case FLAMME_ENGINE_PERF: {
-        int fd = perf_open(s->tid);
+        /* Few descriptors: past the cap a thread gets a CPU timer instead. */
+        s->perf_fallback = atomic_fetch_add(&perf_armed, 1) >= PERF_MAX_EVENTS;
+        if (s->perf_fallback) {
+            atomic_fetch_sub(&perf_armed, 1);
+            if (timer_arm(s) != 0)
+                return -1;
+            break;
+        }
+        /* High and checked before use: see agent/fds.h. */
+        int fd = flamme_fd_high(perf_open(s->tid), &s->perf_id);
+        if (fd < 0)
+            atomic_fetch_sub(&perf_armed, 1);
         if (fd < 0)
             return -1;
         s->perf_fd = fd;
@@ -184,6 +201,7 @@ int flamme_engine_arm(struct flamme_slot *s)
             int e = errno;
             s->perf_fd = -1;
             close(fd);
+            atomic_fetch_sub(&perf_armed, 1);
             errno = e;
             return -1;
         }
@@ -217,14 +235,23 @@ void flamme_engine_disarm(struct flamme_slot *s)
         return;
     switch (flamme_engine) {
     case FLAMME_ENGINE_PERF:
+        if (s->perf_fallback) {
+            timer_delete(s->timer);
+            break;
+        }
         if (s->perf_fd >= 0) {
+            atomic_fetch_sub(&perf_armed, 1);
             int fd = s->perf_fd;
-            ioctl(fd, PERF_EVENT_IOC_DISABLE, 0);
+            /* A number the program closed and reused is left alone. */
+            int ours = flamme_fd_same_sigsafe(fd, &s->perf_id);
+            if (ours)
+                ioctl(fd, PERF_EVENT_IOC_DISABLE, 0);
             /* The handler of s's thread may still run (disarm from another
              * thread at stop): it checks perf_fd before touching the map. */
             s->perf_fd = -1;
             atomic_signal_fence(memory_order_seq_cst);
-            close(fd);
+            if (ours)
+                close(fd);
             if (s->perf_meta && s->tid == (pid_t)syscall(SYS_gettid)) {
                 munmap(s->perf_meta, s->perf_map_len);
                 s->perf_meta = NULL;
@@ -255,6 +282,8 @@ int flamme_engine_accept_sigsafe(struct flamme_slot *s, const siginfo_t *si, uns
         return 0;
     switch (flamme_engine) {
     case FLAMME_ENGINE_PERF:
+        if (s->perf_fallback)
+            goto timer;
         if ((si->si_code != POLL_HUP && si->si_code != POLL_IN) || si->si_fd != s->perf_fd ||
             s->perf_fd < 0)
             return 0;
@@ -267,6 +296,7 @@ int flamme_engine_accept_sigsafe(struct flamme_slot *s, const siginfo_t *si, uns
         }
         return 1;
     case FLAMME_ENGINE_TIMER:
+    timer:
         if (si->si_code != SI_TIMER || si->si_value.sival_ptr != s)
             return 0;
         /* Expiries merged into this one signal (the kernel delivers at most

@@ -73,6 +73,16 @@ static struct flamme_slot *claim_slot(void)
 /* Serialises arming and disarming (start, stop, thread start and exit). */
 static pthread_mutex_t arm_lock = PTHREAD_MUTEX_INITIALIZER;
 
+void flamme_threads_atfork_child(void)
+{
+    pthread_mutex_init(&arm_lock, NULL);
+    /* Timers are not inherited: a timer id or perf fd number in a slot may
+     * by now be one of the child's own, which a disarm must not touch. */
+    int hwm = atomic_load_explicit(&flamme_slots_hwm, memory_order_acquire);
+    for (int i = 0; i < hwm; i++)
+        atomic_store_explicit(&flamme_slots[i].armed, 0, memory_order_relaxed);
+}
+
 /* Arms s unless already armed; warns once per process on failure.
  * Caller holds arm_lock. */
 static void arm_locked(struct flamme_slot *s)

@@ -18,6 +18,7 @@
 #include <sys/types.h>
 #include <time.h>
 
+#include "agent/fds.h"
 #include "runtime_hooks/ocaml_rt.h"
 #include "writer/ring.h"
 
@@ -33,6 +34,8 @@ struct flamme_slot {
     int is_main;
     _Atomic int armed;         /* engine armed for this thread (engine.c) */
     int perf_fd;               /* perf engine: the thread's event, or -1 */
+    struct flamme_fd_id perf_id; /* what perf_fd was when opened (agent/fds.h) */
+    int perf_fallback;         /* perf engine past its cap: this thread has a timer */
     void *perf_meta;           /* perf engine: the event's mapped buffer, or NULL */
     size_t perf_map_len;
     int sigprof_blocked;       /* SIGPROF blocked in the thread: no timer */
@@ -102,6 +105,10 @@ void flamme_threads_arm_all(void);
 
 /* Disarms every live thread (at stop: no more samples). Any thread. */
 void flamme_threads_disarm_all(void);
+
+/* In a fork child: the registry's lock may have been held by a thread
+ * that does not exist there; make it usable again. */
+void flamme_threads_atfork_child(void);
 
 /* The calling thread's slot, or NULL. async-signal-safe: yes. */
 struct flamme_slot *flamme_thread_self_sigsafe(void);

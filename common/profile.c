@@ -127,7 +127,13 @@ struct flamme_pw {
     size_t out_cap;
     z_stream zs;       /* reused across chunks (deflateReset) */
     int zs_ready;
+    int (*guard)(int *fd); /* see flamme_pw_set_guard, or NULL */
 };
+
+void flamme_pw_set_guard(flamme_pw *w, int (*guard)(int *fd))
+{
+    w->guard = guard;
+}
 
 flamme_pw *flamme_pw_open(int fd, const struct flamme_header *hdr)
 {
@@ -378,7 +384,7 @@ int flamme_pw_flush(flamme_pw *w)
     put_u32(w->out + 4, (uint32_t)w->raw_len);
     put_u32(w->out + 8, (uint32_t)zlen);
     put_u32(w->out + 12, (uint32_t)crc32(0L, w->raw, (uInt)w->raw_len));
-    if (write_all(w->fd, w->out, CHUNK_HDR_SIZE + zlen) < 0)
+    if ((w->guard && w->guard(&w->fd) != 0) || write_all(w->fd, w->out, CHUNK_HDR_SIZE + zlen) < 0)
         goto fail;
     w->raw_len = 0;
     return 0;
@@ -387,11 +393,14 @@ fail:
     return -1;
 }
 
-int flamme_pw_close(flamme_pw *w, uint64_t samples, uint64_t lost, uint64_t end_ns,
-                    uint32_t threads)
+int flamme_pw_fd(const flamme_pw *w)
 {
-    if (!w)
-        return -1;
+    return w->fd;
+}
+
+int flamme_pw_end(flamme_pw *w, uint64_t samples, uint64_t lost, uint64_t end_ns,
+                  uint32_t threads)
+{
     uint8_t *p = rec_begin(w, FLAMME_REC_END, 28);
     if (p) {
         put_u64(p, samples);
@@ -399,8 +408,16 @@ int flamme_pw_close(flamme_pw *w, uint64_t samples, uint64_t lost, uint64_t end_
         put_u64(p + 16, end_ns);
         put_u32(p + 24, threads);
     }
-    flamme_pw_flush(w);
-    if (close(w->fd) < 0 && errno != EINTR)
+    return flamme_pw_flush(w);
+}
+
+int flamme_pw_close(flamme_pw *w, uint64_t samples, uint64_t lost, uint64_t end_ns,
+                    uint32_t threads)
+{
+    if (!w)
+        return -1;
+    flamme_pw_end(w, samples, lost, end_ns, threads);
+    if (w->fd >= 0 && close(w->fd) < 0 && errno != EINTR)
         w->failed = 1;
     int rc = w->failed ? -1 : 0;
     if (w->zs_ready)

@@ -118,6 +118,22 @@ int flamme_pw_exit(flamme_pw *w, uint8_t how, int32_t code, uint64_t time_ns, co
 int flamme_pw_gc(flamme_pw *w, uint32_t tid, int32_t domain, uint8_t kind, uint64_t start_ns,
                  uint64_t duration_ns);
 
+/* guard(&fd) runs before each chunk is written: it may replace the fd (the
+ * old number is then left alone), or return -1 after setting it to -1 (the
+ * profile fails; nothing more is written or closed). The agent uses it to
+ * make sure the number is still its own file. */
+void flamme_pw_set_guard(flamme_pw *w, int (*guard)(int *fd));
+
+/* Writes END and flushes, leaving the writer open: the file is complete as
+ * it stands, and a writer that goes on after truncating the file back to
+ * its size before END (the agent, after a failed exec) keeps it valid.
+ * Returns 0 / -1. */
+int flamme_pw_end(flamme_pw *w, uint64_t samples, uint64_t lost, uint64_t end_ns,
+                  uint32_t threads);
+
+/* The descriptor the writer writes to (-1 once a guard gave up). */
+int flamme_pw_fd(const flamme_pw *w);
+
 /* Bytes of raw (uncompressed) payload in the open chunk. */
 size_t flamme_pw_pending(const flamme_pw *w);
 

@@ -232,6 +232,11 @@ static void chain(_Atomic(timing_hook) *var, timing_hook h, timing_hook *prev)
                                                   memory_order_acquire));
 }
 
+void flamme_gc_hooks_atfork_child(void)
+{
+    pthread_mutex_init(&install_lock, NULL);
+}
+
 void flamme_gc_hooks_resolve(void)
 {
     var_minor_begin = dlsym(RTLD_DEFAULT, "caml_minor_gc_begin_hook");

@@ -18,6 +18,10 @@
  * not called later, see flamme_ocaml_resolve). */
 void flamme_gc_hooks_resolve(void);
 
+/* In a fork child: makes the install lock usable again (its holder may
+ * not exist there). */
+void flamme_gc_hooks_atfork_child(void);
+
 /* Chains the runtime's GC timing hooks found by flamme_gc_hooks_resolve
  * (idempotent). Returns 0, or -1 when
  * the runtime does not export them. */

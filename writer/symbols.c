@@ -252,8 +252,12 @@ struct symacc {
     size_t cap;
     int slot;          /* next m->strbufs slot */
     int have_symtab;   /* a .symtab was found */
-    char debug_path[96]; /* /usr/lib/debug/.build-id/xx/yyyy.debug, or "" */
+    char debug_path[128]; /* /usr/lib/debug/.build-id/xx/yyyy.debug, or "" */
 };
+/* "/usr/lib/debug/.build-id/" + 2 + "/" + 2 * 39 + ".debug" + NUL for a
+ * 40-byte id, the longest note_build_id accepts. */
+_Static_assert(sizeof(((struct symacc *)0)->debug_path) >= 25 + 2 + 1 + 2 * 39 + 6 + 1,
+               "debug_path too small for a 40-byte build-id");
 
 /* Reads and checks the ELF header. Returns 0, or -1 if src is not an ELF64
  * image of this machine's byte order. */
@@ -280,11 +284,13 @@ static void note_build_id(const struct elf_src *src, const Elf64_Shdr *sh, struc
     if (nh.n_type != NT_GNU_BUILD_ID || nh.n_namesz != 4 || memcmp(buf + name_at, "GNU", 4) != 0 ||
         nh.n_descsz < 2 || nh.n_descsz > 40 || desc_at + nh.n_descsz > sh->sh_size)
         return;
-    char *o = acc->debug_path;
-    o += sprintf(o, "/usr/lib/debug/.build-id/%02x/", buf[desc_at]);
-    for (size_t i = 1; i < nh.n_descsz; i++)
-        o += sprintf(o, "%02x", buf[desc_at + i]);
-    strcpy(o, ".debug");
+    /* Sized for the longest id accepted above (static assert below); each
+     * piece is bounded by what is left anyway. */
+    char *o = acc->debug_path, *end = acc->debug_path + sizeof acc->debug_path;
+    o += snprintf(o, (size_t)(end - o), "/usr/lib/debug/.build-id/%02x/", buf[desc_at]);
+    for (size_t i = 1; i < nh.n_descsz && end - o > 2; i++)
+        o += snprintf(o, (size_t)(end - o), "%02x", buf[desc_at + i]);
+    snprintf(o, (size_t)(end - o), ".debug");
 }
 
 /* Names the PLT entries ("malloc@plt"): they have no symbol, yet a sample

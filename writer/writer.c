@@ -16,11 +16,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "agent/agent.h"
 #include "agent/cfi.h"
 #include "agent/engine.h"
+#include "agent/fds.h"
 #include "agent/handler.h"
 #include "agent/threads.h"
 #include "common/profile.h"
@@ -45,7 +47,10 @@ static struct {
     _Atomic int stop;   /* set by writer_stop before it wakes the writer */
     _Atomic int finish; /* set by a dying process's signal handler: complete the file now */
     int closed;         /* the profile was completed (by finish or stop) */
-    int done_pipe[2];   /* the writer writes one byte to [1] once finish is done */
+    _Atomic int finished; /* set (release) by the writer once finish is done */
+    int out_fd;         /* the profile, as the writer's guard last checked it */
+    struct flamme_fd_id out_id;
+    char path[4096];    /* the profile's path, to reopen it (see out_guard) */
     flamme_pw *pw;
     flamme_dedup *dedup;
     flamme_symtab *syms;
@@ -395,12 +400,16 @@ static void sweep(void)
  * half full (write(2) is async-signal-safe), so deep stacks at high rates
  * are drained before rings overflow. -1 while no writer runs. */
 static _Atomic int wake_fd = -1;
+/* What wake_fd was when made (written before wake_fd is published); the
+ * previous run's doorbell, kept open one run longer (see writer_stop). */
+static struct flamme_fd_id wake_id, old_wake_id;
 
 void flamme_writer_wake_sigsafe(void)
 {
     /* Pairs with the release store in flamme_writer_start. */
     int fd = atomic_load_explicit(&wake_fd, memory_order_acquire);
-    if (fd >= 0) {
+    /* A number the program closed and reused is never written to. */
+    if (fd >= 0 && flamme_fd_same_sigsafe(fd, &wake_id)) {
         uint64_t one = 1;
         ssize_t r = write(fd, &one, sizeof one);
         (void)r; /* EAGAIN: the doorbell is already ringing */
@@ -500,26 +509,23 @@ static void *writer_main(void *arg)
             pthread_cond_broadcast(&sync_cv);
         }
         pthread_mutex_unlock(&sync_mu);
+        /* The program closed our doorbell (a close-everything loop) or
+         * reused its number: sweep on the timer alone, and never read what
+         * may now be the program's data. */
+        if (fd >= 0 && !flamme_fd_same_sigsafe(fd, &wake_id))
+            fd = -1;
         struct pollfd p = {fd, POLLIN, 0};
-        if (poll(&p, 1, DRAIN_INTERVAL_MS) > 0) {
-            if (p.revents & POLLIN) {
-                uint64_t v;
-                ssize_t r = read(fd, &v, sizeof v);
-                (void)r;
-            } else {
-                /* The program closed our doorbell (a close-everything loop):
-                 * keep sweeping on the timer alone, without spinning. */
-                struct timespec ts = {0, DRAIN_INTERVAL_MS * 1000000L};
-                nanosleep(&ts, NULL);
-            }
+        if (poll(&p, fd >= 0, DRAIN_INTERVAL_MS) > 0 && (p.revents & POLLIN)) {
+            uint64_t v;
+            ssize_t r = read(fd, &v, sizeof v);
+            (void)r;
         }
     }
     sweep(); /* final drain: sampling has stopped */
     if (atomic_load_explicit(&W.finish, memory_order_acquire)) {
         finalize();
-        char one = 1;
-        ssize_t r = write(W.done_pipe[1], &one, 1);
-        (void)r;
+        /* Pairs with the acquire load in flamme_writer_wait_finished_sigsafe. */
+        atomic_store_explicit(&W.finished, 1, memory_order_release);
     }
     return NULL;
 }
@@ -573,9 +579,43 @@ void flamme_writer_finish_sigsafe(void)
 
 int flamme_writer_wait_finished_sigsafe(int timeout_ms)
 {
-    struct pollfd p = {W.done_pipe[0], POLLIN, 0};
-    return W.done_pipe[0] >= 0 && poll(&p, 1, timeout_ms) > 0;
+    /* A flag and short sleeps rather than a pipe: one descriptor fewer for
+     * a close-everything loop to take away. The raw system call, not the
+     * agent's own nanosleep wrapper. */
+    for (int waited = 0; waited < timeout_ms; waited += 2) {
+        if (atomic_load_explicit(&W.finished, memory_order_acquire))
+            return 1;
+        struct timespec ts = {0, 2000000};
+        syscall(SYS_clock_nanosleep, CLOCK_MONOTONIC, 0, &ts, NULL);
+    }
+    return atomic_load_explicit(&W.finished, memory_order_acquire);
 }
+
+/* The profile's guard (flamme_pw_set_guard): before each chunk, the number
+ * must still be our file. If the program closed it (and maybe reused the
+ * number), the file is reopened by path, if it is still the same file, and
+ * written on from its end; otherwise the profile stops here, said once. */
+static int out_guard(int *fd)
+{
+    if (flamme_fd_same_sigsafe(*fd, &W.out_id))
+        return 0;
+    int nfd = open(W.path, O_WRONLY | O_CLOEXEC);
+    struct flamme_fd_id id;
+    nfd = flamme_fd_high(nfd, &id);
+    if (nfd >= 0 && id.dev == W.out_id.dev && id.ino == W.out_id.ino &&
+        lseek(nfd, 0, SEEK_END) >= 0) {
+        *fd = nfd;
+        return 0;
+    }
+    if (nfd >= 0)
+        close(nfd);
+    flamme_agent_warn(1, "the program closed the profile's descriptor and %s cannot be reopened; "
+                         "the profile ends here (incomplete)", W.path);
+    *fd = -1;
+    return -1;
+}
+
+static int spawn_writer(void);
 
 int flamme_writer_start(int fd, const char *path, const char *cmdline)
 {
@@ -589,7 +629,6 @@ int flamme_writer_start(int fd, const char *path, const char *cmdline)
     free(W.fact);
     free(W.raw);
     memset(&W, 0, sizeof W);
-    W.done_pipe[0] = W.done_pipe[1] = -1;
     flamme_writer_set_end_sigsafe(FLAMME_EXIT_STOPPED, 0);
     W.syms = keep_syms;
     W.lines = keep_lines;
@@ -614,7 +653,11 @@ int flamme_writer_start(int fd, const char *path, const char *cmdline)
     h.hz = (uint32_t)flamme_cfg.hz;
     h.start_realtime_ns = (uint64_t)rt.tv_sec * 1000000000u + (uint64_t)rt.tv_nsec;
     h.start_monotonic_ns = flamme_now_sigsafe();
+    snprintf(W.path, sizeof W.path, "%s", path);
+    fd = flamme_fd_high(fd, &W.out_id);
     W.pw = flamme_pw_open(fd, &h);
+    if (W.pw)
+        flamme_pw_set_guard(W.pw, out_guard);
     W.dedup = flamme_dedup_new();
     if (!W.syms)
         W.syms = flamme_symtab_new();
@@ -659,16 +702,9 @@ int flamme_writer_start(int fd, const char *path, const char *cmdline)
         flamme_pw_info(W.pw, "cmdline", cmdline);
     W.last_chunk_ns = flamme_now_sigsafe();
     flamme_handler_cost_reset();
-    int efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    int efd = flamme_fd_high(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC), &wake_id);
     if (efd < 0) {
         flamme_agent_warn(1, "cannot create the writer's eventfd: %s", strerror(errno));
-        flamme_pw_close(W.pw, 0, 0, 0, 0);
-        W.pw = NULL;
-        return -1;
-    }
-    if (pipe2(W.done_pipe, O_CLOEXEC | O_NONBLOCK) != 0) {
-        flamme_agent_warn(1, "cannot create the writer's pipe: %s", strerror(errno));
-        close(efd);
         flamme_pw_close(W.pw, 0, 0, 0, 0);
         W.pw = NULL;
         return -1;
@@ -677,20 +713,61 @@ int flamme_writer_start(int fd, const char *path, const char *cmdline)
     atomic_store_explicit(&wake_fd, efd, memory_order_release);
     /* The writer never takes samples: block everything so no signal meant
      * for the program lands on it. */
-    sigset_t all, old;
-    sigfillset(&all);
-    atomic_store(&writer_active, 1);
-    pthread_sigmask(SIG_SETMASK, &all, &old);
-    int rc = flamme_pthread_create_unprofiled(&W.thread, NULL, writer_main, NULL);
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    int rc = spawn_writer();
     if (rc != 0) {
-        atomic_store(&writer_active, 0);
         flamme_agent_warn(1, "cannot start the writer thread: %s", strerror(rc));
         flamme_pw_close(W.pw, 0, 0, 0, 0);
         W.pw = NULL;
         return -1;
     }
     return 0;
+}
+
+/* Size of the file before the END an exec checkpoint wrote, or -1. */
+static off_t exec_mark = -1;
+
+/* Starts the writer thread with every signal blocked (it never takes
+ * samples, and no signal meant for the program may land on it). */
+static int spawn_writer(void)
+{
+    sigset_t all, old;
+    sigfillset(&all);
+    atomic_store(&writer_active, 1);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    int rc = flamme_pthread_create_unprofiled(&W.thread, NULL, writer_main, NULL);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (rc != 0)
+        atomic_store(&writer_active, 0);
+    return rc;
+}
+
+int flamme_writer_exec_checkpoint(void)
+{
+    exec_mark = -1;
+    /* Pairs with the writer loop's acquire load. */
+    atomic_store_explicit(&W.stop, 1, memory_order_release);
+    flamme_writer_wake_sigsafe();
+    pthread_join(W.thread, NULL); /* after its final sweep */
+    if (flamme_pw_flush(W.pw) != 0)
+        return -1;
+    off_t mark = lseek(flamme_pw_fd(W.pw), 0, SEEK_CUR);
+    flamme_writer_set_end_sigsafe(FLAMME_EXIT_EXEC, 0);
+    write_exit();
+    if (mark < 0 || flamme_pw_end(W.pw, W.samples, W.lost, flamme_now_sigsafe(), W.threads) != 0)
+        return -1;
+    exec_mark = mark;
+    return 0;
+}
+
+int flamme_writer_exec_resume(void)
+{
+    int fd = flamme_pw_fd(W.pw);
+    flamme_writer_set_end_sigsafe(FLAMME_EXIT_STOPPED, 0);
+    if (exec_mark < 0 || !flamme_fd_same_sigsafe(fd, &W.out_id) || ftruncate(fd, exec_mark) != 0 ||
+        lseek(fd, exec_mark, SEEK_SET) != exec_mark)
+        return -1;
+    atomic_store_explicit(&W.stop, 0, memory_order_release);
+    return spawn_writer() == 0 ? 0 : -1;
 }
 
 int flamme_writer_stop(uint64_t *samples, uint64_t *lost, uint32_t *threads)
@@ -711,11 +788,9 @@ int flamme_writer_stop(uint64_t *samples, uint64_t *lost, uint32_t *threads)
     /* A handler that loaded the fd just before the exchange may still write
      * to it: keep it open until the next stop (by then no handler can hold
      * it), so such a write never lands on a file the program reopened. */
-    if (W.old_efd >= 0)
+    if (W.old_efd >= 0 && flamme_fd_same_sigsafe(W.old_efd, &old_wake_id))
         close(W.old_efd);
     W.old_efd = efd;
-    close(W.done_pipe[0]);
-    close(W.done_pipe[1]);
-    W.done_pipe[0] = W.done_pipe[1] = -1;
+    old_wake_id = wake_id;
     return rc;
 }

@@ -21,6 +21,17 @@ int flamme_writer_start(int fd, const char *path, const char *cmdline);
  * Call once, after sampling stopped. */
 int flamme_writer_stop(uint64_t *samples, uint64_t *lost, uint32_t *threads);
 
+/* Before an exec: stops the writer thread (after its final drain) and
+ * completes the file (EXIT exec, END) without closing it, remembering its
+ * size before END. Returns 0, or -1 if the file could not be completed.
+ * Sampling must be stopped. */
+int flamme_writer_exec_checkpoint(void);
+
+/* The exec failed: cuts the file back to before END and restarts the writer
+ * thread, so the profile goes on as one. Returns 0, or -1 (the file stays
+ * as the checkpoint left it, complete). */
+int flamme_writer_exec_resume(void);
+
 /* Records how the process is ending (enum flamme_exit_how and its code),
  * written as the EXIT record when the profile is completed; a profile
  * stopped without it says FLAMME_EXIT_STOPPED. async-signal-safe: yes. */

@@ -490,6 +490,15 @@ def test_eintr(ctx):
                   "Selectwait.waiter\n%s" % (waited, describe(st)))
 
 
+def cpu_seconds(pid):
+    """User + system CPU time of process pid so far (0 once it is gone)."""
+    try:
+        fields = open("/proc/%d/stat" % pid).read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        return 0.0
+
+
 def test_interrupt(ctx):
     """A program stopped by a signal (Ctrl-C under `flamme record`, a kill)
     still leaves a complete profile: the agent completes the file, then the
@@ -513,7 +522,10 @@ def test_interrupt(ctx):
                 kids = []
             child = int(kids[0]) if kids else None
         check(child is not None, "interrupt: the program did not start")
-        time.sleep(1.0)
+        # One second of the program's CPU time, not of the wall clock: on a
+        # loaded machine a wall-clock second may give it a tenth of that.
+        while time.time() < deadline + 30 and cpu_seconds(child) < 1.0:
+            time.sleep(0.1)
         os.kill(child, sig)
         _, se = p.communicate(timeout=30)
         summary = [l for l in se.splitlines() if l.startswith("flamme:")]

@@ -25,6 +25,8 @@ program is computed once per compiler.
 Prints one line per pair and ends with `torture: N passed, N failed`; exits
 1 if anything failed.
 Usage: run.py [--build DIR] [--budget SECONDS] [--only NAME,...] [--keep] [--lib SO]
+(TORTURE_CCS="fp" in the environment limits the runs to one compiler; --lib
+runs another build of the agent, e.g. to see a case fail before its fix.)
 
 Adding a case: tests/torture/<name>.ml (+ <name>_stubs.c, `torture-libs:`
 line for unix/threads/flamme), then an entry in CASES below.
@@ -57,13 +59,15 @@ class Case:
     returns None or a failure message; ended: a regular expression the
     report's `ended:` line (how the run ended) must match; min_records: the
     profile must hold at least this many sample records; label: shown
-    instead of the name (several cases of one program)."""
+    instead of the name (several cases of one program); nofile: the
+    descriptor limit (RLIMIT_NOFILE) of both runs."""
 
     def __init__(self, name, args=(), env=None, timeout=60, profile="complete", kill_after=None,
                  rss_slack_mb=None, check=None, configs=None, ended=None, min_records=0,
-                 label=None):
+                 label=None, nofile=None):
         self.name, self.args, self.env, self.timeout = name, list(args), env or {}, timeout
         self.ended, self.min_records, self.label = ended, min_records, label or name
+        self.nofile = nofile
         self.profile, self.kill_after, self.rss_slack_mb = profile, kill_after, rss_slack_mb
         self.check, self.configs = check, configs
 
@@ -78,6 +82,12 @@ CASES = [
     Case("forkexec"),
     Case("thread_cancel"),
     Case("dlopen_loop", args=["{build}/torture/libtorture_work.so"]),
+    Case("exec_fail", ended=r"^exec", check=lambda ctx, prof, cfg: function_records(
+        ctx, prof, "after_failed_exec", 20)),
+    Case("fork_lock", timeout=90),
+    Case("closefds", ended=r"^exit\(0\)$", min_records=20),
+    # Wall mode at 499 Hz on 300 threads takes ~30 s on a loaded 2-core machine.
+    Case("threads_fds", nofile=256, configs=lambda cfg: cfg[2] == "cpu"),
     Case("main_pthread_exit", ended=r"main thread called pthread_exit", min_records=20),
     # The linked agent writes a profile in the run alone too: put it beside.
     Case("threads_idle", env={"FLAMME_AUTOSTART": "0", "FLAMME_OUTPUT": "../prof/p.%p.flm"},
@@ -132,7 +142,13 @@ def snapshot(d):
     return out
 
 
-def run_prog(exe, args, env, cwd, timeout, kill_after):
+def limits(nofile):
+    resource.setrlimit(resource.RLIMIT_CORE, (resource.RLIM_INFINITY,) * 2)
+    if nofile:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (nofile, nofile))
+
+
+def run_prog(exe, args, env, cwd, timeout, kill_after, nofile=None):
     """Runs exe in cwd; returns a Result. The program's own process group
     is killed on a hang."""
     out_path, err_path = os.path.join(cwd, "..", "stdout"), os.path.join(cwd, "..", "stderr")
@@ -140,8 +156,7 @@ def run_prog(exe, args, env, cwd, timeout, kill_after):
         # Core dumps allowed, so that "the same core dump" is checked too.
         p = subprocess.Popen([exe] + args, cwd=cwd, env=env, stdout=o, stderr=e,
                              stdin=subprocess.DEVNULL, start_new_session=True,
-                             preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_CORE,
-                                                                   (resource.RLIM_INFINITY,) * 2))
+                             preexec_fn=lambda: limits(nofile))
         start = time.monotonic()
         status, rusage, hung, killed = None, None, False, False
         while True:
@@ -218,7 +233,7 @@ def run_case(ctx, case, cfg):
     if key not in ctx.alone:
         d = ctx.fresh_dir("%s-%s-alone" % (case.label, cc))
         ctx.alone[key] = run_prog(exe, args, env, os.path.join(d, "cwd"), case.timeout,
-                                  case.kill_after)
+                                  case.kill_after, case.nofile)
         if ctx.alone[key].hung:
             return "the program alone did not end within %ds" % case.timeout
     a = ctx.alone[key]
@@ -226,7 +241,8 @@ def run_case(ctx, case, cfg):
     penv = dict(env)
     penv.update({"LD_PRELOAD": ctx.lib, "FLAMME_ENGINE": engine, "FLAMME_MODE": mode,
                  "FLAMME_HZ": HZ, "FLAMME_OUTPUT": os.path.join(d, "prof", "p.%p.flm")})
-    b = run_prog(exe, args, penv, os.path.join(d, "cwd"), case.timeout, case.kill_after)
+    b = run_prog(exe, args, penv, os.path.join(d, "cwd"), case.timeout, case.kill_after,
+                 case.nofile)
     problems = []
     if b.hung:
         problems.append("hung (no end within %ds; alone: %s)" % (case.timeout, describe_status(a.status)))

@@ -1,0 +1,53 @@
+/*
+ * agent/fds.c — high, checked descriptors (see fds.h).
+ */
+#include "agent/fds.h"
+
+#include <fcntl.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* Lowest number the agent moves its descriptors to: 64 below the soft
+ * limit (1024 on most systems: 960..1023), so a program opening files one
+ * after the other meets them only after some 950 of its own. */
+static int floor_fd(void)
+{
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY ||
+        rl.rlim_cur > 1u << 20)
+        return 1024;
+    long lim = (long)rl.rlim_cur;
+    return (int)(lim >= 256 ? lim - 64 : lim / 2);
+}
+
+int flamme_fd_high(int fd, struct flamme_fd_id *id)
+{
+    if (fd < 0)
+        return -1;
+    int floor = floor_fd();
+    if (fd < floor) {
+        int hi = fcntl(fd, F_DUPFD_CLOEXEC, floor);
+        if (hi >= 0) {
+            close(fd);
+            fd = hi;
+        }
+    }
+    if (id) {
+        struct stat st;
+        if (fstat(fd, &st) == 0) {
+            id->dev = st.st_dev;
+            id->ino = st.st_ino;
+        } else {
+            id->dev = 0;
+            id->ino = 0;
+        }
+    }
+    return fd;
+}
+
+int flamme_fd_same_sigsafe(int fd, const struct flamme_fd_id *id)
+{
+    struct stat st;
+    return fd >= 0 && fstat(fd, &st) == 0 && st.st_dev == id->dev && st.st_ino == id->ino;
+}

@@ -1,0 +1,32 @@
+/*
+ * agent/fds.h — the agent's file descriptors live far from the program's.
+ *
+ * Programs assume the low numbers are theirs: daemons close 3..1024 or
+ * everything but a few, dup2 over numbers they chose, and select() only
+ * takes numbers below FD_SETSIZE. So every descriptor the agent keeps (the
+ * profile, the writer's doorbell and pipe, perf events) is moved just below
+ * the RLIMIT_NOFILE soft limit, and is checked to still be the agent's
+ * (same device and inode as when it was made) before each use: a number the
+ * program closed and reused is never written, read or closed by the agent.
+ * Who: any thread; flamme_fd_same_sigsafe also from signal handlers.
+ */
+#ifndef FLAMME_AGENT_FDS_H
+#define FLAMME_AGENT_FDS_H
+#include <sys/types.h>
+
+/* What a descriptor was when the agent made it. */
+struct flamme_fd_id {
+    dev_t dev;
+    ino_t ino;
+};
+
+/* Moves fd to a high number (close-on-exec), closing the original, and
+ * records its identity in *id (when id is not NULL). Returns the new
+ * number, or fd itself if it cannot be moved (no higher number free), or
+ * -1 when fd < 0. */
+int flamme_fd_high(int fd, struct flamme_fd_id *id);
+
+/* 1 if fd is still the descriptor recorded in *id. async-signal-safe: yes. */
+int flamme_fd_same_sigsafe(int fd, const struct flamme_fd_id *id);
+
+#endif

@@ -103,6 +103,16 @@ static int perf_route(struct flamme_slot *s, int fd, pid_t tid)
 
 /* ---------------------------------------------------------------- timer */
 
+/* The CPU-time clock of thread tid, valid from any thread of the process:
+ * the kernel's per-thread CPU clock id (what pthread_getcpuclockid returns
+ * for that thread: ~tid << 3 | CPUCLOCK_PERTHREAD | CPUCLOCK_SCHED).
+ * CLOCK_THREAD_CPUTIME_ID would measure the thread calling timer_create,
+ * and a start arms the threads that already exist from the starting one. */
+static clockid_t thread_cpu_clock(pid_t tid)
+{
+    return (clockid_t)((~(unsigned)tid << 3) | 6u);
+}
+
 static int timer_arm(struct flamme_slot *s)
 {
     struct sigevent sev;
@@ -111,7 +121,7 @@ static int timer_arm(struct flamme_slot *s)
     sev.sigev_signo = SIGPROF;
     sev.sigev_value.sival_ptr = s;
     sev._sigev_un._tid = s->tid;
-    clockid_t clk = flamme_cfg.wall ? CLOCK_MONOTONIC : CLOCK_THREAD_CPUTIME_ID;
+    clockid_t clk = flamme_cfg.wall ? CLOCK_MONOTONIC : thread_cpu_clock(s->tid);
     if (timer_create(clk, &sev, &s->timer) != 0)
         return -1;
     long p = period_ns(), first = first_delay_ns(s->tid);

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "agent/agent.h"
+#include "agent/handler.h"
 #include "agent/threads.h"
 
 enum flamme_engine flamme_engine;
@@ -75,7 +76,7 @@ static int perf_open(pid_t tid)
  * a sample costs no system call. */
 #define PERF_MMAP_PAGES 2
 
-/* Maps the event's buffer, routes its wake-ups to SIGPROF on thread tid and
+/* Maps the event's buffer, routes its wake-ups to the sample signal on thread tid and
  * enables it. Returns 0 or -1 (errno). */
 static int perf_route(struct flamme_slot *s, int fd, pid_t tid)
 {
@@ -90,7 +91,7 @@ static int perf_route(struct flamme_slot *s, int fd, pid_t tid)
     s->perf_meta = m;
     s->perf_map_len = (size_t)page * PERF_MMAP_PAGES;
     struct f_owner_ex owner = {F_OWNER_TID, tid};
-    if (fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_ASYNC) != 0 || fcntl(fd, F_SETSIG, SIGPROF) != 0 ||
+    if (fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_ASYNC) != 0 || fcntl(fd, F_SETSIG, flamme_sample_sig) != 0 ||
         fcntl(fd, F_SETOWN_EX, &owner) != 0 || ioctl(fd, PERF_EVENT_IOC_ENABLE, 0) != 0) {
         int e = errno;
         munmap(m, s->perf_map_len);
@@ -118,7 +119,7 @@ static int timer_arm(struct flamme_slot *s)
     struct sigevent sev;
     memset(&sev, 0, sizeof sev);
     sev.sigev_notify = SIGEV_THREAD_ID;
-    sev.sigev_signo = SIGPROF;
+    sev.sigev_signo = flamme_sample_sig;
     sev.sigev_value.sival_ptr = s;
     sev._sigev_un._tid = s->tid;
     clockid_t clk = flamme_cfg.wall ? CLOCK_MONOTONIC : thread_cpu_clock(s->tid);
@@ -157,6 +158,14 @@ int flamme_engine_init(void)
         return 0;
     }
     if (!strcmp(want, "itimer")) {
+        /* ITIMER_PROF and SIGPROF are the program's: the itimer engine uses
+         * them only when the program does not. */
+        if (flamme_handler_prof_taken()) {
+            flamme_agent_warn(1, "the program uses SIGPROF or ITIMER_PROF; using the timer engine "
+                                 "instead of itimer");
+            flamme_engine = FLAMME_ENGINE_TIMER;
+            return 0;
+        }
         flamme_engine = FLAMME_ENGINE_ITIMER;
         return 0;
     }

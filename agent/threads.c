@@ -17,6 +17,7 @@
 
 #include "agent/agent.h"
 #include "agent/engine.h"
+#include "agent/handler.h"
 #include "agent/libc_next.h"
 #include "runtime_hooks/ocaml_rt.h"
 #include "writer/writer.h"
@@ -78,8 +79,18 @@ static pthread_mutex_t arm_lock = PTHREAD_MUTEX_INITIALIZER;
 static void arm_locked(struct flamme_slot *s)
 {
     static int warned;
-    if (atomic_load_explicit(&s->armed, memory_order_relaxed) || s->sigprof_blocked)
+    if (atomic_load_explicit(&s->armed, memory_order_relaxed) || s->sig_blocked)
         return;
+    if (s != tls_slot) {
+        /* The thread waits in a blocking call that does not hold the signal
+         * back (it began while not profiling): a signal would cut it short.
+         * seq_cst, against the store of in_call then load of sampling in
+         * agent/blocking.c: the call holds the signal, or we see it here. */
+        int v = atomic_load(&s->in_call);
+        while (v != 0)
+            if (atomic_compare_exchange_weak(&s->in_call, &v, 2))
+                return; /* armed by the writer once the call is over */
+    }
     if (flamme_engine_arm(s) != 0 && !warned) {
         warned = 1;
         flamme_agent_warn(1, "cannot start the %s engine on thread %d: %s", flamme_engine_name(),
@@ -108,6 +119,9 @@ struct flamme_slot *flamme_thread_register(int is_main, uintptr_t start_routine,
     s->n_ocaml_ranges = 0;
     s->last_domain = creator_domain;
     s->stack_lo = s->stack_hi = 0;
+    s->blocked_rec = NULL;
+    atomic_store(&s->in_call, 0);
+    atomic_store(&s->arm_pending, 0);
     pthread_attr_t attr;
     if (pthread_getattr_np(pthread_self(), &attr) == 0) {
         void *addr;
@@ -132,19 +146,19 @@ struct flamme_slot *flamme_thread_register(int is_main, uintptr_t start_routine,
     }
     sigset_t cur;
     pthread_sigmask(SIG_BLOCK, NULL, &cur);
-    s->sigprof_blocked = sigismember(&cur, SIGPROF) == 1;
+    s->sig_blocked = sigismember(&cur, flamme_sample_sig) == 1;
     s->unblocked = 0;
-    if (s->sigprof_blocked && flamme_cfg.sample_blocked) {
+    if (s->sig_blocked && flamme_cfg.sample_blocked) {
         /* The runtime starts its helper threads (a domain's backup thread,
          * which runs GC work while the domain waits, and the tick thread)
          * with every signal blocked so program signals never land there.
-         * Unblocking only SIGPROF lets the engine sample them; a SIGPROF
+         * Unblocking only the sample signal lets the engine sample them; one
          * that is not ours is dropped on such a thread, never forwarded. */
         sigset_t prof;
         sigemptyset(&prof);
-        sigaddset(&prof, SIGPROF);
+        sigaddset(&prof, flamme_sample_sig);
         if (pthread_sigmask(SIG_UNBLOCK, &prof, NULL) == 0) {
-            s->sigprof_blocked = 0;
+            s->sig_blocked = 0;
             s->unblocked = 1;
         }
     }
@@ -154,10 +168,10 @@ struct flamme_slot *flamme_thread_register(int is_main, uintptr_t start_routine,
     /* Pairs with the writer's acquire load of state: the slot's fields and
      * ring are initialised before the writer reads them. */
     atomic_store_explicit(&s->state, FLAMME_SLOT_LIVE, memory_order_release);
-    /* A thread that still blocks SIGPROF (FLAMME_SAMPLE_BLOCKED=0, or the
+    /* A thread that still blocks the signal (FLAMME_SAMPLE_BLOCKED=0, or the
      * unblock failed) gets no timer: its signals would only pend. It still
      * appears in the profile. */
-    if (!s->sigprof_blocked) {
+    if (!s->sig_blocked) {
         pthread_mutex_lock(&arm_lock);
         /* Pairs with the release store in flamme_agent_start, which then arms
          * every LIVE slot under arm_lock: one of the two arms this thread. */
@@ -199,9 +213,12 @@ void flamme_thread_unregister(struct flamme_slot *s)
         return;
     sigset_t prof, old;
     sigemptyset(&prof);
-    sigaddset(&prof, SIGPROF);
+    sigaddset(&prof, flamme_sample_sig);
     pthread_sigmask(SIG_BLOCK, &prof, &old);
-    tls_slot = NULL; /* a SIGPROF still pending finds no slot and is ignored */
+    tls_slot = NULL; /* a sample signal still pending finds no slot and is ignored */
+    /* A cancellation inside a blocking call skips its release: the
+     * snapshot must not outlive the ring (the writer frees it). */
+    s->blocked_rec = NULL;
     pthread_mutex_lock(&arm_lock);
     flamme_engine_disarm(s);
     pthread_mutex_unlock(&arm_lock);
@@ -224,6 +241,31 @@ void flamme_threads_arm_all(void)
         if (atomic_load_explicit(&flamme_slots[i].state, memory_order_acquire) == FLAMME_SLOT_LIVE)
             arm_locked(&flamme_slots[i]);
     pthread_mutex_unlock(&arm_lock);
+}
+
+void flamme_thread_call_end(struct flamme_slot *s)
+{
+    /* seq_cst, against the CAS to 2 in arm_locked. */
+    if (s && atomic_exchange(&s->in_call, 0) == 2)
+        atomic_store_explicit(&s->arm_pending, 1, memory_order_release);
+}
+
+void flamme_threads_arm_pending(void)
+{
+    int hwm = atomic_load_explicit(&flamme_slots_hwm, memory_order_acquire);
+    for (int i = 0; i < hwm; i++) {
+        struct flamme_slot *s = &flamme_slots[i];
+        /* Pairs with the release store in flamme_thread_call_end. */
+        if (!atomic_load_explicit(&s->arm_pending, memory_order_acquire) ||
+            !atomic_exchange_explicit(&s->arm_pending, 0, memory_order_acquire))
+            continue;
+        pthread_mutex_lock(&arm_lock);
+        /* Pairs with the release stores in flamme_agent_start/stop. */
+        if (atomic_load_explicit(&s->state, memory_order_acquire) == FLAMME_SLOT_LIVE &&
+            atomic_load_explicit(&flamme_agent_sampling, memory_order_acquire))
+            arm_locked(s);
+        pthread_mutex_unlock(&arm_lock);
+    }
 }
 
 void flamme_threads_disarm_all(void)

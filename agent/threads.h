@@ -5,7 +5,7 @@
  *
  * Who: a thread registers itself (constructor for the main thread, the
  * pthread_create trampoline for others) and unregisters at exit. The
- * SIGPROF handler reads its own slot through a TLS pointer. The writer
+ * sampling-signal handler reads its own slot through a TLS pointer. The writer
  * thread scans all slots, drains rings and recycles DEAD slots.
  * Slot life: FREE -> CLAIMED (registering thread fills it) -> LIVE
  * -> DEAD (thread exited, ring may hold samples) -> FREE (writer drained it).
@@ -35,8 +35,8 @@ struct flamme_slot {
     int perf_fd;               /* perf engine: the thread's event, or -1 */
     void *perf_meta;           /* perf engine: the event's mapped buffer, or NULL */
     size_t perf_map_len;
-    int sigprof_blocked;       /* SIGPROF blocked in the thread: no timer */
-    int unblocked;             /* started with SIGPROF blocked, unblocked by the agent */
+    int sig_blocked;           /* the sample signal blocked in the thread: no timer */
+    int unblocked;             /* started with it blocked, unblocked by the agent */
     uintptr_t start_routine;   /* what pthread_create was asked to run (0 for main) */
     void **caml_state_slot;    /* this thread's `caml_state` TLS variable, or NULL */
     const void *last_ds;       /* handler-private: last non-NULL caml_state seen */
@@ -46,11 +46,16 @@ struct flamme_slot {
     uint64_t scratch[FLAMME_SCRATCH_WORDS]; /* handler-private: stack copied by checked reads */
     /* Wall mode: a stack taken on entry to a blocking call, reserved in the
      * ring but not committed; set and cleared by the thread itself with
-     * SIGPROF blocked, committed by its handler (agent/blocking.c). */
+     * the sample signal blocked, committed by its handler (agent/blocking.c). */
     uint64_t *blocked_rec;
     uint32_t blocked_n, blocked_flags;
     int32_t blocked_domain;
     uint64_t blocked_time;
+    /* Interposed blocking calls made while not profiling (agent/blocking.c):
+     * 0 none, 1 the thread is in one without the signal held back, 2 and a
+     * start deferred arming it (seq_cst, see flamme_thread_call_end). */
+    _Atomic int in_call;
+    _Atomic int arm_pending;   /* arming deferred by a call, for the writer to do */
     uintptr_t stack_lo, stack_hi; /* the thread's system stack */
     timer_t timer;
     struct flamme_ring *ring;
@@ -68,7 +73,7 @@ extern _Atomic int flamme_slots_hwm;
 
 /* Registers the calling thread: claims a slot, records its stack bounds and
  * caml_state location, maps its ring, notes the domain of the thread that
- * created it (a systhread's domain until its own samples say), and (unless SIGPROF is blocked in it)
+ * created it (a systhread's domain until its own samples say), and (unless the sample signal is blocked in it)
  * arms the sampling engine if profiling is on. Returns the slot, or NULL if the table is full or
  * the ring cannot be mapped (the thread then runs unprofiled). Any thread. */
 struct flamme_slot *flamme_thread_register(int is_main, uintptr_t start_routine,
@@ -102,6 +107,15 @@ void flamme_threads_arm_all(void);
 
 /* Disarms every live thread (at stop: no more samples). Any thread. */
 void flamme_threads_disarm_all(void);
+
+/* Ends the calling thread's unheld blocking call on slot s (NULL: none):
+ * if a start deferred arming the thread meanwhile, hands that to the
+ * writer. async-signal-safe: yes. */
+void flamme_thread_call_end(struct flamme_slot *s);
+
+/* Arms the live threads whose arming a blocking call deferred. Writer
+ * thread, every sweep. */
+void flamme_threads_arm_pending(void);
 
 /* The calling thread's slot, or NULL. async-signal-safe: yes. */
 struct flamme_slot *flamme_thread_self_sigsafe(void);

@@ -1,14 +1,15 @@
 # mk/signal.mk — tests of how the agent shares signals, timers and blocking
 # calls with the program (owner: tests/signal/). Each program
-# tests/signal/<name>.ml (+ <name>_stubs.c when it needs C) is built with BOTH
+# tests/signal/<name>.ml (+ <name>_stubs.c when it needs C, + tests/lib/work.ml) is built with BOTH
 # compilers into build/signal/{fp,nofp}/<name>/<name>.exe; programs of
 # SIG_LIB_PROGS link the flamme OCaml library (a copy built by the nofp
 # compiler lives in build/ocaml_stubs_nofp/), the others are run with the
 # agent preloaded. `make signal-test` runs tests/signal/run.py.
 
 SIG_LIB_PROGS := armclock
-SIG_PRE_PROGS :=
+SIG_PRE_PROGS := ownprof sleeps cancel
 SIG_LIBS_armclock := -I +unix -I +threads unix.cmxa threads.cmxa
+SIG_LIBS_ownprof := -I +unix unix.cmxa
 
 SIG_PROGS := $(SIG_LIB_PROGS) $(SIG_PRE_PROGS)
 SIG_OCAMLOPT_fp   := $(OCAMLOPT)
@@ -40,12 +41,12 @@ SIG_LIBDEPS_nofp := $(OCLN_OUTPUTS)
 # $(1) = program, $(2) = fp|nofp
 define SIG_PROG_RULE
 $(BUILD)/signal/$(2)/$(1)/$(1).exe: tests/signal/$(1).ml $(wildcard tests/signal/$(1)_stubs.c) \
-		$(if $(filter $(1),$(SIG_LIB_PROGS)),tests/lib/work.ml $$(SIG_LIBDEPS_$(2)))
+		tests/lib/work.ml $(if $(filter $(1),$(SIG_LIB_PROGS)),$$(SIG_LIBDEPS_$(2)))
 	@test -x "$$(SIG_OCAMLOPT_$(2))" || { echo "signal: $$(SIG_OCAMLOPT_$(2)) not found; run 'make deps'" >&2; exit 1; }
 	@mkdir -p $$(dir $$@)
 	cp $$(filter %.ml %.c,$$^) $$(dir $$@)
 	cd $$(dir $$@) && $$(SIG_OCAMLOPT_$(2)) -g $(SIG_LIBS_$(1)) \
-	  $(if $(filter $(1),$(SIG_LIB_PROGS)),-I $(abspath $(SIG_LIBDIR_$(2))) flamme.cmxa work.ml) \
+	  $(if $(filter $(1),$(SIG_LIB_PROGS)),-I $(abspath $(SIG_LIBDIR_$(2))) flamme.cmxa) work.ml \
 	  $(if $(wildcard tests/signal/$(1)_stubs.c),$(1)_stubs.c) $(1).ml -o $(1).exe
 endef
 $(foreach c,fp nofp,$(foreach p,$(SIG_PROGS),$(eval $(call SIG_PROG_RULE,$(p),$(c)))))
@@ -58,3 +59,17 @@ signal-test: $(BUILD)/libflamme.so $(BUILD)/flamme $(SIG_EXES)
 
 TEST_TARGETS += signal-test
 HELP_LINES += "make signal-test  the agent shares signals, timers and blocking calls with the program (both compilers)"
+
+# The idle-cost benchmark (bench/idle.ml + bench/idle_stubs.c, fp compiler).
+$(BUILD)/bench/idle/idle.exe: bench/idle.ml bench/idle_stubs.c
+	@test -x "$(OCAMLOPT)" || { echo "bench-idle: $(OCAMLOPT) not found; run 'make deps'" >&2; exit 1; }
+	@mkdir -p $(dir $@)
+	cp $^ $(dir $@)
+	cd $(dir $@) && $(OCAMLOPT) idle_stubs.c idle.ml -o idle.exe
+
+.PHONY: bench-idle
+bench-idle: $(BUILD)/libflamme.so $(BUILD)/bench/idle/idle.exe
+	python3 bench/idle_bench.py --build $(BUILD)
+
+BENCH_TARGETS += bench-idle
+HELP_LINES += "make bench-idle  cost of the agent while not profiling: interposed calls, thread memory"

@@ -170,7 +170,7 @@ static void flamme_sigprof(int sig, siginfo_t *si, void *ucv)
     }
     /* Pairs with the release store at exit: once sampling stops, rings are
      * no longer fed. */
-    if (!atomic_load_explicit(&flamme_agent_sampling, memory_order_acquire)) {
+    if (!atomic_load_explicit(&flamme_agent_sampling, memory_order_acquire) || !s->ring) {
         errno = saved_errno;
         return;
     }

@@ -81,6 +81,20 @@ static void arm_locked(struct flamme_slot *s)
     static int warned;
     if (atomic_load_explicit(&s->armed, memory_order_relaxed) || s->sig_blocked)
         return;
+    if (!s->ring) {
+        struct flamme_ring *r = flamme_ring_new(flamme_cfg.ring_words);
+        if (!r) {
+            if (!warned) {
+                warned = 1;
+                flamme_agent_warn(1, "cannot map a sample ring for thread %d: %s", (int)s->tid,
+                                  strerror(errno));
+            }
+            return;
+        }
+        /* Pairs with the writer's acquire load in its sweep: the ring is
+         * initialised before it is drained. */
+        __atomic_store_n(&s->ring, r, __ATOMIC_RELEASE);
+    }
     if (s != tls_slot) {
         /* The thread waits in a blocking call that does not hold the signal
          * back (it began while not profiling): a signal would cut it short.
@@ -139,11 +153,9 @@ struct flamme_slot *flamme_thread_register(int is_main, uintptr_t start_routine,
     s->writer_domain = -1;
     s->start_ns = flamme_now_sigsafe();
     s->end_ns = 0;
-    s->ring = flamme_ring_new(flamme_cfg.ring_words);
-    if (!s->ring) {
-        atomic_store_explicit(&s->state, FLAMME_SLOT_FREE, memory_order_release);
-        return NULL;
-    }
+    /* The ring is mapped when the thread is first armed: a thread that
+     * lives while not profiling costs no address space. */
+    s->ring = NULL;
     sigset_t cur;
     pthread_sigmask(SIG_BLOCK, NULL, &cur);
     s->sig_blocked = sigismember(&cur, flamme_sample_sig) == 1;

@@ -58,7 +58,7 @@ struct flamme_slot {
     _Atomic int arm_pending;   /* arming deferred by a call, for the writer to do */
     uintptr_t stack_lo, stack_hi; /* the thread's system stack */
     timer_t timer;
-    struct flamme_ring *ring;
+    struct flamme_ring *ring;  /* mapped at the first arming (release; the writer acquires) */
     _Atomic uint64_t lost;     /* handler: +1 per sample dropped (relaxed; writer reads deltas) */
     _Atomic uint64_t taken;    /* handler: +1 per sample written (relaxed, statistics) */
     uint64_t start_ns, end_ns; /* CLOCK_MONOTONIC */
@@ -72,10 +72,11 @@ extern struct flamme_slot flamme_slots[FLAMME_MAX_THREADS];
 extern _Atomic int flamme_slots_hwm;
 
 /* Registers the calling thread: claims a slot, records its stack bounds and
- * caml_state location, maps its ring, notes the domain of the thread that
- * created it (a systhread's domain until its own samples say), and (unless the sample signal is blocked in it)
- * arms the sampling engine if profiling is on. Returns the slot, or NULL if the table is full or
- * the ring cannot be mapped (the thread then runs unprofiled). Any thread. */
+ * caml_state location, notes the domain of the thread that created it (a
+ * systhread's domain until its own samples say), and (unless the sample
+ * signal is blocked in it) arms the sampling engine if profiling is on; the
+ * ring is mapped at the first arming. Returns the slot, or NULL if the table
+ * is full (the thread then runs unprofiled). Any thread. */
 struct flamme_slot *flamme_thread_register(int is_main, uintptr_t start_routine,
                                            int32_t creator_domain);
 

@@ -337,6 +337,7 @@ static void sweep(void)
     if (flamme_gc_drain(W.pw) != 0)
         W.failed = 1;
     flamme_threads_arm_pending();
+    flamme_safe_read_prepare_fallback();
     uint64_t now = flamme_now_sigsafe();
     /* Libraries loaded since (dlopen) get their unwind tables too. */
     if (now - W.last_cfi_ns >= CFI_RESCAN_NS) {

@@ -176,8 +176,34 @@ def test_cancel(ctx):
           "signal-mask code: the nested call dropped the outer snapshot\n%s" % (ours, outer, describe(st)))
 
 
+def test_seccomp(ctx):
+    """A seccomp filter refuses process_vm_readv (EPERM), installed before
+    the agent starts ("early": the program re-execs itself under it) or while
+    it profiles ("late"): the walker's checked reads must stay checked (they
+    read arbitrary memory before, and a garbage frame pointer in C code
+    killed the program with SIGSEGV), and OCaml stacks still reach main."""
+    for mode in ("early", "late"):
+        d = ctx.path("seccomp-" + mode)
+        os.makedirs(d)
+        rc, so, se = preload(ctx, "seccomp", [mode], os.path.join(d, "p.%p.flm"), {"FLAMME_HZ": "499"})
+        check(rc == 0 and "seccomp: done" in so,
+              "seccomp [%s]: exit status %d (-11: SIGSEGV), stdout %r, stderr:\n%s" % (mode, rc, so, se))
+        profs = sorted(os.path.join(d, f) for f in os.listdir(d))
+        st = max((collapse(ctx, p) for p in profs), key=total)
+        ml = total(st, has("Seccomp.ocaml_work"))
+        ml_main = total(st, lambda f: has("Seccomp.ocaml_work")(f) and "main" in f)
+        spin = total(st, lambda f: "garbage_rbp_spin" in f)
+        print("  seccomp [%s]: Seccomp.ocaml_work %d samples (%d reach main), garbage_rbp_spin %d"
+              % (mode, ml, ml_main, spin))
+        check(ml >= 50 and spin >= 20, "seccomp [%s]: too few samples\n%s" % (mode, describe(st)))
+        # The filter leaves OCaml frames readable directly; 90% leaves room
+        # for the samples taken while the late filter goes in.
+        check(ml_main >= 0.9 * ml, "seccomp [%s]: only %d of %d OCaml samples reach main\n%s"
+              % (mode, ml_main, ml, describe(st)))
+
+
 TESTS = [("armclock", test_armclock), ("ownprof", test_ownprof), ("sleeps", test_sleeps),
-         ("cancel", test_cancel)]
+         ("cancel", test_cancel), ("seccomp", test_seccomp)]
 
 
 def main():

@@ -76,6 +76,14 @@ static int perf_open(pid_t tid)
  * a sample costs no system call. */
 #define PERF_MMAP_PAGES 2
 
+/* Overflows the event may have outstanding, not yet counted by the handler
+ * (it disables itself past that, PERF_EVENT_IOC_REFRESH): each one queues
+ * a real-time signal while the thread blocks the signal, and a full queue
+ * (RLIMIT_SIGPENDING, shared by the user's processes) makes the kernel send
+ * SIGIO instead, which would kill the program. The handler gives the
+ * counted ones back every half of this. */
+#define PERF_MAX_UNCONSUMED 64
+
 /* Maps the event's buffer, routes its wake-ups to the sample signal on thread tid and
  * enables it. Returns 0 or -1 (errno). */
 static int perf_route(struct flamme_slot *s, int fd, pid_t tid)
@@ -89,10 +97,12 @@ static int perf_route(struct flamme_slot *s, int fd, pid_t tid)
     if (m == MAP_FAILED)
         return -1;
     s->perf_meta = m;
+    s->perf_used = 0;
     s->perf_map_len = (size_t)page * PERF_MMAP_PAGES;
     struct f_owner_ex owner = {F_OWNER_TID, tid};
     if (fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_ASYNC) != 0 || fcntl(fd, F_SETSIG, flamme_sample_sig) != 0 ||
-        fcntl(fd, F_SETOWN_EX, &owner) != 0 || ioctl(fd, PERF_EVENT_IOC_ENABLE, 0) != 0) {
+        fcntl(fd, F_SETOWN_EX, &owner) != 0 ||
+        ioctl(fd, PERF_EVENT_IOC_REFRESH, PERF_MAX_UNCONSUMED) != 0) {
         int e = errno;
         munmap(m, s->perf_map_len);
         s->perf_meta = NULL;
@@ -267,6 +277,41 @@ void flamme_engine_stop(void)
     }
 }
 
+/* Counts the overflows the kernel recorded in the event's buffer since the
+ * last call (one sample record each, plus those a LOST record counts) and
+ * marks them consumed, so the buffer never fills and wake-ups continue.
+ * A wake-up signal can stand for several overflows (while the signal was
+ * blocked), and several queued signals for overflows already counted: the
+ * count, not the signal, is the sample's weight (0: nothing new). */
+static unsigned perf_consume(struct perf_event_mmap_page *mp)
+{
+    /* Pairs with the kernel's write of data_head: the records below it are
+     * written. */
+    uint64_t head = __atomic_load_n(&mp->data_head, __ATOMIC_ACQUIRE);
+    uint64_t tail = mp->data_tail;
+    const unsigned char *data = (const unsigned char *)mp + mp->data_offset;
+    uint64_t size = mp->data_size;
+    uint64_t n = 0;
+    if (!size) { /* a kernel before 4.1 (no data_size): count the signal */
+        __atomic_store_n(&mp->data_tail, head, __ATOMIC_RELEASE);
+        return 1;
+    }
+    while (tail + sizeof(struct perf_event_header) <= head) {
+        const struct perf_event_header *h = (const void *)(data + tail % size);
+        if (h->size < sizeof *h || (h->size & 7))
+            break; /* not a record: count what we have */
+        if (h->type == PERF_RECORD_SAMPLE)
+            n++;
+        else if (h->type == PERF_RECORD_LOST && h->size >= sizeof *h + 16 &&
+                 (tail % size) + sizeof *h + 16 <= size)
+            n += ((const uint64_t *)(h + 1))[1]; /* {id, lost} */
+        tail += h->size;
+    }
+    /* Pairs with the kernel's read of data_tail: the space may be reused. */
+    __atomic_store_n(&mp->data_tail, head, __ATOMIC_RELEASE);
+    return n > PERF_MAX_UNCONSUMED * 4 ? PERF_MAX_UNCONSUMED * 4 : (unsigned)n;
+}
+
 int flamme_engine_accept_sigsafe(struct flamme_slot *s, const siginfo_t *si, unsigned *weight)
 {
     *weight = 1;
@@ -278,11 +323,13 @@ int flamme_engine_accept_sigsafe(struct flamme_slot *s, const siginfo_t *si, uns
             s->perf_fd < 0)
             return 0;
         if (s->perf_meta) {
-            struct perf_event_mmap_page *mp = s->perf_meta;
-            /* Pairs with the kernel's write of data_head: everything written so
-             * far is consumed, so the buffer never fills and wake-ups continue. */
-            uint64_t head = __atomic_load_n(&mp->data_head, __ATOMIC_ACQUIRE);
-            __atomic_store_n(&mp->data_tail, head, __ATOMIC_RELEASE);
+            *weight = perf_consume(s->perf_meta);
+            s->perf_used += *weight;
+            /* POLL_HUP: the event disabled itself at its limit. */
+            if (s->perf_used >= PERF_MAX_UNCONSUMED / 2 || si->si_code == POLL_HUP) {
+                ioctl(s->perf_fd, PERF_EVENT_IOC_REFRESH, s->perf_used ? (int)s->perf_used : 1);
+                s->perf_used = 0;
+            }
         }
         return 1;
     case FLAMME_ENGINE_TIMER:

@@ -41,10 +41,10 @@ void flamme_engine_disarm(struct flamme_slot *s);
 /* Process-wide stop (itimer), after every slot was disarmed. */
 void flamme_engine_stop(void);
 
-/* Decides whether a SIGPROF delivered to the thread of slot s (NULL if the
- * thread has none) was sent by the engine for it; re-arms a one-shot perf
- * event. Sets *weight to the number of periods the sample stands for.
- * async-signal-safe: yes. */
+/* Decides whether a sample signal delivered to the thread of slot s (NULL
+ * if the thread has none) was sent by the engine for it. Sets *weight to
+ * the number of periods the sample stands for (0: none, the periods were
+ * counted by an earlier signal; take no sample). async-signal-safe: yes. */
 int flamme_engine_accept_sigsafe(struct flamme_slot *s, const siginfo_t *si, unsigned *weight);
 
 #endif

@@ -170,7 +170,8 @@ static void flamme_sigprof(int sig, siginfo_t *si, void *ucv)
     }
     /* Pairs with the release store at exit: once sampling stops, rings are
      * no longer fed. */
-    if (!atomic_load_explicit(&flamme_agent_sampling, memory_order_acquire) || !s->ring) {
+    if (!atomic_load_explicit(&flamme_agent_sampling, memory_order_acquire) || !s->ring ||
+        weight == 0) {
         errno = saved_errno;
         return;
     }

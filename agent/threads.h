@@ -35,6 +35,7 @@ struct flamme_slot {
     int perf_fd;               /* perf engine: the thread's event, or -1 */
     void *perf_meta;           /* perf engine: the event's mapped buffer, or NULL */
     size_t perf_map_len;
+    unsigned perf_used;        /* perf engine, handler-private: overflows counted since the last refresh */
     int sig_blocked;           /* the sample signal blocked in the thread: no timer */
     int unblocked;             /* started with it blocked, unblocked by the agent */
     uintptr_t start_routine;   /* what pthread_create was asked to run (0 for main) */

@@ -53,15 +53,16 @@ static long first_delay_ns(pid_t tid)
 /* ---------------------------------------------------------------- perf */
 
 /* Opens a task-clock event counting thread tid's user-space CPU time,
- * overflowing every period. Returns the fd or -1 (errno). */
-static int perf_open(pid_t tid)
+ * overflowing first after `first` ns (the handler then sets the period,
+ * see perf_first in threads.h). Returns the fd or -1 (errno). */
+static int perf_open(pid_t tid, long first)
 {
     struct perf_event_attr a;
     memset(&a, 0, sizeof a);
     a.size = sizeof a;
     a.type = PERF_TYPE_SOFTWARE;
     a.config = PERF_COUNT_SW_TASK_CLOCK;
-    a.sample_period = (uint64_t)period_ns();
+    a.sample_period = (uint64_t)first;
     a.disabled = 1;
     a.exclude_kernel = 1; /* allowed at perf_event_paranoid 2 */
     a.exclude_hv = 1;
@@ -98,6 +99,7 @@ static int perf_route(struct flamme_slot *s, int fd, pid_t tid)
         return -1;
     s->perf_meta = m;
     s->perf_used = 0;
+    s->perf_first = 1;
     s->perf_map_len = (size_t)page * PERF_MMAP_PAGES;
     struct f_owner_ex owner = {F_OWNER_TID, tid};
     if (fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_ASYNC) != 0 || fcntl(fd, F_SETSIG, flamme_sample_sig) != 0 ||
@@ -187,7 +189,7 @@ int flamme_engine_init(void)
         flamme_engine = FLAMME_ENGINE_TIMER;
         return 0;
     }
-    int fd = perf_open((pid_t)syscall(SYS_gettid));
+    int fd = perf_open((pid_t)syscall(SYS_gettid), period_ns());
     if (fd >= 0) {
         close(fd);
         flamme_engine = FLAMME_ENGINE_PERF;
@@ -205,7 +207,10 @@ int flamme_engine_arm(struct flamme_slot *s)
 {
     switch (flamme_engine) {
     case FLAMME_ENGINE_PERF: {
-        int fd = perf_open(s->tid);
+        /* Like the timer engine's, the first overflow comes after a random
+         * part of a period: threads (and runs) shorter than one period get
+         * their fair share instead of none. */
+        int fd = perf_open(s->tid, first_delay_ns(s->tid));
         if (fd < 0)
             return -1;
         s->perf_fd = fd;
@@ -322,6 +327,11 @@ int flamme_engine_accept_sigsafe(struct flamme_slot *s, const siginfo_t *si, uns
         if ((si->si_code != POLL_HUP && si->si_code != POLL_IN) || si->si_fd != s->perf_fd ||
             s->perf_fd < 0)
             return 0;
+        if (s->perf_first) {
+            uint64_t p = (uint64_t)period_ns();
+            ioctl(s->perf_fd, PERF_EVENT_IOC_PERIOD, &p); /* from now on, every period */
+            s->perf_first = 0;
+        }
         if (s->perf_meta) {
             *weight = perf_consume(s->perf_meta);
             s->perf_used += *weight;

@@ -35,6 +35,7 @@ struct flamme_slot {
     int perf_fd;               /* perf engine: the thread's event, or -1 */
     void *perf_meta;           /* perf engine: the event's mapped buffer, or NULL */
     size_t perf_map_len;
+    int perf_first;            /* perf engine, handler-private: the first overflow (a random delay) is next */
     unsigned perf_used;        /* perf engine, handler-private: overflows counted since the last refresh */
     int sig_blocked;           /* the sample signal blocked in the thread: no timer */
     int unblocked;             /* started with it blocked, unblocked by the agent */

@@ -7,7 +7,7 @@
 # agent preloaded. `make signal-test` runs tests/signal/run.py.
 
 SIG_LIB_PROGS := armclock
-SIG_PRE_PROGS := ownprof sleeps cancel seccomp masked
+SIG_PRE_PROGS := ownprof sleeps cancel seccomp masked short
 SIG_LIBS_armclock := -I +unix -I +threads unix.cmxa threads.cmxa
 SIG_LIBS_ownprof := -I +unix unix.cmxa
 SIG_LIBS_seccomp := -I +unix unix.cmxa

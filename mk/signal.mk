@@ -41,12 +41,12 @@ SIG_LIBDEPS_nofp := $(OCLN_OUTPUTS)
 
 # $(1) = program, $(2) = fp|nofp
 define SIG_PROG_RULE
-$(BUILD)/signal/$(2)/$(1)/$(1).exe: tests/signal/$(1).ml $(wildcard tests/signal/$(1)_stubs.c) \
+$(BUILD)/signal/$(2)/$(1)/$(1).exe: tests/signal/$(1).ml $(wildcard tests/signal/$(1)_stubs.c) tests/signal/burn.h \
 		tests/lib/work.ml $(if $(filter $(1),$(SIG_LIB_PROGS)),$$(SIG_LIBDEPS_$(2)))
 	@test -x "$$(SIG_OCAMLOPT_$(2))" || { echo "signal: $$(SIG_OCAMLOPT_$(2)) not found; run 'make deps'" >&2; exit 1; }
 	@mkdir -p $$(dir $$@)
 	cp $$(filter %.ml %.c,$$^) $$(dir $$@)
-	cd $$(dir $$@) && $$(SIG_OCAMLOPT_$(2)) -g $(SIG_LIBS_$(1)) \
+	cd $$(dir $$@) && $$(SIG_OCAMLOPT_$(2)) -g -ccopt -I$(abspath tests/signal) $(SIG_LIBS_$(1)) \
 	  $(if $(filter $(1),$(SIG_LIB_PROGS)),-I $(abspath $(SIG_LIBDIR_$(2))) flamme.cmxa) work.ml \
 	  $(if $(wildcard tests/signal/$(1)_stubs.c),$(1)_stubs.c) $(1).ml -o $(1).exe
 endef

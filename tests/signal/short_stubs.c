@@ -2,28 +2,15 @@
  * less CPU than one sampling period, one after the other. */
 #define _GNU_SOURCE
 #include <pthread.h>
-#include <time.h>
 
 #include <caml/mlvalues.h>
 #include <caml/signals.h>
 
-static double cpu_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
-static volatile unsigned long sink;
+#include "burn.h"
 
 __attribute__((noinline)) static void *short_burn(void *arg)
 {
-    double secs = *(double *)arg, t0 = cpu_now();
-    unsigned long x = 1;
-    while (cpu_now() - t0 < secs)
-        for (int i = 0; i < 1000; i++)
-            x = x * 31 + (unsigned long)i;
-    sink = x;
+    burn_cpu(*(double *)arg);
     return NULL;
 }
 

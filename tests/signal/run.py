@@ -20,7 +20,7 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "e2e"))
-from run import Failure, check, collapse, describe, run, total  # noqa: E402
+from run import LABEL_DOMAIN, LABEL_SYSTHREAD, Failure, check, collapse, describe, run, total  # noqa: E402
 
 
 class Ctx:
@@ -57,9 +57,11 @@ def test_armclock(ctx):
     check(rc == 0 and "armclock: done" in so, "armclock: exit %d, stderr:\n%s" % (rc, se))
     st = collapse(ctx, prof)
     n = total(st)
-    dom = total(st, has("Armclock.domain_work"))
-    main = total(st, has("Armclock.main_work"))
-    reader = total(st, has("Armclock.reader"))
+    # By thread (the stacks of a program linking the library and built
+    # without frame pointers break above Work.burn: a separate limit).
+    dom = total(st, lambda f: LABEL_DOMAIN.match(f[0]) and "Work.burn" in f)
+    main = total(st, lambda f: f[0] == "main" and "Work.burn" in f)
+    reader = total(st, lambda f: LABEL_SYSTHREAD.match(f[0]) is not None)
     print("  armclock: %d samples: domain_work %d, main_work %d, reader (blocked) %d"
           % (n, dom, main, reader))
     # The domain burns ~1.2 s of CPU, main ~0.15-0.3 s: >= 2x leaves room for
@@ -106,10 +108,13 @@ def test_ownprof(ctx):
         burn = total(st, has("Ownprof.burn"))
         print("  ownprof [%s %d Hz]: program ticks %d for %.2f s CPU (%.0f expected), flamme %d samples "
               "of Ownprof.burn (%.0f expected)" % (engine, hz, ticks, cpu, cpu / 0.01, burn, cpu * hz))
-        # ITIMER_PROF at 100 Hz: cpu/0.01 ticks, +-50% for tick rounding;
-        # flamme's timer signals reaching the program's handler would add
-        # another 99 (or 499) per CPU second.
-        check(0.5 * cpu / 0.01 <= ticks <= 1.5 * cpu / 0.01,
+        # ITIMER_PROF at 100 Hz: cpu/0.01 ticks. Flamme's signals reaching
+        # the program's handler would add another 99 (or 499) per CPU second
+        # (+50% allowed for tick rounding); an agent taking ITIMER_PROF over
+        # would leave it none (seen as low as 47% of the count on a machine
+        # loaded 10 times over: OCaml merges ticks its handler has not run
+        # for yet).
+        check(0.25 * cpu / 0.01 <= ticks <= 1.5 * cpu / 0.01,
               "ownprof [%s]: the program's handler counted %d ticks for %.2f s of CPU at 100 Hz"
               % (engine, ticks, cpu))
         check(burn >= 0.5 * cpu * hz, "ownprof [%s]: flamme got %d samples of Ownprof.burn for %.2f s "
@@ -162,11 +167,11 @@ def test_cancel(ctx):
     print("  cancel: %s; burner threads %d samples; nested_outer %d samples, %d of them in "
           "flamme's signal-mask code" % (so.strip().replace("\n", ", "), burn, outer, ours))
     check(burn > 0, "cancel: the threads that reused the slots were not sampled\n%s" % describe(st))
-    # Every sample of the C threads is in their own start routine (or in
-    # their registration at start and exit); a dangling snapshot shows up
-    # as a stack that is not.
+    # A C thread's samples in a system call are in its own start routine (or
+    # in its registration at start and exit); a dangling snapshot shows up
+    # as a blocked stack that is not.
     own = ("burner", "kicker", "waiter")
-    stale = [(f, c) for f, c in st if f[0] != "main" and
+    stale = [(f, c) for f, c in st if f[0] != "main" and f[-1] == "[blocked]" and
              not any(x in own or x.startswith("flamme_thread_") for x in f)]
     check(not stale, "cancel: %d samples of the C threads are not theirs (a cancelled thread's "
           "snapshot committed through its reused slot):\n%s" % (total(stale), describe(stale)))

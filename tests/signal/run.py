@@ -158,7 +158,7 @@ def test_cancel(ctx):
     outer wait is profiled at its caller and flamme's own code never shows."""
     prof = ctx.path("cancel.flm")
     rc, so, se = preload(ctx, "cancel", ["12", "1.0"], prof, {"FLAMME_MODE": "wall", "FLAMME_HZ": "999"})
-    check(rc == 0 and "cancel: rounds done" in so and "nested: woken" in so,
+    check(rc == 0 and "cancel: rounds done" in so and "nested: woken: true" in so,
           "cancel: exit status %d, stdout %r, stderr:\n%s" % (rc, so, se))
     st = collapse(ctx, prof)
     outer = total(st, lambda f: "nested_outer" in f)

@@ -5,12 +5,14 @@
    then runs C code with a garbage frame pointer (which the walker may only
    follow through checked reads) and OCaml work ([Work.burn]).
    Usage: seccomp.exe early|late|run
-   Prints "seccomp: done". *)
+   Prints "seccomp: done".
+   torture-libs: unix *)
 
 external deny_vm_readv : unit -> int = "seccomp_deny_vm_readv"
 external spin : int -> int = "seccomp_spin" [@@noalloc]
 
-let[@inline never] ocaml_work () = Sys.opaque_identity (Work.burn (Sys.time () +. 0.3)) + 1
+let[@inline never] rec fib n = if n < 2 then n else fib (n - 1) + fib (n - 2)
+let[@inline never] ocaml_work () = Sys.opaque_identity (fib 38) + 1
 let[@inline never] c_work () = spin 400_000_000
 
 let work () =

@@ -2,7 +2,8 @@
    calls made by C code that does not retry on EINTR (usleep, sleep, pause,
    sigsuspend, sigtimedwait, epoll_pwait2, reads of a socket with
    SO_RCVTIMEO) must wait their full time while every thread is sampled.
-   Usage: sleeps.exe CASE...   Prints "CASE: ok" or "CASE: what went wrong". *)
+   Usage: sleeps.exe CASE...   Prints "CASE: ok" or "CASE: what went wrong".
+   torture-libs: *)
 
 external run_case : string -> string = "sleeps_case"
 

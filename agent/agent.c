@@ -132,14 +132,16 @@ static void on_fatal_signal(int sig, siginfo_t *si, void *uc)
 /* Installs on_fatal_signal for the signals whose default action ends the
  * process and that the program leaves at that default (a handler the
  * program sets later replaces it; if that handler exits, exit completes
- * the profile). SIGPROF is the agent's own; SIGKILL and SIGSTOP cannot be
+ * the profile). SIGPROF is the program's (the agent samples on a real-time
+ * signal; with the itimer engine SIGPROF has the agent's handler and is
+ * skipped here); SIGKILL and SIGSTOP cannot be
  * caught (a SIGKILLed profile stays incomplete and `flamme report` says
  * so). */
 static void catch_fatal_signals(void)
 {
     static const int sigs[] = {SIGHUP,  SIGINT,  SIGQUIT, SIGILL,    SIGABRT, SIGBUS,  SIGFPE,
                                SIGUSR1, SIGSEGV, SIGUSR2, SIGPIPE,   SIGALRM, SIGTERM, SIGSTKFLT,
-                               SIGXCPU, SIGXFSZ, SIGVTALRM, SIGPWR, SIGSYS};
+                               SIGXCPU, SIGXFSZ, SIGVTALRM, SIGPWR, SIGSYS, SIGPROF};
     for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++) {
         struct sigaction cur;
         if (sigaction(sigs[i], NULL, &cur) != 0 || cur.sa_handler != SIG_DFL ||
@@ -187,13 +189,14 @@ int flamme_agent_start(const struct flamme_start_opts *o, char *err, size_t errl
         return -1;
     }
     flamme_engine_init();
+    if (flamme_handler_install(flamme_engine == FLAMME_ENGINE_ITIMER) != 0) {
+        snprintf(err, errlen, "cannot install the sampling signal handler: %s",
+                 errno == EBUSY ? "every real-time signal is taken" : strerror(errno));
+        close(fd);
+        pthread_mutex_unlock(&life_lock);
+        return -1;
+    }
     if (!handler_installed) {
-        if (flamme_handler_install() != 0) {
-            snprintf(err, errlen, "cannot install the SIGPROF handler: %s", strerror(errno));
-            close(fd);
-            pthread_mutex_unlock(&life_lock);
-            return -1;
-        }
         handler_installed = 1;
         catch_fatal_signals();
     }
@@ -225,6 +228,10 @@ int flamme_agent_stop(struct flamme_totals *t, char *err, size_t errlen)
     /* Pairs with the handler's acquire load: no sample is pushed after the
      * handlers in flight finish. */
     atomic_store_explicit(&flamme_agent_sampling, 0, memory_order_release);
+    if (!flamme_handler_still_ours())
+        flamme_agent_warn(1, "the program replaced flamme's handler of signal %d while profiling: "
+                             "samples after that were lost",
+                          flamme_sample_sig);
     flamme_threads_disarm_all();
     uint64_t samples, lost;
     uint32_t threads;
@@ -348,6 +355,9 @@ __attribute__((constructor)) static void flamme_init(void)
     flamme_gc_hooks_resolve();
     flamme_agent_pid = getpid();
     flamme_safe_read_init();
+    /* Before any thread registers: threads that start with every signal
+     * blocked get this one unblocked. */
+    flamme_signal_choose(!strcmp(flamme_cfg.engine, "itimer"));
     pthread_atfork(NULL, NULL, flamme_atfork_child);
     on_exit(flamme_on_exit, NULL);
     /* Pairs with the acquire loads in the pthread_create wrapper and start. */

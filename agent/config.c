@@ -94,11 +94,12 @@ void flamme_config_load(struct flamme_config *c)
     c->depth = (int)env_long("FLAMME_DEPTH", 16384, 16, 1000000);
     long ring_kb = env_long("FLAMME_RING_KB", 1024, 64, 1L << 22);
     uint64_t words = (uint64_t)ring_kb * 1024 / 8;
-    /* Room for 16 deepest samples, so a deep recursion sampled at a high
-     * rate is drained (the writer is rung at half) before the ring overflows
-     * even when the writer is slow to be scheduled. Only address space: the
-     * writer gives drained pages back (writer/ring.c). */
-    uint64_t min_words = 16 * ((uint64_t)c->depth + 8);
+    /* Room for about 16 deepest samples (2 MiB at the default depth; the
+     * ring rounds up to a power of two), so a deep recursion sampled at a
+     * high rate is drained (the writer is rung at half) before the ring
+     * overflows even when the writer is slow to be scheduled. Only address
+     * space: the writer gives drained pages back (writer/ring.c). */
+    uint64_t min_words = 16 * (uint64_t)c->depth;
     c->ring_words = words < min_words ? min_words : words;
 
     static const char *const engines[] = {"auto", "perf", "timer", "itimer", NULL};

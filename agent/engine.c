@@ -17,6 +17,7 @@
 
 #include "agent/agent.h"
 #include "agent/fds.h"
+#include "agent/handler.h"
 #include "agent/threads.h"
 
 enum flamme_engine flamme_engine;
@@ -53,15 +54,16 @@ static long first_delay_ns(pid_t tid)
 /* ---------------------------------------------------------------- perf */
 
 /* Opens a task-clock event counting thread tid's user-space CPU time,
- * overflowing every period. Returns the fd or -1 (errno). */
-static int perf_open(pid_t tid)
+ * overflowing first after `first` ns (the handler then sets the period,
+ * see perf_first in threads.h). Returns the fd or -1 (errno). */
+static int perf_open(pid_t tid, long first)
 {
     struct perf_event_attr a;
     memset(&a, 0, sizeof a);
     a.size = sizeof a;
     a.type = PERF_TYPE_SOFTWARE;
     a.config = PERF_COUNT_SW_TASK_CLOCK;
-    a.sample_period = (uint64_t)period_ns();
+    a.sample_period = (uint64_t)first;
     a.disabled = 1;
     a.exclude_kernel = 1; /* allowed at perf_event_paranoid 2 */
     a.exclude_hv = 1;
@@ -76,7 +78,15 @@ static int perf_open(pid_t tid)
  * a sample costs no system call. */
 #define PERF_MMAP_PAGES 2
 
-/* Maps the event's buffer, routes its wake-ups to SIGPROF on thread tid and
+/* Overflows the event may have outstanding, not yet counted by the handler
+ * (it disables itself past that, PERF_EVENT_IOC_REFRESH): each one queues
+ * a real-time signal while the thread blocks the signal, and a full queue
+ * (RLIMIT_SIGPENDING, shared by the user's processes) makes the kernel send
+ * SIGIO instead, which would kill the program. The handler gives the
+ * counted ones back every half of this. */
+#define PERF_MAX_UNCONSUMED 64
+
+/* Maps the event's buffer, routes its wake-ups to the sample signal on thread tid and
  * enables it. Returns 0 or -1 (errno). */
 static int perf_route(struct flamme_slot *s, int fd, pid_t tid)
 {
@@ -89,10 +99,13 @@ static int perf_route(struct flamme_slot *s, int fd, pid_t tid)
     if (m == MAP_FAILED)
         return -1;
     s->perf_meta = m;
+    s->perf_used = 0;
+    s->perf_first = 1;
     s->perf_map_len = (size_t)page * PERF_MMAP_PAGES;
     struct f_owner_ex owner = {F_OWNER_TID, tid};
-    if (fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_ASYNC) != 0 || fcntl(fd, F_SETSIG, SIGPROF) != 0 ||
-        fcntl(fd, F_SETOWN_EX, &owner) != 0 || ioctl(fd, PERF_EVENT_IOC_ENABLE, 0) != 0) {
+    if (fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_ASYNC) != 0 || fcntl(fd, F_SETSIG, flamme_sample_sig) != 0 ||
+        fcntl(fd, F_SETOWN_EX, &owner) != 0 ||
+        ioctl(fd, PERF_EVENT_IOC_REFRESH, PERF_MAX_UNCONSUMED) != 0) {
         int e = errno;
         munmap(m, s->perf_map_len);
         s->perf_meta = NULL;
@@ -104,15 +117,25 @@ static int perf_route(struct flamme_slot *s, int fd, pid_t tid)
 
 /* ---------------------------------------------------------------- timer */
 
+/* The CPU-time clock of thread tid, valid from any thread of the process:
+ * the kernel's per-thread CPU clock id (what pthread_getcpuclockid returns
+ * for that thread: ~tid << 3 | CPUCLOCK_PERTHREAD | CPUCLOCK_SCHED).
+ * CLOCK_THREAD_CPUTIME_ID would measure the thread calling timer_create,
+ * and a start arms the threads that already exist from the starting one. */
+static clockid_t thread_cpu_clock(pid_t tid)
+{
+    return (clockid_t)((~(unsigned)tid << 3) | 6u);
+}
+
 static int timer_arm(struct flamme_slot *s)
 {
     struct sigevent sev;
     memset(&sev, 0, sizeof sev);
     sev.sigev_notify = SIGEV_THREAD_ID;
-    sev.sigev_signo = SIGPROF;
+    sev.sigev_signo = flamme_sample_sig;
     sev.sigev_value.sival_ptr = s;
     sev._sigev_un._tid = s->tid;
-    clockid_t clk = flamme_cfg.wall ? CLOCK_MONOTONIC : CLOCK_THREAD_CPUTIME_ID;
+    clockid_t clk = flamme_cfg.wall ? CLOCK_MONOTONIC : thread_cpu_clock(s->tid);
     if (timer_create(clk, &sev, &s->timer) != 0)
         return -1;
     long p = period_ns(), first = first_delay_ns(s->tid);
@@ -153,6 +176,14 @@ int flamme_engine_init(void)
         return 0;
     }
     if (!strcmp(want, "itimer")) {
+        /* ITIMER_PROF and SIGPROF are the program's: the itimer engine uses
+         * them only when the program does not. */
+        if (flamme_handler_prof_taken()) {
+            flamme_agent_warn(1, "the program uses SIGPROF or ITIMER_PROF; using the timer engine "
+                                 "instead of itimer");
+            flamme_engine = FLAMME_ENGINE_TIMER;
+            return 0;
+        }
         flamme_engine = FLAMME_ENGINE_ITIMER;
         return 0;
     }
@@ -164,7 +195,7 @@ int flamme_engine_init(void)
         flamme_engine = FLAMME_ENGINE_TIMER;
         return 0;
     }
-    int fd = perf_open((pid_t)syscall(SYS_gettid));
+    int fd = perf_open((pid_t)syscall(SYS_gettid), period_ns());
     if (fd >= 0) {
         close(fd);
         flamme_engine = FLAMME_ENGINE_PERF;
@@ -190,8 +221,11 @@ int flamme_engine_arm(struct flamme_slot *s)
                 return -1;
             break;
         }
-        /* High and checked before use: see agent/fds.h. */
-        int fd = flamme_fd_high(perf_open(s->tid), &s->perf_id);
+        /* High and checked before use: see agent/fds.h. Like the timer
+         * engine's, the first overflow comes after a random part of a
+         * period: threads (and runs) shorter than one period get their fair
+         * share instead of none. */
+        int fd = flamme_fd_high(perf_open(s->tid, first_delay_ns(s->tid)), &s->perf_id);
         if (fd < 0)
             atomic_fetch_sub(&perf_armed, 1);
         if (fd < 0)
@@ -275,6 +309,41 @@ void flamme_engine_stop(void)
     }
 }
 
+/* Counts the overflows the kernel recorded in the event's buffer since the
+ * last call (one sample record each, plus those a LOST record counts) and
+ * marks them consumed, so the buffer never fills and wake-ups continue.
+ * A wake-up signal can stand for several overflows (while the signal was
+ * blocked), and several queued signals for overflows already counted: the
+ * count, not the signal, is the sample's weight (0: nothing new). */
+static unsigned perf_consume(struct perf_event_mmap_page *mp)
+{
+    /* Pairs with the kernel's write of data_head: the records below it are
+     * written. */
+    uint64_t head = __atomic_load_n(&mp->data_head, __ATOMIC_ACQUIRE);
+    uint64_t tail = mp->data_tail;
+    const unsigned char *data = (const unsigned char *)mp + mp->data_offset;
+    uint64_t size = mp->data_size;
+    uint64_t n = 0;
+    if (!size) { /* a kernel before 4.1 (no data_size): count the signal */
+        __atomic_store_n(&mp->data_tail, head, __ATOMIC_RELEASE);
+        return 1;
+    }
+    while (tail + sizeof(struct perf_event_header) <= head) {
+        const struct perf_event_header *h = (const void *)(data + tail % size);
+        if (h->size < sizeof *h || (h->size & 7))
+            break; /* not a record: count what we have */
+        if (h->type == PERF_RECORD_SAMPLE)
+            n++;
+        else if (h->type == PERF_RECORD_LOST && h->size >= sizeof *h + 16 &&
+                 (tail % size) + sizeof *h + 16 <= size)
+            n += ((const uint64_t *)(h + 1))[1]; /* {id, lost} */
+        tail += h->size;
+    }
+    /* Pairs with the kernel's read of data_tail: the space may be reused. */
+    __atomic_store_n(&mp->data_tail, head, __ATOMIC_RELEASE);
+    return n > PERF_MAX_UNCONSUMED * 4 ? PERF_MAX_UNCONSUMED * 4 : (unsigned)n;
+}
+
 int flamme_engine_accept_sigsafe(struct flamme_slot *s, const siginfo_t *si, unsigned *weight)
 {
     *weight = 1;
@@ -287,12 +356,19 @@ int flamme_engine_accept_sigsafe(struct flamme_slot *s, const siginfo_t *si, uns
         if ((si->si_code != POLL_HUP && si->si_code != POLL_IN) || si->si_fd != s->perf_fd ||
             s->perf_fd < 0)
             return 0;
+        if (s->perf_first) {
+            uint64_t p = (uint64_t)period_ns();
+            ioctl(s->perf_fd, PERF_EVENT_IOC_PERIOD, &p); /* from now on, every period */
+            s->perf_first = 0;
+        }
         if (s->perf_meta) {
-            struct perf_event_mmap_page *mp = s->perf_meta;
-            /* Pairs with the kernel's write of data_head: everything written so
-             * far is consumed, so the buffer never fills and wake-ups continue. */
-            uint64_t head = __atomic_load_n(&mp->data_head, __ATOMIC_ACQUIRE);
-            __atomic_store_n(&mp->data_tail, head, __ATOMIC_RELEASE);
+            *weight = perf_consume(s->perf_meta);
+            s->perf_used += *weight;
+            /* POLL_HUP: the event disabled itself at its limit. */
+            if (s->perf_used >= PERF_MAX_UNCONSUMED / 2 || si->si_code == POLL_HUP) {
+                ioctl(s->perf_fd, PERF_EVENT_IOC_REFRESH, s->perf_used ? (int)s->perf_used : 1);
+                s->perf_used = 0;
+            }
         }
         return 1;
     case FLAMME_ENGINE_TIMER:

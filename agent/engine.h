@@ -2,13 +2,13 @@
  * agent/engine.h — sampling engines: what makes SIGPROF arrive on a thread.
  *   perf    per-thread perf_event task-clock (cpu mode), period in ns: the
  *           asked rate even above the kernel tick (HZ=250 here)
- *   timer   per-thread timer_create(CLOCK_THREAD_CPUTIME_ID) (cpu mode) or
+ *   timer   per-thread timer_create on the thread's CPU clock (cpu mode) or
  *           CLOCK_MONOTONIC (wall mode); at most one expiry per tick, with
  *           overruns counted into the sample's weight
  *   itimer  process-wide setitimer(ITIMER_PROF) (portable, cpu mode only)
  * Chosen at start (FLAMME_ENGINE, default auto: timer up to 100 Hz, where it
  * is exact and cheapest, perf above when the kernel allows it, else timer).
- * Arm/disarm run in the thread concerned or at exit; the _sigsafe function
+ * Arm/disarm run in any thread (start, thread start and exit); the _sigsafe function
  * runs in the handler.
  */
 #ifndef FLAMME_AGENT_ENGINE_H
@@ -30,7 +30,8 @@ int flamme_engine_init(void);
 /* Name of the engine ("perf", "timer", "itimer"). */
 const char *flamme_engine_name(void);
 
-/* Starts sampling slot s's thread (s->tid); call from that thread. For
+/* Starts sampling slot s's thread (s->tid) on that thread's own clock; any
+ * thread (a start arms the threads that exist from the starting one). For
  * itimer the first call arms the process-wide timer. Returns 0 or -1 (errno). */
 int flamme_engine_arm(struct flamme_slot *s);
 
@@ -40,10 +41,10 @@ void flamme_engine_disarm(struct flamme_slot *s);
 /* Process-wide stop (itimer), after every slot was disarmed. */
 void flamme_engine_stop(void);
 
-/* Decides whether a SIGPROF delivered to the thread of slot s (NULL if the
- * thread has none) was sent by the engine for it; re-arms a one-shot perf
- * event. Sets *weight to the number of periods the sample stands for.
- * async-signal-safe: yes. */
+/* Decides whether a sample signal delivered to the thread of slot s (NULL
+ * if the thread has none) was sent by the engine for it. Sets *weight to
+ * the number of periods the sample stands for (0: none, the periods were
+ * counted by an earlier signal; take no sample). async-signal-safe: yes. */
 int flamme_engine_accept_sigsafe(struct flamme_slot *s, const siginfo_t *si, unsigned *weight);
 
 #endif

@@ -1,13 +1,15 @@
 /*
- * agent/handler.c — SIGPROF handler: one sample of the interrupted thread's
+ * agent/handler.c — the sampling-signal handler: one sample of the interrupted thread's
  * stack into its ring. Runs in signal context on the sampled thread only:
  * no malloc, no locks, no stdio; atomics are lock-free.
  */
 #include "agent/handler.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <signal.h>
 #include <string.h>
+#include <sys/time.h>
 #include <ucontext.h>
 
 #include "agent/agent.h"
@@ -22,7 +24,13 @@
 
 #define MAX_RANGES 16
 
-static struct sigaction prev_action;
+int flamme_sample_sig = SIGPROF;
+
+/* What the program had on the signals we took, to forward foreign signals
+ * to: the real-time one (rt_sig, 0 until installed) and SIGPROF (itimer). */
+static int rt_sig;
+static struct sigaction prev_rt, prev_prof;
+static int prof_installed;
 
 /* Handler cost histogram: bucket i counts samples that took [i*20, i*20+20)
  * ns, the last bucket everything slower. Relaxed increments: statistics
@@ -59,17 +67,18 @@ void flamme_handler_cost_reset(void)
         atomic_store_explicit(&cost_hist[i], 0, memory_order_relaxed);
 }
 
-/* Hands a SIGPROF that is not ours (another profiler, setitimer, kill) to
- * whoever had the signal before us; a default disposition would kill the
- * program, so in that case it is dropped. */
+/* Hands a signal that is not ours (the program's own SIGPROF while the
+ * itimer engine runs, a stray sigqueue) to whoever had the signal before us;
+ * a default disposition would kill the program, so in that case it is
+ * dropped. */
 static void forward(int sig, siginfo_t *si, void *uc)
 {
-    if (prev_action.sa_flags & SA_SIGINFO) {
-        if (prev_action.sa_sigaction)
-            prev_action.sa_sigaction(sig, si, uc);
-    } else if (prev_action.sa_handler != SIG_DFL && prev_action.sa_handler != SIG_IGN &&
-               prev_action.sa_handler) {
-        prev_action.sa_handler(sig);
+    const struct sigaction *prev = sig == SIGPROF ? &prev_prof : &prev_rt;
+    if (prev->sa_flags & SA_SIGINFO) {
+        if (prev->sa_sigaction)
+            prev->sa_sigaction(sig, si, uc);
+    } else if (prev->sa_handler != SIG_DFL && prev->sa_handler != SIG_IGN && prev->sa_handler) {
+        prev->sa_handler(sig);
     }
 }
 
@@ -153,7 +162,7 @@ static void flamme_sigprof(int sig, siginfo_t *si, void *ucv)
     int saved_errno = errno;
     struct flamme_slot *s = flamme_thread_self_sigsafe();
     unsigned weight;
-    if (!flamme_engine_accept_sigsafe(s, si, &weight)) {
+    if (sig != flamme_sample_sig || !flamme_engine_accept_sigsafe(s, si, &weight)) {
         if (!s || !s->unblocked)
             forward(sig, si, ucv);
         errno = saved_errno;
@@ -161,12 +170,13 @@ static void flamme_sigprof(int sig, siginfo_t *si, void *ucv)
     }
     /* Pairs with the release store at exit: once sampling stops, rings are
      * no longer fed. */
-    if (!atomic_load_explicit(&flamme_agent_sampling, memory_order_acquire)) {
+    if (!atomic_load_explicit(&flamme_agent_sampling, memory_order_acquire) || !s->ring ||
+        weight == 0) {
         errno = saved_errno;
         return;
     }
     if (s->blocked_rec) {
-        /* The thread was in a blocking call with SIGPROF held back: this
+        /* The thread was in a blocking call with the signal held back: this
          * signal (with its overruns) stands for the time it waited there,
          * whose stack was taken on the way in. */
         uint64_t *rec = s->blocked_rec;
@@ -274,12 +284,94 @@ void flamme_blocked_end_nosig(void)
         s->blocked_rec = NULL; /* not committed: the ring space is reused */
 }
 
-int flamme_handler_install(void)
+/* Whether the program leaves sig alone: default disposition, and not
+ * blocked in the calling thread (a program that blocks a signal to take it
+ * with sigwaitinfo or a signalfd owns it just the same). */
+static int signal_free(int sig)
+{
+    struct sigaction cur;
+    sigset_t mask;
+    if (sigaction(sig, NULL, &cur) != 0 || pthread_sigmask(SIG_BLOCK, NULL, &mask) != 0)
+        return 0;
+    return !(cur.sa_flags & SA_SIGINFO) && cur.sa_handler == SIG_DFL && !sigismember(&mask, sig);
+}
+
+/* The first free real-time signal from SIGRTMAX-3 downwards (programs and
+ * libraries that use real-time signals tend to take SIGRTMIN+n or SIGRTMAX),
+ * or -1 if none is. */
+static int pick_rt_signal(void)
+{
+    for (int sig = SIGRTMAX - 3; sig >= SIGRTMIN + 2; sig--)
+        if (signal_free(sig))
+            return sig;
+    return -1;
+}
+
+int flamme_signal_choose(int itimer)
+{
+    int sig = itimer ? SIGPROF : (rt_sig ? rt_sig : pick_rt_signal());
+    if (sig > 0)
+        flamme_sample_sig = sig;
+    return sig > 0 ? 0 : -1;
+}
+
+int flamme_handler_install(int itimer)
 {
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_sigaction = flamme_sigprof;
     sa.sa_flags = SA_SIGINFO | SA_ONSTACK | SA_RESTART;
+    /* One handler runs at a time on a thread: each of our signals masks the
+     * other (the ring has one producer). */
     sigemptyset(&sa.sa_mask);
-    return sigaction(SIGPROF, &sa, &prev_action);
+    sigaddset(&sa.sa_mask, SIGPROF);
+    if (rt_sig)
+        sigaddset(&sa.sa_mask, rt_sig);
+    if (itimer) {
+        flamme_sample_sig = SIGPROF;
+        if (prof_installed)
+            return 0;
+        if (sigaction(SIGPROF, &sa, &prev_prof) != 0)
+            return -1;
+        prof_installed = 1;
+        return 0;
+    }
+    if (rt_sig) {
+        flamme_sample_sig = rt_sig;
+        return 0;
+    }
+    /* Chosen when the agent loaded; the program may have taken it since. */
+    if (!signal_free(flamme_sample_sig) || flamme_sample_sig == SIGPROF) {
+        int sig = pick_rt_signal();
+        if (sig < 0) {
+            errno = EBUSY;
+            return -1;
+        }
+        flamme_sample_sig = sig;
+    }
+    sigaddset(&sa.sa_mask, flamme_sample_sig);
+    if (sigaction(flamme_sample_sig, &sa, &prev_rt) != 0)
+        return -1;
+    rt_sig = flamme_sample_sig;
+    return 0;
+}
+
+int flamme_handler_still_ours(void)
+{
+    struct sigaction cur;
+    return sigaction(flamme_sample_sig, NULL, &cur) == 0 && (cur.sa_flags & SA_SIGINFO) &&
+           cur.sa_sigaction == flamme_sigprof;
+}
+
+int flamme_handler_prof_taken(void)
+{
+    struct itimerval it;
+    struct sigaction cur;
+    if (getitimer(ITIMER_PROF, &it) != 0 || timerisset(&it.it_value))
+        return 1;
+    if (sigaction(SIGPROF, NULL, &cur) != 0)
+        return 1;
+    if (cur.sa_flags & SA_SIGINFO)
+        return cur.sa_sigaction != flamme_sigprof;
+    return cur.sa_handler != SIG_DFL;
 }

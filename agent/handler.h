@@ -1,5 +1,5 @@
 /*
- * agent/handler.h — the SIGPROF handler (the walker: agent/walk.h).
+ * agent/handler.h — the sampling-signal handler (the walker: agent/walk.h).
  * Installed by agent/agent.c at start-up; runs on the interrupted thread's
  * alternate signal stack (OCaml installs an 8 KiB one on every thread that
  * runs OCaml), so it keeps its own stack use small.
@@ -11,24 +11,49 @@
 #include "agent/walk.h"
 #include "runtime_hooks/ocaml_rt.h"
 
-/* Installs the SIGPROF handler (SA_SIGINFO | SA_ONSTACK | SA_RESTART),
- * remembering any previous one to forward foreign SIGPROFs to.
- * Returns 0, or -1 (errno). Constructor only. */
-int flamme_handler_install(void);
+/* The signal the engines send to a thread to take a sample: a real-time
+ * signal the program leaves alone (default disposition, not blocked), so the
+ * program keeps SIGPROF and ITIMER_PROF to itself; SIGPROF only for the
+ * itimer engine, which is ITIMER_PROF by nature. Set by
+ * flamme_signal_choose, then by flamme_handler_install. */
+extern int flamme_sample_sig;
+
+/* Sets flamme_sample_sig when the agent loads, so that threads registered
+ * before a start know which signal to unblock: SIGPROF if itimer, else the
+ * first free real-time signal from SIGRTMAX-3 down. Returns 0, or -1 if no
+ * real-time signal is free. Constructor only. */
+int flamme_signal_choose(int itimer);
+
+/* Installs the handler (SA_SIGINFO | SA_ONSTACK | SA_RESTART) on the signal
+ * the engine needs, once per signal, remembering what was there to forward
+ * foreign signals to. The real-time signal chosen at load is checked again
+ * (the program may have taken it since; another free one is then taken).
+ * Returns 0, or -1 (errno; EBUSY: no free real-time signal). Under the
+ * start lock. */
+int flamme_handler_install(int itimer);
+
+/* Whether the handler is still installed on flamme_sample_sig (the program
+ * may have replaced it after the start). Any thread. */
+int flamme_handler_still_ours(void);
+
+/* Whether the program uses SIGPROF (a handler that is not ours) or has
+ * ITIMER_PROF running; the itimer engine then stays off. Not while the
+ * itimer engine runs. Any thread. */
+int flamme_handler_prof_taken(void);
 
 /* Median and 99th percentile of the handler's own run time in ns (20 ns
  * resolution) over the n samples since the last reset. Any thread. */
 void flamme_handler_cost(uint64_t *p50, uint64_t *p99, uint64_t *n);
 void flamme_handler_cost_reset(void);
 
-/* Wall mode, around a blocking call (agent/blocking.c), with SIGPROF blocked
+/* Wall mode, around a blocking call (agent/blocking.c), with the sample signal blocked
  * in the calling thread: begin walks the caller's stack (callee = the
  * blocking function's address, ret/sp/fp = the caller's return address,
  * stack and frame pointers) into the thread's ring without committing it;
- * a SIGPROF held back during the call then commits that stack, weighted by
+ * a sample signal held back during the call then commits that stack, weighted by
  * the periods the call lasted, instead of taking a new sample. end drops
  * the snapshot if no signal came. begin returns 1 if a snapshot was taken.
- * Not async-signal-safe in name only: both run with SIGPROF blocked, in
+ * Not async-signal-safe in name only: both run with the signal blocked, in
  * normal context, and touch only the calling thread's slot and ring. */
 int flamme_blocked_begin_nosig(uintptr_t callee, uintptr_t ret, uintptr_t sp, uintptr_t fp);
 void flamme_blocked_end_nosig(void);

@@ -11,7 +11,9 @@
 static const char *const names[] = {
     "pthread_create", "execve", "execv", "execvp", "execvpe", "_exit", "_Exit",
     "select", "pselect", "poll", "ppoll", "epoll_wait", "epoll_pwait",
-    "nanosleep", "clock_nanosleep", "dlopen", "dlclose",
+    "nanosleep", "clock_nanosleep", "dlopen", "dlclose", "sleep", "usleep", "pause",
+    "sigsuspend", "sigtimedwait", "sigwaitinfo", "epoll_pwait2", "read", "recv", "recvfrom",
+    "recvmsg", "accept", "accept4",
 };
 #define N_NAMES (sizeof names / sizeof names[0])
 

@@ -17,6 +17,7 @@
 
 #include "agent/agent.h"
 #include "agent/engine.h"
+#include "agent/handler.h"
 #include "agent/libc_next.h"
 #include "runtime_hooks/ocaml_rt.h"
 #include "writer/writer.h"
@@ -88,8 +89,32 @@ void flamme_threads_atfork_child(void)
 static void arm_locked(struct flamme_slot *s)
 {
     static int warned;
-    if (atomic_load_explicit(&s->armed, memory_order_relaxed) || s->sigprof_blocked)
+    if (atomic_load_explicit(&s->armed, memory_order_relaxed) || s->sig_blocked)
         return;
+    if (!s->ring) {
+        struct flamme_ring *r = flamme_ring_new(flamme_cfg.ring_words);
+        if (!r) {
+            if (!warned) {
+                warned = 1;
+                flamme_agent_warn(1, "cannot map a sample ring for thread %d: %s", (int)s->tid,
+                                  strerror(errno));
+            }
+            return;
+        }
+        /* Pairs with the writer's acquire load in its sweep: the ring is
+         * initialised before it is drained. */
+        __atomic_store_n(&s->ring, r, __ATOMIC_RELEASE);
+    }
+    if (s != tls_slot) {
+        /* The thread waits in a blocking call that does not hold the signal
+         * back (it began while not profiling): a signal would cut it short.
+         * seq_cst, against the store of in_call then load of sampling in
+         * agent/blocking.c: the call holds the signal, or we see it here. */
+        int v = atomic_load(&s->in_call);
+        while (v != 0)
+            if (atomic_compare_exchange_weak(&s->in_call, &v, 2))
+                return; /* armed by the writer once the call is over */
+    }
     if (flamme_engine_arm(s) != 0 && !warned) {
         warned = 1;
         flamme_agent_warn(1, "cannot start the %s engine on thread %d: %s", flamme_engine_name(),
@@ -118,6 +143,9 @@ struct flamme_slot *flamme_thread_register(int is_main, uintptr_t start_routine,
     s->n_ocaml_ranges = 0;
     s->last_domain = creator_domain;
     s->stack_lo = s->stack_hi = 0;
+    s->blocked_rec = NULL;
+    atomic_store(&s->in_call, 0);
+    atomic_store(&s->arm_pending, 0);
     pthread_attr_t attr;
     if (pthread_getattr_np(pthread_self(), &attr) == 0) {
         void *addr;
@@ -135,26 +163,24 @@ struct flamme_slot *flamme_thread_register(int is_main, uintptr_t start_routine,
     s->writer_domain = -1;
     s->start_ns = flamme_now_sigsafe();
     s->end_ns = 0;
-    s->ring = flamme_ring_new(flamme_cfg.ring_words);
-    if (!s->ring) {
-        atomic_store_explicit(&s->state, FLAMME_SLOT_FREE, memory_order_release);
-        return NULL;
-    }
+    /* The ring is mapped when the thread is first armed: a thread that
+     * lives while not profiling costs no address space. */
+    s->ring = NULL;
     sigset_t cur;
     pthread_sigmask(SIG_BLOCK, NULL, &cur);
-    s->sigprof_blocked = sigismember(&cur, SIGPROF) == 1;
+    s->sig_blocked = sigismember(&cur, flamme_sample_sig) == 1;
     s->unblocked = 0;
-    if (s->sigprof_blocked && flamme_cfg.sample_blocked) {
+    if (s->sig_blocked && flamme_cfg.sample_blocked) {
         /* The runtime starts its helper threads (a domain's backup thread,
          * which runs GC work while the domain waits, and the tick thread)
          * with every signal blocked so program signals never land there.
-         * Unblocking only SIGPROF lets the engine sample them; a SIGPROF
+         * Unblocking only the sample signal lets the engine sample them; one
          * that is not ours is dropped on such a thread, never forwarded. */
         sigset_t prof;
         sigemptyset(&prof);
-        sigaddset(&prof, SIGPROF);
+        sigaddset(&prof, flamme_sample_sig);
         if (pthread_sigmask(SIG_UNBLOCK, &prof, NULL) == 0) {
-            s->sigprof_blocked = 0;
+            s->sig_blocked = 0;
             s->unblocked = 1;
         }
     }
@@ -164,10 +190,10 @@ struct flamme_slot *flamme_thread_register(int is_main, uintptr_t start_routine,
     /* Pairs with the writer's acquire load of state: the slot's fields and
      * ring are initialised before the writer reads them. */
     atomic_store_explicit(&s->state, FLAMME_SLOT_LIVE, memory_order_release);
-    /* A thread that still blocks SIGPROF (FLAMME_SAMPLE_BLOCKED=0, or the
+    /* A thread that still blocks the signal (FLAMME_SAMPLE_BLOCKED=0, or the
      * unblock failed) gets no timer: its signals would only pend. It still
      * appears in the profile. */
-    if (!s->sigprof_blocked) {
+    if (!s->sig_blocked) {
         pthread_mutex_lock(&arm_lock);
         /* Pairs with the release store in flamme_agent_start, which then arms
          * every LIVE slot under arm_lock: one of the two arms this thread. */
@@ -209,9 +235,12 @@ void flamme_thread_unregister(struct flamme_slot *s)
         return;
     sigset_t prof, old;
     sigemptyset(&prof);
-    sigaddset(&prof, SIGPROF);
+    sigaddset(&prof, flamme_sample_sig);
     pthread_sigmask(SIG_BLOCK, &prof, &old);
-    tls_slot = NULL; /* a SIGPROF still pending finds no slot and is ignored */
+    tls_slot = NULL; /* a sample signal still pending finds no slot and is ignored */
+    /* A cancellation inside a blocking call skips its release: the
+     * snapshot must not outlive the ring (the writer frees it). */
+    s->blocked_rec = NULL;
     pthread_mutex_lock(&arm_lock);
     flamme_engine_disarm(s);
     pthread_mutex_unlock(&arm_lock);
@@ -234,6 +263,31 @@ void flamme_threads_arm_all(void)
         if (atomic_load_explicit(&flamme_slots[i].state, memory_order_acquire) == FLAMME_SLOT_LIVE)
             arm_locked(&flamme_slots[i]);
     pthread_mutex_unlock(&arm_lock);
+}
+
+void flamme_thread_call_end(struct flamme_slot *s)
+{
+    /* seq_cst, against the CAS to 2 in arm_locked. */
+    if (s && atomic_exchange(&s->in_call, 0) == 2)
+        atomic_store_explicit(&s->arm_pending, 1, memory_order_release);
+}
+
+void flamme_threads_arm_pending(void)
+{
+    int hwm = atomic_load_explicit(&flamme_slots_hwm, memory_order_acquire);
+    for (int i = 0; i < hwm; i++) {
+        struct flamme_slot *s = &flamme_slots[i];
+        /* Pairs with the release store in flamme_thread_call_end. */
+        if (!atomic_load_explicit(&s->arm_pending, memory_order_acquire) ||
+            !atomic_exchange_explicit(&s->arm_pending, 0, memory_order_acquire))
+            continue;
+        pthread_mutex_lock(&arm_lock);
+        /* Pairs with the release stores in flamme_agent_start/stop. */
+        if (atomic_load_explicit(&s->state, memory_order_acquire) == FLAMME_SLOT_LIVE &&
+            atomic_load_explicit(&flamme_agent_sampling, memory_order_acquire))
+            arm_locked(s);
+        pthread_mutex_unlock(&arm_lock);
+    }
 }
 
 void flamme_threads_disarm_all(void)

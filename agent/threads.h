@@ -5,7 +5,7 @@
  *
  * Who: a thread registers itself (constructor for the main thread, the
  * pthread_create trampoline for others) and unregisters at exit. The
- * SIGPROF handler reads its own slot through a TLS pointer. The writer
+ * sampling-signal handler reads its own slot through a TLS pointer. The writer
  * thread scans all slots, drains rings and recycles DEAD slots.
  * Slot life: FREE -> CLAIMED (registering thread fills it) -> LIVE
  * -> DEAD (thread exited, ring may hold samples) -> FREE (writer drained it).
@@ -38,8 +38,10 @@ struct flamme_slot {
     int perf_fallback;         /* perf engine past its cap: this thread has a timer */
     void *perf_meta;           /* perf engine: the event's mapped buffer, or NULL */
     size_t perf_map_len;
-    int sigprof_blocked;       /* SIGPROF blocked in the thread: no timer */
-    int unblocked;             /* started with SIGPROF blocked, unblocked by the agent */
+    int perf_first;            /* perf engine, handler-private: the first overflow (a random delay) is next */
+    unsigned perf_used;        /* perf engine, handler-private: overflows counted since the last refresh */
+    int sig_blocked;           /* the sample signal blocked in the thread: no timer */
+    int unblocked;             /* started with it blocked, unblocked by the agent */
     uintptr_t start_routine;   /* what pthread_create was asked to run (0 for main) */
     void **caml_state_slot;    /* this thread's `caml_state` TLS variable, or NULL */
     const void *last_ds;       /* handler-private: last non-NULL caml_state seen */
@@ -49,14 +51,19 @@ struct flamme_slot {
     uint64_t scratch[FLAMME_SCRATCH_WORDS]; /* handler-private: stack copied by checked reads */
     /* Wall mode: a stack taken on entry to a blocking call, reserved in the
      * ring but not committed; set and cleared by the thread itself with
-     * SIGPROF blocked, committed by its handler (agent/blocking.c). */
+     * the sample signal blocked, committed by its handler (agent/blocking.c). */
     uint64_t *blocked_rec;
     uint32_t blocked_n, blocked_flags;
     int32_t blocked_domain;
     uint64_t blocked_time;
+    /* Interposed blocking calls made while not profiling (agent/blocking.c):
+     * 0 none, 1 the thread is in one without the signal held back, 2 and a
+     * start deferred arming it (seq_cst, see flamme_thread_call_end). */
+    _Atomic int in_call;
+    _Atomic int arm_pending;   /* arming deferred by a call, for the writer to do */
     uintptr_t stack_lo, stack_hi; /* the thread's system stack */
     timer_t timer;
-    struct flamme_ring *ring;
+    struct flamme_ring *ring;  /* mapped at the first arming (release; the writer acquires) */
     _Atomic uint64_t lost;     /* handler: +1 per sample dropped (relaxed; writer reads deltas) */
     _Atomic uint64_t taken;    /* handler: +1 per sample written (relaxed, statistics) */
     uint64_t start_ns, end_ns; /* CLOCK_MONOTONIC */
@@ -70,10 +77,11 @@ extern struct flamme_slot flamme_slots[FLAMME_MAX_THREADS];
 extern _Atomic int flamme_slots_hwm;
 
 /* Registers the calling thread: claims a slot, records its stack bounds and
- * caml_state location, maps its ring, notes the domain of the thread that
- * created it (a systhread's domain until its own samples say), and (unless SIGPROF is blocked in it)
- * arms the sampling engine if profiling is on. Returns the slot, or NULL if the table is full or
- * the ring cannot be mapped (the thread then runs unprofiled). Any thread. */
+ * caml_state location, notes the domain of the thread that created it (a
+ * systhread's domain until its own samples say), and (unless the sample
+ * signal is blocked in it) arms the sampling engine if profiling is on; the
+ * ring is mapped at the first arming. Returns the slot, or NULL if the table
+ * is full (the thread then runs unprofiled). Any thread. */
 struct flamme_slot *flamme_thread_register(int is_main, uintptr_t start_routine,
                                            int32_t creator_domain);
 
@@ -109,6 +117,14 @@ void flamme_threads_disarm_all(void);
 /* In a fork child: the registry's lock may have been held by a thread
  * that does not exist there; make it usable again. */
 void flamme_threads_atfork_child(void);
+/* Ends the calling thread's unheld blocking call on slot s (NULL: none):
+ * if a start deferred arming the thread meanwhile, hands that to the
+ * writer. async-signal-safe: yes. */
+void flamme_thread_call_end(struct flamme_slot *s);
+
+/* Arms the live threads whose arming a blocking call deferred. Writer
+ * thread, every sweep. */
+void flamme_threads_arm_pending(void);
 
 /* The calling thread's slot, or NULL. async-signal-safe: yes. */
 struct flamme_slot *flamme_thread_self_sigsafe(void);

@@ -8,7 +8,9 @@
 #include <dlfcn.h>
 #include <elf.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <link.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
@@ -99,37 +101,96 @@ void **flamme_ocaml_state_slot(void)
 }
 
 /* 1 while process_vm_readv works on ourselves; cleared (relaxed, monotonic
- * 1 -> 0, no ordering needed) the first time the kernel refuses it, after
- * which reads of runtime structures go direct. */
+ * 1 -> 0, no ordering needed) when the kernel refuses it (a seccomp filter:
+ * EPERM, or ENOSYS), after which reads go through the pipe below. Memory is
+ * never read directly on the strength of a failed check. */
 static atomic_int vm_read_ok = 1;
 static pid_t self_pid; /* written before sampling starts; a fork child never samples */
+
+/* The fallback: write(2) copies from our memory into a pipe, failing with
+ * EFAULT where it is not readable (guard pages included), and read(2) gets
+ * the bytes back. One pipe for the process, taken by one handler at a time
+ * (a busy pipe makes the read fail: the walk stops there). The write end is
+ * published last (release; handlers acquire); -1 until made. */
+static int fallback_rd = -1;
+static _Atomic int fallback_wr = -1;
+static atomic_flag fallback_busy = ATOMIC_FLAG_INIT;
+
+/* process_vm_readv from ourselves: returns its result (bytes or -1, errno). */
+static long vm_read(void *dst, uintptr_t addr, unsigned long len)
+{
+    struct iovec local = {dst, len};
+    struct iovec remote = {(void *)addr, len};
+    return syscall(SYS_process_vm_readv, (long)self_pid, &local, 1UL, &remote, 1UL, 0UL);
+}
+
+void flamme_safe_read_prepare_fallback(void)
+{
+    static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+    if (atomic_load_explicit(&vm_read_ok, memory_order_relaxed) ||
+        atomic_load_explicit(&fallback_wr, memory_order_relaxed) >= 0)
+        return;
+    pthread_mutex_lock(&lock);
+    int p[2];
+    if (atomic_load_explicit(&fallback_wr, memory_order_relaxed) < 0 &&
+        pipe2(p, O_CLOEXEC | O_NONBLOCK) == 0) {
+        fallback_rd = p[0];
+        /* Pairs with the acquire load in pipe_read: fallback_rd is set. */
+        atomic_store_explicit(&fallback_wr, p[1], memory_order_release);
+    }
+    pthread_mutex_unlock(&lock);
+}
 
 void flamme_safe_read_init(void)
 {
     self_pid = getpid();
+    uintptr_t word = 1, got = 0;
+    if (vm_read(&got, (uintptr_t)&word, sizeof got) != (long)sizeof got &&
+        (errno == EPERM || errno == ENOSYS)) {
+        atomic_store_explicit(&vm_read_ok, 0, memory_order_relaxed);
+        flamme_safe_read_prepare_fallback();
+    }
+}
+
+/* The pipe copy (see above). Returns 0, or -1 if unreadable, the pipe is
+ * busy or not made yet. */
+static int pipe_read(void *dst, uintptr_t addr, unsigned long len)
+{
+    /* Pairs with the release store in flamme_safe_read_prepare_fallback. */
+    int wr = atomic_load_explicit(&fallback_wr, memory_order_acquire);
+    if (wr < 0 || atomic_flag_test_and_set_explicit(&fallback_busy, memory_order_acquire))
+        return -1;
+    int rc = 0;
+    for (unsigned long done = 0; done < len && rc == 0;) {
+        unsigned long n = len - done > 4096 ? 4096 : len - done; /* <= PIPE_BUF: all or nothing */
+        /* Raw system calls: the agent's own read() wrapper is not for a handler. */
+        long w = syscall(SYS_write, wr, (const char *)addr + done, n);
+        if (w > 0) {
+            long r = syscall(SYS_read, fallback_rd, (char *)dst + done, (size_t)w);
+            if (r != w)
+                rc = -1;
+        }
+        if (w != (long)n)
+            rc = -1;
+        done += n;
+    }
+    /* Pairs with the acquire test-and-set above. */
+    atomic_flag_clear_explicit(&fallback_busy, memory_order_release);
+    return rc;
 }
 
 int flamme_safe_read_sigsafe(void *dst, uintptr_t addr, unsigned long len)
 {
     if (atomic_load_explicit(&vm_read_ok, memory_order_relaxed)) {
-        struct iovec local = {dst, len};
-        struct iovec remote = {(void *)addr, len};
-        long r = syscall(SYS_process_vm_readv, (long)self_pid, &local, 1UL, &remote, 1UL, 0UL);
+        long r = vm_read(dst, addr, len);
         if (r == (long)len)
             return 0;
-        if (r < 0 && (errno == ENOSYS || errno == EPERM))
-            atomic_store_explicit(&vm_read_ok, 0, memory_order_relaxed);
-        else
+        if (r >= 0 || (errno != ENOSYS && errno != EPERM))
             return -1;
+        /* A filter installed since the start: the writer makes the pipe. */
+        atomic_store_explicit(&vm_read_ok, 0, memory_order_relaxed);
     }
-    /* Fallback (seccomp forbids the syscall): plain copy. The runtime frees
-     * an old stack just before switching current_stack in
-     * caml_try_realloc_stack, so this path has a tiny window of risk. */
-    const unsigned char *s = (const unsigned char *)addr;
-    unsigned char *d = dst;
-    for (unsigned long i = 0; i < len; i++)
-        d[i] = s[i];
-    return 0;
+    return pipe_read(dst, addr, len);
 }
 
 /* Reads one word at addr, plainly or fault-tolerantly. Returns 0 or -1. */

@@ -61,10 +61,17 @@ int flamme_ocaml_range_live_sigsafe(const struct flamme_range *r);
 int32_t flamme_ocaml_domain_of_current_thread(void);
 
 /* Copies len bytes at addr into dst without faulting: returns 0, or -1 if
- * the memory is not readable. async-signal-safe: yes. */
+ * the memory is not readable (or cannot be checked: never a direct read).
+ * Uses process_vm_readv; where a seccomp filter refuses it, a pipe (write
+ * fails with EFAULT on unreadable memory). async-signal-safe: yes. */
 int flamme_safe_read_sigsafe(void *dst, uintptr_t addr, unsigned long len);
 
-/* Records the process id used by flamme_safe_read_sigsafe (call at start). */
+/* Records the process id used by flamme_safe_read_sigsafe and checks that
+ * process_vm_readv works here (else makes the pipe). Constructor. */
 void flamme_safe_read_init(void);
+
+/* Makes the pipe once process_vm_readv was refused (a filter installed
+ * after the start). Writer thread, every sweep; cheap when nothing to do. */
+void flamme_safe_read_prepare_fallback(void);
 
 #endif

@@ -18,7 +18,7 @@ struct flamme_ring *flamme_ring_new(uint64_t words)
     while (cap < words)
         cap <<= 1;
     size_t bytes = RING_PAGE + cap * sizeof(uint64_t);
-    void *m = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    void *m = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (m == MAP_FAILED)
         return NULL;
     struct flamme_ring *r = m;

@@ -366,7 +366,10 @@ static void sweep(void)
         W.cur = s;
         if (!s->writer_announced)
             announce(s, -1);
-        flamme_ring_drain(s->ring, on_record, NULL);
+        /* Pairs with the release store in arm_locked (agent/threads.c). */
+        struct flamme_ring *ring = __atomic_load_n(&s->ring, __ATOMIC_ACQUIRE);
+        if (ring)
+            flamme_ring_drain(ring, on_record, NULL);
         uint64_t lost = atomic_load_explicit(&s->lost, memory_order_relaxed);
         if (lost != s->writer_lost_seen) {
             if (flamme_pw_lost(W.pw, (uint32_t)s->tid, lost - s->writer_lost_seen) != 0)
@@ -382,6 +385,8 @@ static void sweep(void)
     }
     if (flamme_gc_drain(W.pw) != 0)
         W.failed = 1;
+    flamme_threads_arm_pending();
+    flamme_safe_read_prepare_fallback();
     uint64_t now = flamme_now_sigsafe();
     /* Libraries loaded since (dlopen) get their unwind tables too. */
     if (now - W.last_cfi_ns >= CFI_RESCAN_NS) {

@@ -93,6 +93,19 @@ CASES = [
     Case("threads_idle", env={"FLAMME_AUTOSTART": "0", "FLAMME_OUTPUT": "../prof/p.%p.flm"},
          ended=r"profiling stopped", check=lambda ctx, prof, cfg: function_records(
              ctx, prof, "busy_in_new_thread", 20)),
+    # The program owns SIGPROF and ITIMER_PROF (it prints whether its own
+    # ticks matched its CPU time); flamme samples it too, except with the
+    # itimer engine, which the program's own ITIMER_PROF replaces.
+    Case("own_sigprof", check=lambda ctx, prof, cfg: None if cfg[1] == "itimer" else
+         function_records(ctx, prof, "Own_sigprof.burn", 20)),
+    # Blocking calls of C code that does not retry on EINTR (tests/signal).
+    Case("sleeps", args=["usleep", "pause", "sigsuspend", "sigtimedwait", "epoll_pwait2",
+                         "rcvtimeo_read", "rcvtimeo_recv"]),
+    # Threads cancelled inside poll; a poll in a signal handler during a poll.
+    Case("cancel", args=["6", "0.5"]),
+    # A seccomp filter refuses process_vm_readv while profiling; C code with
+    # a garbage frame pointer.
+    Case("seccomp", args=["late"], label="seccomp-late"),
 ] + [
     # Every way a process ends completes the profile up to the end and says how.
     Case("dies", args=[how], label="dies-" + how, ended=ended, min_records=20)

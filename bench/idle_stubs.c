@@ -1,0 +1,67 @@
+/* idle_stubs.c — C side of bench/idle.ml: what the agent costs a program's
+ * blocking calls and threads. */
+#define _GNU_SOURCE
+#include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <caml/alloc.h>
+#include <caml/memory.h>
+#include <caml/mlvalues.h>
+
+static double now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* ns per poll(NULL, 0, 0) over n calls. */
+value idle_poll_ns(value n)
+{
+    long k = Long_val(n);
+    double t0 = now();
+    for (long i = 0; i < k; i++)
+        poll(NULL, 0, 0);
+    return caml_copy_double((now() - t0) * 1e9 / (double)k);
+}
+
+/* ns per 1-byte read of /dev/zero over n calls. */
+value idle_read_ns(value n)
+{
+    long k = Long_val(n);
+    char b;
+    int fd = open("/dev/zero", O_RDONLY | O_CLOEXEC);
+    double t0 = now();
+    for (long i = 0; i < k; i++)
+        if (read(fd, &b, 1) != 1)
+            break;
+    double dt = now() - t0;
+    close(fd);
+    return caml_copy_double(dt * 1e9 / (double)k);
+}
+
+static void *nothing(void *arg) { return arg; }
+
+/* VmSize in kB after n short-lived threads, created and joined one by one. */
+value idle_threads_vmsize(value n)
+{
+    for (long i = 0; i < Long_val(n); i++) {
+        pthread_t t;
+        if (pthread_create(&t, NULL, nothing, NULL) == 0)
+            pthread_join(t, NULL);
+    }
+    long kb = -1;
+    char line[256];
+    FILE *f = fopen("/proc/self/status", "r");
+    while (f && fgets(line, sizeof line, f))
+        if (!strncmp(line, "VmSize:", 7))
+            sscanf(line + 7, "%ld", &kb);
+    if (f)
+        fclose(f);
+    return Val_long(kb);
+}

@@ -1,0 +1,14 @@
+(* sleeps.ml — tests/signal program (agent preloaded, wall mode): blocking
+   calls made by C code that does not retry on EINTR (usleep, sleep, pause,
+   sigsuspend, sigtimedwait, epoll_pwait2, reads of a socket with
+   SO_RCVTIMEO) must wait their full time while every thread is sampled.
+   Usage: sleeps.exe CASE...   Prints "CASE: ok" or "CASE: what went wrong".
+   torture-libs: *)
+
+external run_case : string -> string = "sleeps_case"
+
+let () =
+  for i = 1 to Array.length Sys.argv - 1 do
+    let c = Sys.argv.(i) in
+    Printf.printf "%s: %s\n%!" c (run_case c)
+  done

@@ -1,0 +1,170 @@
+/* sleeps_stubs.c — C side of tests/signal/sleeps.ml: one blocking call per
+ * case, the way C libraries make them (no retry on EINTR). Each case
+ * returns "ok" or what went wrong. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <caml/alloc.h>
+#include <caml/memory.h>
+#include <caml/mlvalues.h>
+
+static volatile sig_atomic_t alarmed;
+static void on_alarm(int sig) { (void)sig; alarmed = 1; }
+
+/* SIGALRM in 200 ms, caught by on_alarm. */
+static void alarm_soon(void)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_alarm;
+    sigaction(SIGALRM, &sa, NULL);
+    alarmed = 0;
+    struct itimerval it = {{0, 0}, {0, 200000}};
+    setitimer(ITIMER_REAL, &it, NULL);
+}
+
+static double now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static char res[128];
+
+/* rc/errno of a call that should have waited its full time (>= 0.19 s). */
+static const char *verdict(long rc, int want_rc, int want_errno, int e, double t0)
+{
+    double dt = now() - t0;
+    if (rc != want_rc || (want_rc == -1 && e != want_errno))
+        snprintf(res, sizeof res, "returned %ld (%s) after %.3f s", rc, rc < 0 ? strerror(e) : "-", dt);
+    else if (dt < 0.19)
+        snprintf(res, sizeof res, "returned after %.3f s only", dt);
+    else
+        return "ok";
+    return res;
+}
+
+__attribute__((noinline)) static const char *case_usleep(void)
+{
+    double t0 = now();
+    int rc = usleep(200000);
+    return verdict(rc, 0, 0, errno, t0);
+}
+
+__attribute__((noinline)) static const char *case_sleep(void)
+{
+    double t0 = now();
+    unsigned left = sleep(1);
+    return verdict((long)left, 0, 0, errno, t0);
+}
+
+__attribute__((noinline)) static const char *case_pause(void)
+{
+    double t0 = now();
+    alarm_soon();
+    int rc = pause();
+    int e = errno;
+    if (!alarmed)
+        return verdict(rc, -2, 0, e, t0); /* woken by something else */
+    return verdict(rc, -1, EINTR, e, t0);
+}
+
+__attribute__((noinline)) static const char *case_sigsuspend(void)
+{
+    sigset_t m;
+    sigemptyset(&m);
+    double t0 = now();
+    alarm_soon();
+    int rc = sigsuspend(&m);
+    int e = errno;
+    if (!alarmed)
+        return verdict(rc, -2, 0, e, t0);
+    return verdict(rc, -1, EINTR, e, t0);
+}
+
+__attribute__((noinline)) static const char *case_sigtimedwait(void)
+{
+    sigset_t set, old;
+    sigemptyset(&set);
+    sigaddset(&set, SIGUSR2);
+    pthread_sigmask(SIG_BLOCK, &set, &old);
+    struct timespec t = {0, 200000000};
+    double t0 = now();
+    int rc = sigtimedwait(&set, NULL, &t);
+    int e = errno;
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    return verdict(rc, -1, EAGAIN, e, t0);
+}
+
+__attribute__((noinline)) static const char *case_epoll_pwait2(void)
+{
+    int ep = epoll_create1(EPOLL_CLOEXEC);
+    struct epoll_event ev;
+    struct timespec t = {0, 200000000};
+    double t0 = now();
+    int rc = epoll_pwait2(ep, &ev, 1, &t, NULL);
+    int e = errno;
+    close(ep);
+    return verdict(rc, 0, 0, e, t0);
+}
+
+/* A socket with a 200 ms receive timeout and nothing to read. */
+static int timed_socket(int sv[2])
+{
+    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0)
+        return -1;
+    struct timeval tv = {0, 200000};
+    return setsockopt(sv[0], SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+}
+
+__attribute__((noinline)) static const char *case_rcvtimeo_read(void)
+{
+    int sv[2];
+    char b;
+    if (timed_socket(sv) != 0)
+        return "socketpair failed";
+    double t0 = now();
+    long rc = read(sv[0], &b, 1);
+    int e = errno;
+    close(sv[0]);
+    close(sv[1]);
+    return verdict(rc, -1, EAGAIN, e, t0);
+}
+
+__attribute__((noinline)) static const char *case_rcvtimeo_recv(void)
+{
+    int sv[2];
+    char b;
+    if (timed_socket(sv) != 0)
+        return "socketpair failed";
+    double t0 = now();
+    long rc = recv(sv[0], &b, 1, 0);
+    int e = errno;
+    close(sv[0]);
+    close(sv[1]);
+    return verdict(rc, -1, EAGAIN, e, t0);
+}
+
+value sleeps_case(value name)
+{
+    CAMLparam1(name);
+    const char *n = String_val(name), *r = "unknown case";
+    if (!strcmp(n, "usleep")) r = case_usleep();
+    else if (!strcmp(n, "sleep")) r = case_sleep();
+    else if (!strcmp(n, "pause")) r = case_pause();
+    else if (!strcmp(n, "sigsuspend")) r = case_sigsuspend();
+    else if (!strcmp(n, "sigtimedwait")) r = case_sigtimedwait();
+    else if (!strcmp(n, "epoll_pwait2")) r = case_epoll_pwait2();
+    else if (!strcmp(n, "rcvtimeo_read")) r = case_rcvtimeo_read();
+    else if (!strcmp(n, "rcvtimeo_recv")) r = case_rcvtimeo_recv();
+    CAMLreturn(caml_copy_string(r));
+}

@@ -1,0 +1,1 @@
+../signal/cancel_stubs.c

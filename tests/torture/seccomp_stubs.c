@@ -1,0 +1,1 @@
+../signal/seccomp_stubs.c

@@ -1,0 +1,1 @@
+../signal/sleeps_stubs.c

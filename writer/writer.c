@@ -422,6 +422,13 @@ static int finalize(void)
     snprintf(buf, sizeof buf, "%llu %llu %llu", (unsigned long long)p50,
              (unsigned long long)p99, (unsigned long long)n);
     flamme_pw_info(W.pw, "handler_ns_p50_p99_n", buf);
+    uint64_t gc_paused_ns, gc_pauses;
+    flamme_gc_major_paused(&gc_paused_ns, &gc_pauses);
+    if (gc_pauses) {
+        snprintf(buf, sizeof buf, "%llu %llu", (unsigned long long)(gc_paused_ns / 1000000u),
+                 (unsigned long long)gc_pauses);
+        flamme_pw_info(W.pw, "gc_major_hooks_paused_ms_n", buf);
+    }
     if (flamme_cfg.stats)
         flamme_agent_warn(1, "handler cost: median %llu ns, p99 %llu ns over %llu samples",
                           (unsigned long long)p50, (unsigned long long)p99,

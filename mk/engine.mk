@@ -5,17 +5,18 @@
 # stubs, if any) is built with both compilers into build/engine/{fp,nofp}/<p>/.
 # Targets: engine-test (part of make test), bench-engine (part of make bench).
 
-ENG_PROGS := gcloop
+ENG_PROGS := gcloop deepfx
 ENG_OCAMLOPT_fp   := $(FLAMME_CACHE)/ocaml-$(OCAML_VERSION)-fp/bin/ocamlopt
 ENG_OCAMLOPT_nofp := $(FLAMME_CACHE)/ocaml-$(OCAML_VERSION)-nofp/bin/ocamlopt
+ENG_C_deepfx := tests/fidelity/cputime_stubs.c
 ENG_EXES := $(foreach c,fp nofp,$(foreach p,$(ENG_PROGS),$(BUILD)/engine/$(c)/$(p)/$(p).exe))
 
 define ENG_PROG_RULE
-$(BUILD)/engine/$(2)/$(1)/$(1).exe: tests/engine/$(1).ml $(addprefix tests/engine/,$(ENG_C_$(1)))
+$(BUILD)/engine/$(2)/$(1)/$(1).exe: tests/engine/$(1).ml $(ENG_C_$(1))
 	@test -x "$$(ENG_OCAMLOPT_$(2))" || { echo "engine: $$(ENG_OCAMLOPT_$(2)) not found; run 'make deps'" >&2; exit 1; }
 	@mkdir -p $$(dir $$@)
 	cp $$^ $$(dir $$@)
-	cd $$(dir $$@) && $$(ENG_OCAMLOPT_$(2)) $$(ENG_LIBS_$(1)) -o $(1).exe $(ENG_C_$(1)) $(1).ml
+	cd $$(dir $$@) && $$(ENG_OCAMLOPT_$(2)) $$(ENG_LIBS_$(1)) -o $(1).exe $(notdir $(ENG_C_$(1))) $(1).ml
 endef
 $(foreach c,fp nofp,$(foreach p,$(ENG_PROGS),$(eval $(call ENG_PROG_RULE,$(p),$(c)))))
 

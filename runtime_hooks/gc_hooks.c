@@ -80,6 +80,7 @@ struct hstate {
     _Atomic uint32_t flags;
     int depth_minor, depth_major;
     uint32_t major_epoch; /* major_epoch when depth_major was last valid */
+    uint32_t idle_streak; /* major slices in a row with nothing to do */
     int ready;           /* tid, caml_state slot and buffer looked up */
     uint64_t start_minor, start_major; /* 0: this pair is not timed */
     void **state_slot;   /* this thread's caml_state */
@@ -90,22 +91,28 @@ static __thread struct hstate t_hs TLS_IE;
 
 /* Pausing the major-slice hooks. A domain waiting for others to finish a
  * cycle runs empty major slices back to back, millions a second; even a
- * hook that only sets a flag is then a few percent of the program. The
- * writer measures the slice rate and, above BUSY_SLICES_PER_S, takes the
- * major hooks out of the runtime for a pause, then puts them back and
- * measures again; the pause doubles (PAUSE_MIN_NS to PAUSE_MAX_NS) while
- * the rate stays high, so that the measuring costs little too. major_epoch changes at each pause and resume: a thread
- * whose depth_major dates from another epoch may have missed an end hook,
- * so its depth and GC_MAJOR flag are not trusted. Writer thread only,
- * except major_epoch and paused (read by hooks and the handler). */
+ * hook that only sets a flag is then a few percent of the program. So the
+ * major hooks are taken out of the runtime for a pause when a thread sees
+ * IDLE_STREAK slices in a row with nothing to do, or when the writer
+ * measures more than BUSY_SLICES_PER_S; the writer puts them back when the
+ * pause is over. The pause doubles (PAUSE_MIN_NS to PAUSE_MAX_NS) when the
+ * next one comes right after a resume and halves otherwise (the rate comes
+ * in bursts). major_epoch changes at each pause and resume: a thread whose
+ * depth_major dates from another epoch may have missed an end hook, so its
+ * depth and GC_MAJOR flag are not trusted.
+ * paused: 0 hooks in, 2 a thread is taking them out, 1 out (release: the
+ * pause's fields are written). The thread that moves it from 0 owns the
+ * pause fields until it stores 1; the writer owns them while it is 1. */
+#define IDLE_STREAK 2000u
 #define BUSY_SLICES_PER_S 200000u
 #define RATE_WINDOW_NS 20000000u
 #define PAUSE_MIN_NS 200000000u
 #define PAUSE_MAX_NS 3200000000u
+#define BACK_SOON_NS 100000000u
 static _Atomic uint32_t major_epoch;
 static _Atomic int paused;
-static uint64_t rate_since_ns, rate_since_count, pause_start_ns, pause_ns = PAUSE_MIN_NS;
-static uint64_t paused_total_ns, pauses;
+static uint64_t pause_start_ns, pause_ns = PAUSE_MIN_NS, resume_ns, paused_total_ns, pauses;
+static uint64_t rate_since_ns, rate_since_count; /* writer only */
 
 static uint64_t now_ns(void)
 {
@@ -230,6 +237,45 @@ static void leave(struct hstate *h, int *depth, uint64_t start, uint32_t bit, ui
     }
 }
 
+/* Swaps *var from `from` to `to` if it still holds `from` (a hook chained
+ * over ours since cannot be taken out). Returns 1 if swapped. */
+static int swap_hook(_Atomic(timing_hook) *var, timing_hook from, timing_hook to)
+{
+    return atomic_compare_exchange_strong_explicit(var, &from, to, memory_order_acq_rel,
+                                                   memory_order_acquire);
+}
+
+static void hook_major_begin(void);
+static void hook_major_end(void);
+
+/* Takes the major-slice hooks out for a pause (see above); any thread. */
+static void pause_major_hooks(void)
+{
+    int zero = 0;
+    if (!atomic_compare_exchange_strong_explicit(&paused, &zero, 2, memory_order_acquire,
+                                                 memory_order_relaxed))
+        return;
+    if (!swap_hook(var_major_begin, hook_major_begin, prev_major_begin)) {
+        atomic_store_explicit(&paused, 0, memory_order_release);
+        return;
+    }
+    if (!swap_hook(var_major_end, hook_major_end, prev_major_end)) {
+        swap_hook(var_major_begin, prev_major_begin, hook_major_begin);
+        atomic_store_explicit(&paused, 0, memory_order_release);
+        return;
+    }
+    uint64_t now = now_ns();
+    if (pauses && now - resume_ns < BACK_SOON_NS)
+        pause_ns = pause_ns * 2 > PAUSE_MAX_NS ? PAUSE_MAX_NS : pause_ns * 2;
+    else
+        pause_ns = pause_ns / 2 < PAUSE_MIN_NS ? PAUSE_MIN_NS : pause_ns / 2;
+    pause_start_ns = now;
+    pauses++;
+    atomic_fetch_add_explicit(&major_epoch, 1, memory_order_relaxed);
+    /* Pairs with the acquire load in pace_major_hooks. */
+    atomic_store_explicit(&paused, 1, memory_order_release);
+}
+
 static void hook_minor_begin(void)
 {
     struct hstate *h = &t_hs;
@@ -258,7 +304,16 @@ static void hook_major_begin(void)
         h->depth_major = 0;
     }
     if (h->depth_major++ == 0) {
-        h->start_major = idle_major_slice(h) ? 0 : now_ns();
+        if (idle_major_slice(h)) {
+            h->start_major = 0;
+            if (++h->idle_streak >= IDLE_STREAK) {
+                h->idle_streak = 0;
+                pause_major_hooks();
+            }
+        } else {
+            h->idle_streak = 0;
+            h->start_major = now_ns();
+        }
         set_flag(h, FLAMME_SAMPLE_GC_MAJOR, 1);
         if (h->buf) /* single writer: a plain increment, read by the writer */
             atomic_store_explicit(&h->buf->nmajor,
@@ -332,47 +387,30 @@ int flamme_gc_hooks_install(void)
     return 0;
 }
 
-/* Swaps *var from `from` to `to` if it still holds `from` (a hook chained
- * over ours since cannot be taken out). Returns 1 if swapped. */
-static int swap_hook(_Atomic(timing_hook) *var, timing_hook from, timing_hook to)
-{
-    return atomic_compare_exchange_strong_explicit(var, &from, to, memory_order_acq_rel,
-                                                   memory_order_acquire);
-}
-
-/* Pauses or resumes the major-slice hooks by the measured slice rate (see
- * BUSY_SLICES_PER_S). Writer thread. */
+/* Resumes the major-slice hooks when a pause is over, or pauses them when
+ * the measured slice rate is above BUSY_SLICES_PER_S. Writer thread. */
 static void pace_major_hooks(uint64_t now)
 {
+    int st = atomic_load_explicit(&paused, memory_order_acquire);
+    if (st == 2)
+        return; /* a thread is pausing right now */
     uint64_t count = 0;
     for (struct gcbuf *b = atomic_load_explicit(&all_bufs, memory_order_acquire); b; b = b->next)
         count += atomic_load_explicit(&b->nmajor, memory_order_relaxed);
-    if (atomic_load_explicit(&paused, memory_order_relaxed)) {
+    if (st == 1) {
         if (now - pause_start_ns < pause_ns)
             return;
         /* Ends before begins, as at install. */
         swap_hook(var_major_end, prev_major_end, hook_major_end);
         swap_hook(var_major_begin, prev_major_begin, hook_major_begin);
         atomic_fetch_add_explicit(&major_epoch, 1, memory_order_relaxed);
-        atomic_store_explicit(&paused, 0, memory_order_relaxed);
         paused_total_ns += now - pause_start_ns;
+        resume_ns = now;
+        atomic_store_explicit(&paused, 0, memory_order_release);
     } else if (rate_since_ns && now - rate_since_ns >= RATE_WINDOW_NS) {
         uint64_t rate = (count - rate_since_count) * 1000000000u / (now - rate_since_ns);
-        /* Busy again right after a pause: the next pause is longer. */
-        if (rate <= BUSY_SLICES_PER_S)
-            pause_ns = PAUSE_MIN_NS;
-        else if (pauses && now - pause_start_ns < pause_ns + 2 * RATE_WINDOW_NS && pause_ns < PAUSE_MAX_NS)
-            pause_ns *= 2;
-        if (rate > BUSY_SLICES_PER_S && swap_hook(var_major_begin, hook_major_begin, prev_major_begin)) {
-            if (!swap_hook(var_major_end, hook_major_end, prev_major_end)) {
-                swap_hook(var_major_begin, prev_major_begin, hook_major_begin);
-            } else {
-                atomic_store_explicit(&paused, 1, memory_order_relaxed);
-                atomic_fetch_add_explicit(&major_epoch, 1, memory_order_relaxed);
-                pause_start_ns = now;
-                pauses++;
-            }
-        }
+        if (rate > BUSY_SLICES_PER_S)
+            pause_major_hooks();
     } else if (rate_since_ns) {
         return;
     }
@@ -384,7 +422,7 @@ void flamme_gc_major_paused(uint64_t *total_ns, uint64_t *n)
 {
     *total_ns = paused_total_ns;
     *n = pauses;
-    if (atomic_load_explicit(&paused, memory_order_relaxed))
+    if (atomic_load_explicit(&paused, memory_order_acquire) == 1)
         *total_ns += now_ns() - pause_start_ns;
 }
 

@@ -33,12 +33,16 @@ class Ctx(fidlib.Ctx):
         return path
 
     def own_functions(self):
-        """Names of the functions defined in libflamme.so (its symbol table)."""
+        """Names of the functions defined in libflamme.so (its symbol table):
+        its local ones and flamme_*; not the interposed libc names
+        (pthread_create, sigaction, ...), which a profile cannot tell from
+        libc's own."""
         if self._own is None:
             p = subprocess.run(["nm", "--defined-only", self.lib], capture_output=True,
                                text=True, check=True)
             self._own = {f[2] for f in (l.split() for l in p.stdout.splitlines())
-                         if len(f) == 3 and f[1] in "tTwW"}
+                         if len(f) == 3 and (f[1] == "t" or
+                                             (f[1] in "TW" and f[2].startswith("flamme_")))}
         return self._own
 
 

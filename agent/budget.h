@@ -9,11 +9,11 @@
  * - the handler's measured time is a debt; periods it covers are taken off
  *   the weight of the next signals (they are flamme's time, not the program's);
  * - the handler may spend FLAMME_BUDGET % of the program's time (the
- *   periods it samples); a sample taken while the budget is overdrawn is
- *   shortened to FLAMME_BUDGET_SHORT_DEPTH frames (leaf side, flagged
- *   TRUNCATED) and keeps its weight, so every period is still counted at
- *   the function it was spent in; whole stacks come back as the budget
- *   refills.
+ *   periods it samples); until the budget has saved what a whole walk of
+ *   the thread's stack costs, samples are shortened to
+ *   FLAMME_BUDGET_SHORT_DEPTH frames (leaf side, flagged TRUNCATED) and keep
+ *   their weight, so every period is still counted at the function it was
+ *   spent in; a whole walk stops where the saved budget ends.
  * Totals go into the profile (INFO) and `flamme report`.
  *
  * Who: the handler of the sampled thread (the _sigsafe functions); the
@@ -48,8 +48,10 @@ unsigned flamme_budget_admit_sigsafe(unsigned weight, uint64_t period_ns, uint32
 void flamme_budget_start_sigsafe(struct flamme_budget_clock *c);
 
 /* Charges the time since flamme_budget_start_sigsafe to the thread's budget
- * and debt. Returns the cost in ns. async-signal-safe: yes. */
-uint64_t flamme_budget_charge_sigsafe(const struct flamme_budget_clock *c);
+ * and debt; frames: what the walk took, truncated: it hit its depth limit.
+ * Returns the cost in ns. async-signal-safe: yes. */
+uint64_t flamme_budget_charge_sigsafe(const struct flamme_budget_clock *c, uint32_t frames,
+                                      int truncated);
 
 /* Totals over all threads: samples shortened and their weight, periods
  * taken off as the handler's own time, handler ns. */

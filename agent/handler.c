@@ -237,7 +237,8 @@ static void flamme_sigprof(int sig, siginfo_t *si, void *ucv)
     sflags |= wflags;
     sflags |= flamme_gc_flags_sigsafe();
     commit_sample(s, rec, n, sflags, t0, weight, domain);
-    uint64_t b = flamme_budget_charge_sigsafe(&bc) / COST_BUCKET_NS;
+    uint64_t b =
+        flamme_budget_charge_sigsafe(&bc, n, (wflags & FLAMME_SAMPLE_TRUNCATED) != 0) / COST_BUCKET_NS;
     atomic_fetch_add_explicit(&cost_hist[b < COST_BUCKETS ? b : COST_BUCKETS - 1], 1,
                               memory_order_relaxed);
     errno = saved_errno;

@@ -4,6 +4,8 @@
  */
 #include "agent/config.h"
 
+#include "agent/budget.h"
+
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -92,6 +94,7 @@ void flamme_config_load(struct flamme_config *c)
     c->sample_blocked = env_long("FLAMME_SAMPLE_BLOCKED", 1, 0, 1);
     c->hz = (int)env_long("FLAMME_HZ", 99, 1, 10000);
     c->depth = (int)env_long("FLAMME_DEPTH", 16384, 16, 1000000);
+    c->budget_pct = (int)env_long("FLAMME_BUDGET", FLAMME_BUDGET_PCT, 0, 100);
     long ring_kb = env_long("FLAMME_RING_KB", 1024, 64, 1L << 22);
     uint64_t words = (uint64_t)ring_kb * 1024 / 8;
     /* Room for about 16 deepest samples (2 MiB at the default depth; the

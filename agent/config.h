@@ -18,6 +18,9 @@
  *   FLAMME_AUTOSTART 0: a preloaded agent waits for Flamme.start (default 1)
  *   FLAMME_SAMPLE_BLOCKED 0: leave threads that start with SIGPROF blocked
  *                  (runtime backup/tick threads) unsampled (default 1)
+ *   FLAMME_BUDGET  % of the program's CPU time the signal handler may use,
+ *                  0..100 (default 2, see agent/budget.h); 0: no cap, every
+ *                  sample walked in full (for tests of the walker)
  *   FLAMME_STATS   1: print the handler's cost at the end (even if quiet)
  *   FLAMME_DISABLE 1: load but do nothing
  * A bad value prints one line on stderr and the default is used.
@@ -39,6 +42,7 @@ struct flamme_config {
     int autostart;
     int stats;
     int sample_blocked;
+    int budget_pct;
 };
 
 /* Fills c from the environment; never fails (bad values fall back to defaults

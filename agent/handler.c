@@ -13,6 +13,7 @@
 #include <ucontext.h>
 
 #include "agent/agent.h"
+#include "agent/budget.h"
 #include "agent/cfi.h"
 #include "agent/engine.h"
 #include "agent/threads.h"
@@ -186,7 +187,17 @@ static void flamme_sigprof(int sig, siginfo_t *si, void *ucv)
         errno = saved_errno;
         return;
     }
-    uint64_t t0 = flamme_now_sigsafe();
+    /* Periods that were the handler's own time are no sample; a budget
+     * overdrawn by deep walks shortens this one (agent/budget.h). */
+    uint32_t max = (uint32_t)flamme_cfg.depth;
+    weight = flamme_budget_admit_sigsafe(weight, 1000000000u / (unsigned)flamme_cfg.hz, &max);
+    if (!weight) {
+        errno = saved_errno;
+        return;
+    }
+    struct flamme_budget_clock bc;
+    flamme_budget_start_sigsafe(&bc);
+    uint64_t t0 = bc.wall0;
     ucontext_t *uc = ucv;
     uintptr_t pc = (uintptr_t)uc->uc_mcontext.gregs[REG_RIP];
     uintptr_t sp = (uintptr_t)uc->uc_mcontext.gregs[REG_RSP];
@@ -218,8 +229,7 @@ static void flamme_sigprof(int sig, siginfo_t *si, void *ucv)
             sflags |= FLAMME_SAMPLE_SYSCALL;
     }
 
-    uint64_t max = (uint64_t)flamme_cfg.depth;
-    uint64_t *rec = flamme_ring_reserve_sigsafe(s->ring, max + FLAMME_SAMPLE_HDR_WORDS);
+    uint64_t *rec = flamme_ring_reserve_sigsafe(s->ring, (uint64_t)max + FLAMME_SAMPLE_HDR_WORDS);
     if (!rec) {
         atomic_fetch_add_explicit(&s->lost, 1, memory_order_relaxed);
         flamme_writer_wake_sigsafe();
@@ -233,11 +243,12 @@ static void flamme_sigprof(int sig, siginfo_t *si, void *ucv)
      * frame pointers at the new stack; current_stack still names the old). */
     struct flamme_walk_copy copy = {s->scratch, FLAMME_SCRATCH_WORDS, 16};
     uint32_t n = flamme_walk_regs_sigsafe(pc, &regs, 1, ranges, nr, &copy,
-                                          rec + FLAMME_SAMPLE_HDR_WORDS, (uint32_t)max, &wflags);
+                                          rec + FLAMME_SAMPLE_HDR_WORDS, max, &wflags);
     sflags |= wflags;
     sflags |= flamme_gc_flags_sigsafe();
     commit_sample(s, rec, n, sflags, t0, weight, domain);
-    uint64_t b = (flamme_now_sigsafe() - t0) / COST_BUCKET_NS;
+    uint64_t b =
+        flamme_budget_charge_sigsafe(&bc, n, (wflags & FLAMME_SAMPLE_TRUNCATED) != 0) / COST_BUCKET_NS;
     atomic_fetch_add_explicit(&cost_hist[b < COST_BUCKETS ? b : COST_BUCKETS - 1], 1,
                               memory_order_relaxed);
     errno = saved_errno;

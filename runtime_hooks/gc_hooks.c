@@ -59,6 +59,7 @@ struct gcbuf {
     _Atomic int owned;       /* 1 while a live thread produces into it */
     _Atomic uint64_t head;   /* producer: next slot to write (release) */
     _Atomic uint64_t tail;   /* consumer: next slot to read (release) */
+    _Atomic uint64_t nmajor; /* major slices begun by its owners (relaxed) */
     struct gc_ev ev[GC_RING];
 };
 
@@ -71,15 +72,47 @@ static timing_hook prev_minor_begin, prev_minor_end, prev_major_begin, prev_majo
 static pthread_mutex_t install_lock = PTHREAD_MUTEX_INITIALIZER;
 static int installed; /* under install_lock */
 
-/* Per-thread state. The flags word is what the handler reads; the rest is
- * only touched by the hooks of this thread. */
-static __thread _Atomic uint32_t t_flags TLS_IE;
-static __thread int t_depth_minor TLS_IE, t_depth_major TLS_IE;
-static __thread uint64_t t_start_minor TLS_IE, t_start_major TLS_IE;
-static __thread struct gcbuf *t_buf TLS_IE;
-static __thread void **t_state_slot TLS_IE;
-static __thread uint32_t t_tid TLS_IE;
-static __thread int t_ready TLS_IE; /* tid, caml_state slot and buffer looked up */
+/* Per-thread state, one TLS block so that a hook computes its address once
+ * (the major-slice hooks can run a million times a second). The flags word
+ * is what the handler reads; the rest is only touched by the hooks of this
+ * thread. */
+struct hstate {
+    _Atomic uint32_t flags;
+    int depth_minor, depth_major;
+    uint32_t major_epoch; /* major_epoch when depth_major was last valid */
+    uint32_t idle_streak; /* major slices in a row with nothing to do */
+    int ready;           /* tid, caml_state slot and buffer looked up */
+    uint64_t start_minor, start_major; /* 0: this pair is not timed */
+    void **state_slot;   /* this thread's caml_state */
+    struct gcbuf *buf;
+    uint32_t tid;
+};
+static __thread struct hstate t_hs TLS_IE;
+
+/* Pausing the major-slice hooks. A domain waiting for others to finish a
+ * cycle runs empty major slices back to back, millions a second; even a
+ * hook that only sets a flag is then a few percent of the program. So the
+ * major hooks are taken out of the runtime for a pause when a thread sees
+ * IDLE_STREAK slices in a row with nothing to do, or when the writer
+ * measures more than BUSY_SLICES_PER_S; the writer puts them back when the
+ * pause is over. The pause doubles (PAUSE_MIN_NS to PAUSE_MAX_NS) when the
+ * next one comes right after a resume and halves otherwise (the rate comes
+ * in bursts). major_epoch changes at each pause and resume: a thread whose
+ * depth_major dates from another epoch may have missed an end hook, so its
+ * depth and GC_MAJOR flag are not trusted.
+ * paused: 0 hooks in, 2 a thread is taking them out, 1 out (release: the
+ * pause's fields are written). The thread that moves it from 0 owns the
+ * pause fields until it stores 1; the writer owns them while it is 1. */
+#define IDLE_STREAK 2000u
+#define BUSY_SLICES_PER_S 200000u
+#define RATE_WINDOW_NS 20000000u
+#define PAUSE_MIN_NS 200000000u
+#define PAUSE_MAX_NS 3200000000u
+#define BACK_SOON_NS 100000000u
+static _Atomic uint32_t major_epoch;
+static _Atomic int paused;
+static uint64_t pause_start_ns, pause_ns = PAUSE_MIN_NS, resume_ns, paused_total_ns, pauses;
+static uint64_t rate_since_ns, rate_since_count; /* writer only */
 
 static uint64_t now_ns(void)
 {
@@ -125,30 +158,24 @@ static struct gcbuf *get_buf(void)
 }
 
 /* First hook on this thread: cache tid, caml_state location and buffer. */
-static void thread_setup(void)
+static void thread_setup(struct hstate *h)
 {
-    t_tid = (uint32_t)syscall(SYS_gettid);
-    t_state_slot = flamme_ocaml_state_slot();
-    t_buf = get_buf();
-    t_ready = 1;
-}
-
-static int32_t current_domain(void)
-{
-    const char *ds = t_state_slot ? *t_state_slot : NULL;
-    return ds ? *(const int32_t *)(ds + DS_ID) : -1;
+    h->tid = (uint32_t)syscall(SYS_gettid);
+    h->state_slot = flamme_ocaml_state_slot();
+    h->buf = get_buf();
+    h->ready = 1;
 }
 
 /* Appends one event to this thread's ring (drops it when full). */
-static void push(uint8_t kind, uint64_t start, uint64_t end)
+static void push(struct hstate *hs, uint8_t kind, uint64_t start, uint64_t end)
 {
     /* Only while profiling: events from before a (re)start would land in the
      * next profile otherwise. */
     if (!atomic_load_explicit(&flamme_agent_sampling, memory_order_acquire))
         return;
-    if (!t_ready)
-        thread_setup();
-    struct gcbuf *b = t_buf;
+    if (!hs->ready)
+        thread_setup(hs);
+    struct gcbuf *b = hs->buf;
     if (!b)
         return;
     uint64_t h = atomic_load_explicit(&b->head, memory_order_relaxed);
@@ -156,68 +183,164 @@ static void push(uint8_t kind, uint64_t start, uint64_t end)
     if (h - t >= GC_RING)
         return; /* full: the writer is stalled; the event is dropped */
     struct gc_ev *e = &b->ev[h % GC_RING];
+    const char *ds = hs->state_slot ? *hs->state_slot : NULL;
     e->start_ns = start;
     e->duration_ns = end - start;
-    e->tid = t_tid;
-    e->domain = current_domain();
+    e->tid = hs->tid;
+    e->domain = ds ? *(const int32_t *)(ds + DS_ID) : -1;
     e->kind = kind;
     atomic_store_explicit(&b->head, h + 1, memory_order_release);
 }
 
-/* Begin/end pairs. Nesting happens (a domain waiting in a stop-the-world
- * request inside a major slice may serve another domain's minor collection
- * or cycle end), so each kind keeps a depth and times its outermost pair. */
-static void enter(int *depth, uint64_t *start, uint32_t bit)
+/* Sets or clears one of this thread's flag bits. Only this thread writes
+ * the flags (the handler only reads them), so a plain load and store do: no
+ * locked instruction on a path the runtime may take a million times a
+ * second. The signal fence orders the store before what the hook does next,
+ * as seen by this thread's handler. */
+static void set_flag(struct hstate *h, uint32_t bit, int on)
 {
-    if ((*depth)++ == 0) {
-        *start = now_ns();
-        atomic_fetch_or_explicit(&t_flags, bit, memory_order_relaxed);
-        atomic_signal_fence(memory_order_seq_cst);
-    }
+    uint32_t f = atomic_load_explicit(&h->flags, memory_order_relaxed);
+    atomic_store_explicit(&h->flags, on ? f | bit : f & ~bit, memory_order_relaxed);
+    atomic_signal_fence(memory_order_seq_cst);
 }
 
-static void leave(int *depth, uint64_t start, uint32_t bit, uint8_t kind)
+/* Whether a major slice about to begin has nothing to do on this domain:
+ * marking and sweeping are done (Caml_state->marking_done, sweeping_done;
+ * same offsets in 5.1-5.3). The runtime calls such slices back to back, a
+ * few hundred nanoseconds each, while it waits for other domains to finish a
+ * cycle (Gc.major, Gc.full_major, Gc.compact, domain spawn and exit); a clock
+ * read would cost a good share of such a slice. They are flagged but not
+ * timed (doc/format.md, GC record). */
+#define DS_MARKING_DONE 112
+#define DS_SWEEPING_DONE 120
+static int idle_major_slice(struct hstate *h)
+{
+    if (!h->ready)
+        thread_setup(h);
+    const char *ds = h->state_slot ? *h->state_slot : NULL;
+    return ds && *(const uintptr_t *)(ds + DS_MARKING_DONE) &&
+           *(const uintptr_t *)(ds + DS_SWEEPING_DONE);
+}
+
+/* Begin/end pairs. Nesting happens (a domain waiting in a stop-the-world
+ * request inside a major slice may serve another domain's minor collection
+ * or cycle end), so each kind keeps a depth and times its outermost pair;
+ * a start of 0 means the pair is not timed. */
+static void leave(struct hstate *h, int *depth, uint64_t start, uint32_t bit, uint8_t kind)
 {
     if (*depth == 0) /* end without begin: hooks installed mid-collection */
         return;
     if (--*depth == 0) {
-        atomic_fetch_and_explicit(&t_flags, ~bit, memory_order_relaxed);
-        atomic_signal_fence(memory_order_seq_cst);
-        push(kind, start, now_ns());
+        set_flag(h, bit, 0);
+        if (start)
+            push(h, kind, start, now_ns());
     }
+}
+
+/* Swaps *var from `from` to `to` if it still holds `from` (a hook chained
+ * over ours since cannot be taken out). Returns 1 if swapped. */
+static int swap_hook(_Atomic(timing_hook) *var, timing_hook from, timing_hook to)
+{
+    return atomic_compare_exchange_strong_explicit(var, &from, to, memory_order_acq_rel,
+                                                   memory_order_acquire);
+}
+
+static void hook_major_begin(void);
+static void hook_major_end(void);
+
+/* Takes the major-slice hooks out for a pause (see above); any thread. */
+static void pause_major_hooks(void)
+{
+    int zero = 0;
+    if (!atomic_compare_exchange_strong_explicit(&paused, &zero, 2, memory_order_acquire,
+                                                 memory_order_relaxed))
+        return;
+    if (!swap_hook(var_major_begin, hook_major_begin, prev_major_begin)) {
+        atomic_store_explicit(&paused, 0, memory_order_release);
+        return;
+    }
+    if (!swap_hook(var_major_end, hook_major_end, prev_major_end)) {
+        swap_hook(var_major_begin, prev_major_begin, hook_major_begin);
+        atomic_store_explicit(&paused, 0, memory_order_release);
+        return;
+    }
+    uint64_t now = now_ns();
+    if (pauses && now - resume_ns < BACK_SOON_NS)
+        pause_ns = pause_ns * 2 > PAUSE_MAX_NS ? PAUSE_MAX_NS : pause_ns * 2;
+    else
+        pause_ns = pause_ns / 2 < PAUSE_MIN_NS ? PAUSE_MIN_NS : pause_ns / 2;
+    pause_start_ns = now;
+    pauses++;
+    atomic_fetch_add_explicit(&major_epoch, 1, memory_order_relaxed);
+    /* Pairs with the acquire load in pace_major_hooks. */
+    atomic_store_explicit(&paused, 1, memory_order_release);
 }
 
 static void hook_minor_begin(void)
 {
-    enter(&t_depth_minor, &t_start_minor, FLAMME_SAMPLE_GC_MINOR);
+    struct hstate *h = &t_hs;
+    if (h->depth_minor++ == 0) {
+        h->start_minor = now_ns();
+        set_flag(h, FLAMME_SAMPLE_GC_MINOR, 1);
+    }
     if (prev_minor_begin)
         prev_minor_begin();
 }
 
 static void hook_minor_end(void)
 {
-    leave(&t_depth_minor, t_start_minor, FLAMME_SAMPLE_GC_MINOR, FLAMME_GC_MINOR);
+    struct hstate *h = &t_hs;
+    leave(h, &h->depth_minor, h->start_minor, FLAMME_SAMPLE_GC_MINOR, FLAMME_GC_MINOR);
     if (prev_minor_end)
         prev_minor_end();
 }
 
 static void hook_major_begin(void)
 {
-    enter(&t_depth_major, &t_start_major, FLAMME_SAMPLE_GC_MAJOR);
+    struct hstate *h = &t_hs;
+    uint32_t ep = atomic_load_explicit(&major_epoch, memory_order_relaxed);
+    if (h->major_epoch != ep) { /* the hooks were paused since: start afresh */
+        h->major_epoch = ep;
+        h->depth_major = 0;
+    }
+    if (h->depth_major++ == 0) {
+        if (idle_major_slice(h)) {
+            h->start_major = 0;
+            if (++h->idle_streak >= IDLE_STREAK) {
+                h->idle_streak = 0;
+                pause_major_hooks();
+            }
+        } else {
+            h->idle_streak = 0;
+            h->start_major = now_ns();
+        }
+        set_flag(h, FLAMME_SAMPLE_GC_MAJOR, 1);
+        if (h->buf) /* single writer: a plain increment, read by the writer */
+            atomic_store_explicit(&h->buf->nmajor,
+                                  atomic_load_explicit(&h->buf->nmajor, memory_order_relaxed) + 1,
+                                  memory_order_relaxed);
+    }
     if (prev_major_begin)
         prev_major_begin();
 }
 
 static void hook_major_end(void)
 {
-    leave(&t_depth_major, t_start_major, FLAMME_SAMPLE_GC_MAJOR, FLAMME_GC_MAJOR_SLICE);
+    struct hstate *h = &t_hs;
+    leave(h, &h->depth_major, h->start_major, FLAMME_SAMPLE_GC_MAJOR, FLAMME_GC_MAJOR_SLICE);
     if (prev_major_end)
         prev_major_end();
 }
 
 uint32_t flamme_gc_flags_sigsafe(void)
 {
-    return atomic_load_explicit(&t_flags, memory_order_relaxed);
+    uint32_t f = atomic_load_explicit(&t_hs.flags, memory_order_relaxed);
+    /* While paused, or until this thread's next major slice after a pause,
+     * the GC_MAJOR bit may be stale. */
+    if (atomic_load_explicit(&paused, memory_order_relaxed) ||
+        t_hs.major_epoch != atomic_load_explicit(&major_epoch, memory_order_relaxed))
+        f &= ~(uint32_t)FLAMME_SAMPLE_GC_MAJOR;
+    return f;
 }
 
 /* Puts hook h into *var, remembering what was there; a CAS so that a hook
@@ -269,9 +392,52 @@ int flamme_gc_hooks_install(void)
     return 0;
 }
 
+/* Resumes the major-slice hooks when a pause is over, or pauses them when
+ * the measured slice rate is above BUSY_SLICES_PER_S. Writer thread. */
+static void pace_major_hooks(uint64_t now)
+{
+    int st = atomic_load_explicit(&paused, memory_order_acquire);
+    if (st == 2)
+        return; /* a thread is pausing right now */
+    uint64_t count = 0;
+    for (struct gcbuf *b = atomic_load_explicit(&all_bufs, memory_order_acquire); b; b = b->next)
+        count += atomic_load_explicit(&b->nmajor, memory_order_relaxed);
+    if (st == 1) {
+        if (now - pause_start_ns < pause_ns)
+            return;
+        /* Ends before begins, as at install. */
+        swap_hook(var_major_end, prev_major_end, hook_major_end);
+        swap_hook(var_major_begin, prev_major_begin, hook_major_begin);
+        atomic_fetch_add_explicit(&major_epoch, 1, memory_order_relaxed);
+        paused_total_ns += now - pause_start_ns;
+        resume_ns = now;
+        atomic_store_explicit(&paused, 0, memory_order_release);
+    } else if (rate_since_ns && now - rate_since_ns >= RATE_WINDOW_NS) {
+        uint64_t rate = (count - rate_since_count) * 1000000000u / (now - rate_since_ns);
+        if (rate > BUSY_SLICES_PER_S)
+            pause_major_hooks();
+    } else if (rate_since_ns) {
+        return;
+    }
+    rate_since_ns = now;
+    rate_since_count = count;
+}
+
+void flamme_gc_major_paused(uint64_t *total_ns, uint64_t *n)
+{
+    *total_ns = paused_total_ns;
+    *n = pauses;
+    if (atomic_load_explicit(&paused, memory_order_acquire) == 1)
+        *total_ns += now_ns() - pause_start_ns;
+}
+
 int flamme_gc_drain(flamme_pw *pw)
 {
     int rc = 0;
+    pthread_mutex_lock(&install_lock);
+    if (installed > 0)
+        pace_major_hooks(now_ns());
+    pthread_mutex_unlock(&install_lock);
     for (struct gcbuf *b = atomic_load_explicit(&all_bufs, memory_order_acquire); b; b = b->next) {
         uint64_t t = atomic_load_explicit(&b->tail, memory_order_relaxed);
         uint64_t h = atomic_load_explicit(&b->head, memory_order_acquire);

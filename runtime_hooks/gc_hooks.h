@@ -31,8 +31,14 @@ int flamme_gc_hooks_install(void);
  * async-signal-safe: yes. */
 uint32_t flamme_gc_flags_sigsafe(void);
 
+/* Time (ns) and number of times the major-slice hooks were paused because
+ * the runtime ran major slices faster than they could be followed at no
+ * cost (see gc_hooks.c). Writer thread. */
+void flamme_gc_major_paused(uint64_t *total_ns, uint64_t *n);
+
 /* Writes the GC events recorded since the last call into the profile.
- * Writer thread only. Returns 0 or -1 (write error). */
+ * Also pauses and resumes the major-slice hooks by their rate. Writer
+ * thread only. Returns 0 or -1 (write error). */
 int flamme_gc_drain(flamme_pw *pw);
 
 #endif

@@ -213,7 +213,16 @@ int flamme_gc_report(const struct flamme_profile *p, FILE *out)
                         (double)dur[n - 1] / 1e3);
             }
         }
+        fprintf(out, "  major slices that begin with nothing to mark or sweep (waiting for other\n"
+                     "  domains to finish a cycle) are flagged but not timed\n");
     }
+    /* Written by runtime_hooks/gc_hooks.c when it paused its major-slice hooks. */
+    const char *paused = flamme_profile_info(p, "gc_major_hooks_paused_ms_n");
+    unsigned long long pms, pn;
+    if (paused && sscanf(paused, "%llu %llu", &pms, &pn) == 2)
+        fprintf(out, "  major-slice hooks paused %llu times, %llu ms in all: the runtime ran major\n"
+                     "  slices too fast to follow at no cost; slices then are neither timed nor flagged\n",
+                pn, pms);
     free(ds);
     free(cls);
     free(dur);

@@ -232,6 +232,25 @@ static void print_header(const char *path, const struct flamme_profile *p)
         printf("  ended: %s\n", p->exit_detail);
 }
 
+/* The agent's CPU budget (agent/budget.h), from its INFO record. */
+static void print_budget(const struct flamme_profile *p)
+{
+    const char *v = flamme_profile_info(p, "budget");
+    unsigned long long pct, depth, skipped, weight, own, ns;
+    if (!v || sscanf(v, "%llu %llu %llu %llu %llu %llu", &pct, &depth, &skipped, &weight, &own,
+                     &ns) != 6)
+        return;
+    printf("  agent: signal handler %.3f s of CPU (budget: %llu%% of the program's)\n",
+           (double)ns / 1e9, pct);
+    if (own)
+        printf("  %llu periods were the handler's own CPU time and are not counted as samples\n",
+               own);
+    if (skipped)
+        printf("  %llu samples (weight %llu) were shortened to their %llu leaf-most frames to keep\n"
+               "  the handler within its budget (deep stacks); they count as truncated\n",
+               skipped, weight, depth);
+}
+
 int flamme_cmd_report(int argc, char **argv)
 {
     const char *in = NULL;
@@ -272,6 +291,7 @@ int flamme_cmd_report(int argc, char **argv)
     printf("totals:\n");
     printf("  samples: %zu records, weight %llu; lost: %llu (%.1f%%)\n", p.nsamples,
            (unsigned long long)a.weight, (unsigned long long)p.lost, pct(p.lost, a.weight + p.lost));
+    print_budget(&p);
     printf("stacks:\n");
     printf("  complete stacks: %.1f%%  (root-most frame is a thread root: main, start_thread, ...)\n",
            pct(a.complete, a.weight));

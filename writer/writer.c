@@ -32,6 +32,7 @@
 #include "writer/lines.h"
 #include "writer/ring.h"
 #include "writer/symbols.h"
+#include "agent/budget.h"
 #include "runtime_hooks/gc_hooks.h"
 
 int flamme_pthread_create_unprofiled(pthread_t *t, const pthread_attr_t *a, void *(*fn)(void *),
@@ -480,6 +481,19 @@ static int finalize(void)
     snprintf(buf, sizeof buf, "%llu %llu %llu", (unsigned long long)p50,
              (unsigned long long)p99, (unsigned long long)n);
     flamme_pw_info(W.pw, "handler_ns_p50_p99_n", buf);
+    uint64_t skipped, skipped_w, own, handler_ns;
+    flamme_budget_totals(&skipped, &skipped_w, &own, &handler_ns);
+    snprintf(buf, sizeof buf, "%d %d %llu %llu %llu %llu", flamme_cfg.budget_pct, FLAMME_BUDGET_SHORT_DEPTH,
+             (unsigned long long)skipped, (unsigned long long)skipped_w, (unsigned long long)own,
+             (unsigned long long)handler_ns);
+    flamme_pw_info(W.pw, "budget", buf);
+    uint64_t gc_paused_ns, gc_pauses;
+    flamme_gc_major_paused(&gc_paused_ns, &gc_pauses);
+    if (gc_pauses) {
+        snprintf(buf, sizeof buf, "%llu %llu", (unsigned long long)(gc_paused_ns / 1000000u),
+                 (unsigned long long)gc_pauses);
+        flamme_pw_info(W.pw, "gc_major_hooks_paused_ms_n", buf);
+    }
     if (flamme_cfg.stats)
         flamme_agent_warn(1, "handler cost: median %llu ns, p99 %llu ns over %llu samples",
                           (unsigned long long)p50, (unsigned long long)p99,

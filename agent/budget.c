@@ -1,0 +1,137 @@
+/*
+ * agent/budget.c — the handler's CPU budget (see budget.h).
+ *
+ * Per-thread state lives in TLS (initial-exec: no allocation, safe in the
+ * handler); only the thread's own handler touches it. Totals are relaxed
+ * atomics (statistics, read after sampling stopped).
+ */
+#include "agent/budget.h"
+
+#include <stdatomic.h>
+#include <time.h>
+
+#include "agent/agent.h"
+#include "agent/threads.h"
+
+#define TLS_IE __attribute__((tls_model("initial-exec")))
+
+/* A walk that took longer than this is timed on the thread's CPU clock the
+ * next time (two system calls, nothing next to such a walk): a deep stack
+ * stays deep, and the wall clock would also count time the thread spent
+ * preempted on a busy machine. */
+#define CPU_CLOCK_ABOVE_NS 50000
+
+/* Unspent budget saved at most, unless a whole walk of the thread's stack
+ * costs more (a long shallow phase does not buy a burst of deep walks). */
+#define ALLOWANCE_MAX_NS 20000000
+
+struct bstate {
+    int64_t allowance_ns;  /* budget earned minus spent */
+    uint64_t debt_ns;      /* handler time not yet taken off the weight */
+    uint64_t last_cost_ns;
+    uint64_t full_cost_ns; /* what a whole walk of this stack costs (estimate) */
+    uint64_t ns_per_frame; /* measured on the last long walk; 0: not yet */
+    unsigned weight;       /* of the sample being walked */
+    int full;              /* the walk being timed may go the whole depth */
+    int capped;            /* ... but no deeper than the allowance pays for */
+};
+static __thread struct bstate t_b TLS_IE;
+
+static _Atomic uint64_t g_short, g_short_weight, g_own, g_handler_ns;
+
+unsigned flamme_budget_admit_sigsafe(unsigned weight, uint64_t period_ns, uint32_t *depth)
+{
+    struct bstate *b = &t_b;
+    b->full = 1;
+    b->capped = 0;
+    if (period_ns == 0)
+        return weight;
+    uint64_t own = b->debt_ns / period_ns;
+    if (own > weight)
+        own = weight;
+    if (own) {
+        weight -= (unsigned)own;
+        b->debt_ns -= own * period_ns;
+        atomic_fetch_add_explicit(&g_own, own, memory_order_relaxed);
+    }
+    b->weight = weight;
+    if (weight == 0 || flamme_cfg.budget_pct == 0)
+        return weight;
+    b->allowance_ns += (int64_t)(weight * period_ns * (uint64_t)flamme_cfg.budget_pct / 100);
+    int64_t max = b->full_cost_ns > ALLOWANCE_MAX_NS ? (int64_t)b->full_cost_ns : ALLOWANCE_MAX_NS;
+    if (b->allowance_ns > max)
+        b->allowance_ns = max;
+    if (*depth <= FLAMME_BUDGET_SHORT_DEPTH)
+        return weight;
+    /* A whole walk once the budget covers what the last one cost; the stack
+     * may have grown since, so the walk stops where the allowance ends
+     * (frames it can pay for at the measured cost per frame). In between,
+     * short walks. */
+    if (b->allowance_ns < (int64_t)b->full_cost_ns) {
+        b->full = 0;
+        *depth = FLAMME_BUDGET_SHORT_DEPTH;
+        atomic_fetch_add_explicit(&g_short, 1, memory_order_relaxed);
+        atomic_fetch_add_explicit(&g_short_weight, weight, memory_order_relaxed);
+    } else if (b->ns_per_frame) {
+        uint64_t can = (uint64_t)b->allowance_ns / b->ns_per_frame;
+        if (can < FLAMME_BUDGET_SHORT_DEPTH)
+            can = FLAMME_BUDGET_SHORT_DEPTH;
+        if (can < *depth) {
+            *depth = (uint32_t)can;
+            b->capped = 1;
+        }
+    }
+    return weight;
+}
+
+static uint64_t thread_cpu_ns(void)
+{
+    struct timespec ts;
+    if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) != 0)
+        return 0;
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+void flamme_budget_start_sigsafe(struct flamme_budget_clock *c)
+{
+    c->wall0 = flamme_now_sigsafe();
+    const struct bstate *b = &t_b;
+    c->cpu0 = (b->full ? b->full_cost_ns : b->last_cost_ns) > CPU_CLOCK_ABOVE_NS ? thread_cpu_ns() : 0;
+}
+
+uint64_t flamme_budget_charge_sigsafe(const struct flamme_budget_clock *c, uint32_t frames,
+                                      int truncated)
+{
+    struct bstate *b = &t_b;
+    uint64_t cost = 0, cpu1;
+    if (c->cpu0 && (cpu1 = thread_cpu_ns()) >= c->cpu0)
+        cost = cpu1 - c->cpu0;
+    else
+        cost = flamme_now_sigsafe() - c->wall0;
+    b->debt_ns += cost;
+    b->allowance_ns -= (int64_t)cost;
+    b->last_cost_ns = cost;
+    if (b->full) {
+        /* Stopped by the allowance: the stack is deeper than it paid for,
+         * so save up for twice as much next time. */
+        int short_of_stack = b->capped && truncated;
+        b->full_cost_ns = short_of_stack ? 2 * cost : cost;
+        if (frames >= 1024)
+            b->ns_per_frame = cost / frames ? cost / frames : 1;
+        if (short_of_stack) {
+            atomic_fetch_add_explicit(&g_short, 1, memory_order_relaxed);
+            atomic_fetch_add_explicit(&g_short_weight, b->weight, memory_order_relaxed);
+        }
+    }
+    atomic_fetch_add_explicit(&g_handler_ns, cost, memory_order_relaxed);
+    return cost;
+}
+
+void flamme_budget_totals(uint64_t *shortened, uint64_t *shortened_weight, uint64_t *own_periods,
+                          uint64_t *handler_ns)
+{
+    *shortened = atomic_load_explicit(&g_short, memory_order_relaxed);
+    *shortened_weight = atomic_load_explicit(&g_short_weight, memory_order_relaxed);
+    *own_periods = atomic_load_explicit(&g_own, memory_order_relaxed);
+    *handler_ns = atomic_load_explicit(&g_handler_ns, memory_order_relaxed);
+}

@@ -1,0 +1,61 @@
+/*
+ * agent/budget.h — the handler's CPU budget: what a sample may cost, and
+ * keeping the handler's own time out of what it measures.
+ *
+ * A timer or perf event on a thread's CPU clock also runs while the handler
+ * walks: a walk of a 400,000-frame stack takes milliseconds, so at 99 Hz or
+ * more the handler would cause the next sample itself, slow the program
+ * without bound and count its own time as the program's. Per thread:
+ * - the handler's measured time is a debt; periods it covers are taken off
+ *   the weight of the next signals (they are flamme's time, not the program's);
+ * - the handler may spend FLAMME_BUDGET % of the program's time (the
+ *   periods it samples); until the budget has saved what a whole walk of
+ *   the thread's stack costs, samples are shortened to
+ *   FLAMME_BUDGET_SHORT_DEPTH frames (leaf side, flagged TRUNCATED) and keep
+ *   their weight, so every period is still counted at the function it was
+ *   spent in; a whole walk stops where the saved budget ends.
+ * Totals go into the profile (INFO) and `flamme report`.
+ *
+ * Who: the handler of the sampled thread (the _sigsafe functions); the
+ * writer thread reads the totals at the end. async-signal-safe: yes (the
+ * _sigsafe functions).
+ */
+#ifndef FLAMME_AGENT_BUDGET_H
+#define FLAMME_AGENT_BUDGET_H
+#include <stdint.h>
+
+/* Default share (%) of the program's CPU time the handler may use
+ * (FLAMME_BUDGET; the writer thread has the rest of the 3% the agent is
+ * allowed). */
+#define FLAMME_BUDGET_PCT 2
+
+/* Frames of a sample shortened for the budget. */
+#define FLAMME_BUDGET_SHORT_DEPTH 64
+
+/* Started when a sample is walked; passed to flamme_budget_charge_sigsafe. */
+struct flamme_budget_clock {
+    uint64_t wall0, cpu0; /* cpu0 = 0: the cost is taken from the wall clock */
+};
+
+/* Decides what a signal standing for `weight` periods becomes: returns the
+ * weight of the sample to take now, or 0 when the periods were all the
+ * handler's own time (no sample). Lowers *depth (the frames the walk may
+ * take) when the budget is overdrawn. period_ns: the sampling period.
+ * async-signal-safe: yes. */
+unsigned flamme_budget_admit_sigsafe(unsigned weight, uint64_t period_ns, uint32_t *depth);
+
+/* Starts timing a walk. async-signal-safe: yes. */
+void flamme_budget_start_sigsafe(struct flamme_budget_clock *c);
+
+/* Charges the time since flamme_budget_start_sigsafe to the thread's budget
+ * and debt; frames: what the walk took, truncated: it hit its depth limit.
+ * Returns the cost in ns. async-signal-safe: yes. */
+uint64_t flamme_budget_charge_sigsafe(const struct flamme_budget_clock *c, uint32_t frames,
+                                      int truncated);
+
+/* Totals over all threads: samples shortened and their weight, periods
+ * taken off as the handler's own time, handler ns. */
+void flamme_budget_totals(uint64_t *shortened, uint64_t *shortened_weight, uint64_t *own_periods,
+                          uint64_t *handler_ns);
+
+#endif

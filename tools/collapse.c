@@ -21,6 +21,7 @@
 #include "common/hash.h"
 #include "tools/cmds.h"
 #include "tools/demangle.h"
+#include "tools/folded.h"
 #include "tools/gc_frames.h"
 
 #include <errno.h>
@@ -55,6 +56,35 @@ const char *flamme_thread_label(const struct flamme_thread *t, char *buf, size_t
         break;
     }
     return buf;
+}
+
+void flamme_put_term_safe(FILE *out, const char *str)
+{
+    const unsigned char *s = (const unsigned char *)str;
+    while (*s) {
+        unsigned c = s[0];
+        size_t n = c < 0x80 ? 1 : c >= 0xc2 && c <= 0xdf ? 2 : c >= 0xe0 && c <= 0xef ? 3
+                 : c >= 0xf0 && c <= 0xf4 ? 4 : 0;
+        for (size_t k = 1; k < n; k++)
+            if ((s[k] & 0xc0) != 0x80)
+                n = 0;
+        if (n == 3 && ((c == 0xe0 && s[1] < 0xa0) || (c == 0xed && s[1] >= 0xa0)))
+            n = 0; /* overlong, surrogate */
+        if (n == 4 && ((c == 0xf0 && s[1] < 0x90) || (c == 0xf4 && s[1] >= 0x90)))
+            n = 0;
+        if (n == 1 && (c < 0x20 || c == 0x7f))
+            n = 0;
+        if (n == 2 && c == 0xc2 && s[1] <= 0x9f) { /* C1 control */
+            fprintf(out, "\\x%02x\\x%02x", c, s[1]);
+            s += 2;
+        } else if (n) {
+            fwrite(s, 1, n, out);
+            s += n;
+        } else {
+            fprintf(out, "\\x%02x", c);
+            s++;
+        }
+    }
 }
 
 /* ------------------------------------------------------------ text buffer */
@@ -98,11 +128,26 @@ static void sb_frame(struct sbuf *b, const char *name)
 static void make_folded_safe(char *s)
 {
     for (; *s; s++) {
-        if (*s == ';')
+        unsigned char c = (unsigned char)*s;
+        if (c == ';')
             *s = ':';
-        else if ((unsigned char)*s < 0x20 || *s == 0x7f)
+        else if (c < 0x20 || c == 0x7f)
             *s = ' ';
+        else if (c == 0xc2 && (unsigned char)s[1] >= 0x80 && (unsigned char)s[1] <= 0x9f)
+            s[0] = s[1] = ' ', s++; /* a C1 control (U+0080..U+009F): a terminal may obey it */
     }
+}
+
+/* A frame name ending in "WS NUMBER" would, as a leaf, read as a count
+ * column (a differential line) to every folded parser: its last blanks
+ * become '_'. Thread labels ("domain 3") never end a line (see stack_text). */
+static void no_count_suffix(char *s)
+{
+    size_t len = strlen(s);
+    double v;
+    if (flamme_folded_take_count(s, &len, &v))
+        while (s[len] == ' ')
+            s[len++] = '_';
 }
 
 static const char *base_name(const char *path)
@@ -137,6 +182,7 @@ static char *frame_name(const struct flamme_frame *f, const struct flamme_collap
         snprintf(buf + n, sizeof buf - n, " (%s:%u)", f->file, f->line);
     }
     make_folded_safe(buf);
+    no_count_suffix(buf);
     return strdup(buf);
 }
 
@@ -273,6 +319,7 @@ static char *stack_text(const struct flamme_profile *p, const struct flamme_coll
         make_folded_safe(lbl);
         sb_frame(&b, lbl);
     }
+    size_t label_len = b.len; /* "domain 3" alone would read as "domain" with a count */
     if (k->marker & MARK_TRUNCATED)
         sb_frame(&b, "[truncated]");
     else if (k->marker & MARK_BROKEN)
@@ -298,7 +345,7 @@ static char *stack_text(const struct flamme_profile *p, const struct flamme_coll
         sb_frame(&b, flamme_gc_class_label(gc));
     if (k->marker & MARK_BLOCKED)
         sb_frame(&b, "[blocked]");
-    if (b.len == 0)
+    if (b.len == label_len)
         sb_frame(&b, "[no frames]");
     if (b.oom) {
         free(b.s);

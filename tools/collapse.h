@@ -6,6 +6,7 @@
 #ifndef FLAMME_TOOLS_COLLAPSE_H
 #define FLAMME_TOOLS_COLLAPSE_H
 #include <stdint.h>
+#include <stdio.h>
 #include "common/profile.h"
 
 struct flamme_collapse_opts {
@@ -18,6 +19,11 @@ struct flamme_collapse_opts {
 
 /* Display name of one thread: "main", "domain N", "thread TID (domain N)", ... */
 const char *flamme_thread_label(const struct flamme_thread *t, char *buf, size_t len);
+
+/* Writes s for a terminal: valid UTF-8 passes, while control characters
+ * (C0, DEL, C1) and bytes that are not UTF-8 are written as \xNN, so text
+ * from a profile (command line, names) can never drive the terminal. */
+void flamme_put_term_safe(FILE *out, const char *s);
 
 /* Calls emit once per distinct folded stack (frames joined root first with
  * ';', names made safe for the folded format: no ';' or newline) with the sum

@@ -14,8 +14,10 @@
 #include "common/profile.h"
 #include "tools/cmds.h"
 #include "tools/collapse.h"
+#include "tools/folded.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -135,24 +137,21 @@ static int read_input(struct dtab *t, const char *path, int which,
     ssize_t n;
     while ((n = getline(&line, &cap, f)) > 0) {
         lineno++;
-        while (n > 0 && (line[n - 1] == '\n' || line[n - 1] == '\r'))
+        while (n > 0 && strchr("\n\r \t\v\f", line[n - 1]))
             line[--n] = 0;
-        char *sp = strrchr(line, ' ');
-        char *end;
-        double count = sp ? strtod(sp + 1, &end) : 0;
-        if (!sp || sp == line || end == sp + 1 || *end || count < 0) {
+        /* The same syntax as `flamme svg` reads (tools/folded.c): a
+         * differential input line's last column counts. */
+        size_t len = (size_t)n;
+        double count, before;
+        if (!flamme_folded_take_count(line, &len, &count)) {
             if (n > 0 && bad++ == 0)
                 fprintf(stderr, "flamme diff: %s:%zu: skipped line: no trailing count\n", path,
                         lineno);
             continue;
         }
-        /* A differential input line: the stack ends before its first count. */
-        char *sp2 = sp;
-        while (sp2 > line && sp2[-1] != ' ')
-            sp2--;
-        size_t len = (size_t)(sp - line);
-        if (sp2 > line && strtod(sp2, &end) >= 0 && end == sp)
-            len = (size_t)(sp2 - 1 - line);
+        flamme_folded_take_count(line, &len, &before);
+        if (len == 0)
+            continue;
         dtab_add(t, line, len, which, count);
     }
     free(line);
@@ -162,6 +161,28 @@ static int read_input(struct dtab *t, const char *path, int which,
         return -1;
     }
     return 0;
+}
+
+/* Writes count as the folded parsers (tools/folded.c, read_input above)
+ * read it: plain decimal digits, never an exponent. Whole counts print
+ * exactly; a scaled (--normalize) count keeps 9 decimals, trailing zeros
+ * dropped. */
+static void put_count(FILE *f, double v)
+{
+    char buf[400];
+    if (!(v > 0) || !isfinite(v)) /* the parsers give neither; keep the line readable */
+        v = 0;
+    if (v == floor(v))
+        snprintf(buf, sizeof buf, "%.0f", v);
+    else {
+        snprintf(buf, sizeof buf, "%.9f", v);
+        size_t n = strlen(buf);
+        while (buf[n - 1] == '0')
+            buf[--n] = 0;
+        if (buf[n - 1] == '.')
+            buf[--n] = 0;
+    }
+    fputs(buf, f);
 }
 
 static int by_text(const void *a, const void *b)
@@ -268,8 +289,13 @@ int flamme_cmd_diff(int argc, char **argv)
         rc = 1;
         goto done;
     }
-    for (size_t i = 0; i < t.n; i++)
-        fprintf(dst, "%s %.17g %.17g\n", t.v[i].text, t.v[i].count[0] * scale, t.v[i].count[1]);
+    for (size_t i = 0; i < t.n; i++) {
+        fprintf(dst, "%s ", t.v[i].text);
+        put_count(dst, t.v[i].count[0] * scale);
+        fputc(' ', dst);
+        put_count(dst, t.v[i].count[1]);
+        fputc('\n', dst);
+    }
     if (ferror(dst) | (dst != stdout ? fclose(dst) : fflush(dst))) {
         fprintf(stderr, "flamme diff: write error\n");
         rc = 1;

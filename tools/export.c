@@ -386,7 +386,7 @@ struct pb {
 
 static void pb_bytes(struct pb *b, const void *d, size_t n)
 {
-    if (b->oom)
+    if (b->oom || n == 0) /* an empty sub-message has no buffer yet (d NULL) */
         return;
     if (b->len + n > b->cap) {
         size_t nc = b->cap ? b->cap : 4096;
@@ -462,6 +462,16 @@ static int agg_cmp(const void *a, const void *b)
 
 /* The flags that change a sample's exported frames. */
 #define PATH_FLAGS (FLAMME_SAMPLE_TRUNCATED | FLAMME_SAMPLE_BROKEN | FLAMME_SAMPLE_SYSCALL)
+
+/* weight ticks at hz as nanoseconds, computed in 128 bits and capped at
+ * INT64_MAX (pprof values are int64); 0 when the rate is unknown. */
+static uint64_t weight_ns(uint64_t weight, uint32_t hz)
+{
+    if (!hz)
+        return 0;
+    unsigned __int128 ns = (unsigned __int128)weight * 1000000000u / hz;
+    return ns > INT64_MAX ? (uint64_t)INT64_MAX : (uint64_t)ns;
+}
 
 /* Encodes the profile as a perftools.profiles.Profile into b. Location id =
  * frame id + 1 (pseudo frames after the real ones), one Function per
@@ -573,7 +583,7 @@ static int pprof_encode(struct pb *b, const struct flamme_profile *p, int thread
             pb_varint(&pk, (uint64_t)path[k] + 1);
         pb_msg(&m, 1, &pk);
         pb_varint(&pk, a.weight);
-        pb_varint(&pk, p->hdr.hz ? a.weight * 1000000000ull / p->hdr.hz : 0);
+        pb_varint(&pk, weight_ns(a.weight, p->hdr.hz));
         pb_msg(&m, 2, &pk);
         if (threads) {
             char lbl[96];

@@ -698,11 +698,15 @@ static void put_font(FILE *o, const char *s)
 /* XML comment body: "--" may not appear in a comment. */
 static void put_comment(FILE *o, const char *s)
 {
-    for (const char *p = s; *p; p++) {
-        if (*p == '-' && (p[1] == '-' || p[1] == 0))
-            fputs("- ", o);
-        else
-            put_esc(o, p, 1, 1);
+    for (const char *p = s; *p;) {
+        if (*p == '-') {
+            fputs(p[1] == '-' || p[1] == 0 ? "- " : "-", o);
+            p++;
+            continue;
+        }
+        size_t n = strcspn(p, "-"); /* whole runs, so multi-byte characters stay whole */
+        put_esc(o, p, n, SIZE_MAX);
+        p += n;
     }
 }
 

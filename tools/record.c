@@ -106,6 +106,8 @@ static int summarize(const char *path)
             complete += p.samples[i].weight;
     }
     const char *engine = flamme_profile_info(&p, "engine");
+    if (engine && strspn(engine, "abcdefghijklmnopqrstuvwxyz0123456789-_") != strlen(engine))
+        engine = NULL; /* printed on the terminal: only what an agent writes */
     const char *mode = flamme_profile_info(&p, "mode");
     fprintf(stderr,
             "flamme: %zu samples, %zu threads, %llu lost, complete %.1f%%, engine %s%s, wrote %s%s\n",

@@ -147,8 +147,10 @@ static void print_top(struct fn **v, size_t n, uint64_t weight, int self_first)
     for (size_t i = 0; i < n && i < TOP_N; i++) {
         if ((self_first ? v[i]->self : v[i]->total) == 0)
             break; /* sorted: the rest never ran as leaf */
-        printf("  %6.1f%% %6.1f%% %10llu  %s\n", pct(v[i]->self, weight), pct(v[i]->total, weight),
-               (unsigned long long)(self_first ? v[i]->self : v[i]->total), v[i]->name);
+        printf("  %6.1f%% %6.1f%% %10llu  ", pct(v[i]->self, weight), pct(v[i]->total, weight),
+               (unsigned long long)(self_first ? v[i]->self : v[i]->total));
+        flamme_put_term_safe(stdout, v[i]->name);
+        putchar('\n');
     }
 }
 
@@ -207,7 +209,9 @@ static int print_threads(const struct flamme_profile *p, uint64_t weight)
 
 static void print_header(const char *path, const struct flamme_profile *p)
 {
-    printf("profile: %s\n", path);
+    fputs("profile: ", stdout);
+    flamme_put_term_safe(stdout, path);
+    putchar('\n');
     double dur = p->end_ns > p->hdr.start_monotonic_ns
                      ? (double)(p->end_ns - p->hdr.start_monotonic_ns) / 1e9
                      : 0.0;
@@ -219,8 +223,11 @@ static void print_header(const char *path, const struct flamme_profile *p)
     printf("  pid %u, %u Hz per thread, %.2f s, started %s\n", (unsigned)p->hdr.pid,
            (unsigned)p->hdr.hz, dur, when);
     const char *cmd = flamme_profile_info(p, "cmdline");
-    if (cmd)
-        printf("  command: %s\n", cmd);
+    if (cmd) {
+        fputs("  command: ", stdout);
+        flamme_put_term_safe(stdout, cmd);
+        putchar('\n');
+    }
     if (p->truncated)
         printf("  status: damaged or cut short (read up to the last whole chunk)\n");
     else if (!p->complete)

@@ -14,6 +14,7 @@
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "common/profile.h"
@@ -250,9 +251,15 @@ static int read_input(struct flamme_folded *f, const char *path, const struct fl
     int is_stdin = strcmp(path, "-") == 0;
     const char *name = is_stdin ? "<stdin>" : path;
     int fd = is_stdin ? 0 : open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
-        fprintf(stderr, "flamme svg: cannot open %s: %s\n", path, strerror(errno));
-        return 1;
+    struct stat st;
+    if (fd >= 0 && !is_stdin && fstat(fd, &st) == 0 && S_ISDIR(st.st_mode)) {
+        close(fd);
+        fd = -1;
+        errno = EISDIR;
+    }
+    if (fd < 0) { /* bad input, as for every verb */
+        fprintf(stderr, "flamme svg: %s: cannot open: %s\n", path, strerror(errno));
+        return 2;
     }
     unsigned char head[16];
     /* pread fails on a pipe: sniff the stream then. A profile redirected from
@@ -391,8 +398,14 @@ int flamme_cmd_svg(int argc, char **argv)
     static char obuf[1 << 20];
     setvbuf(out, obuf, _IOFBF, sizeof obuf);
     rc = flamme_fg_render(&f, &o, out, NULL);
-    if (rc == 2)
-        fprintf(stderr, "flamme svg: no valid input\n");
+    if (rc == 2) {
+        fputs("flamme svg: ", stderr);
+        if (optind >= argc)
+            fputs("<stdin>", stderr);
+        for (int i = optind; i < argc; i++)
+            fprintf(stderr, "%s%s", i > optind ? ", " : "", strcmp(argv[i], "-") ? argv[i] : "<stdin>");
+        fputs(": no valid input (no line \"stack COUNT\" with a count above 0)\n", stderr);
+    }
     if (out != stdout && fclose(out) != 0 && rc == 0) {
         fprintf(stderr, "flamme svg: write error on %s\n", out_path);
         rc = 1;

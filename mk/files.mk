@@ -1,0 +1,9 @@
+# mk/files.mk — profiles as files people pass around (issue 10): every verb
+# agrees, nothing from a profile reaches a terminal raw, output files never
+# follow links or clobber, hostile profiles cost work in proportion to their
+# size (owner: tests/files/). Target: files-test (part of make test).
+.PHONY: files-test
+files-test: $(BUILD)/flamme $(BUILD)/libflamme.so
+	python3 tests/files/run.py $(BUILD)
+TEST_TARGETS += files-test
+HELP_LINES += "make files-test  hostile and odd profiles: numbers, escaping, output files, bounds"

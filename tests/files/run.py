@@ -1,0 +1,242 @@
+#!/usr/bin/env python3
+"""tests/files/run.py — profiles are files people pass around (issue 10):
+every verb agrees on the numbers and texts it writes, nothing a profile
+carries reaches a terminal raw, output files never follow links or clobber,
+and hostile profiles cost work in proportion to their size.
+
+Usage: python3 tests/files/run.py BUILD_DIR
+Profiles are written byte by byte by tests/files/prof.py (the spec's view,
+independent of common/profile.c). Prints "files: N passed, N failed" last.
+"""
+import gzip
+import os
+import re
+import shutil
+import stat
+import subprocess
+import sys
+import tempfile
+import traceback
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import prof  # noqa: E402
+
+BUILD = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else "build")
+FLAMME = os.path.join(BUILD, "flamme")
+TMP = tempfile.mkdtemp(prefix="flamme-files-")
+SEEDS = os.environ.get("FLAMME_FUZZ_SEEDS")  # make fuzz: keep every profile written here
+results = []
+
+
+def test(fn):
+    results.append(fn)
+    return fn
+
+
+def path(name):
+    return os.path.join(TMP, name)
+
+
+def write(name, data):
+    p = path(name)
+    with open(p, "wb") as f:
+        f.write(data if isinstance(data, bytes) else data.encode())
+    if SEEDS:
+        kind = "prof" if data[:8] == b"FLAMMEPF" else "folded"
+        os.makedirs(os.path.join(SEEDS, kind), exist_ok=True)
+        shutil.copy(p, os.path.join(SEEDS, kind, name))
+    return p
+
+
+def flamme(*args, stdin=None, timeout=120, env=None, cwd=None):
+    e = dict(os.environ)
+    e.update(env or {})
+    p = subprocess.run([FLAMME] + [str(a) for a in args], input=stdin, capture_output=True,
+                       timeout=timeout, env=e, cwd=cwd or TMP)
+    return p.returncode, p.stdout, p.stderr.decode("utf-8", "replace")
+
+
+# ------------------------------------------------------------------ wrong numbers
+
+@test
+def diff_counts_are_read_back_by_every_folded_reader():
+    big = 123456789012345678901  # past 1e17: %.17g printed it with an exponent
+    before = write("before.folded", "main;a %d\nmain;b 1\n" % big)
+    after = write("after.folded", "main;a %d\nmain;b 3\nmain;cold 1\n" % big)
+    rc, out, err = flamme("diff", before, after, "--folded")
+    assert rc == 0, err
+    lines = out.decode().splitlines()
+    assert all(not re.search(r"[eE][+-]?\d", l.rsplit(" ", 2)[1] + l.rsplit(" ", 2)[2]) for l in lines), lines
+    joined = write("joined.folded", out)
+    # svg reads every line (no "skipped line"), and diff reads its own output
+    rc, svg, err = flamme("svg", joined, "-o", path("j.svg"))
+    assert rc == 0 and "skipped" not in err, err
+    rc, out2, err = flamme("diff", joined, after, "--folded")
+    assert rc == 0 and "skipped" not in err, err
+    a = [l for l in out2.decode().splitlines() if l.startswith("main;a ")][0]
+    assert float(a.split()[-2]) == float(big) and float(a.split()[-1]) == float(big), a
+    # --normalize: before is scaled by 2e21/(2e21 + ...) -> fractions, never in a frame name
+    before = write("nb.folded", "main;hot 1000000\nmain;cold 1\n")
+    after = write("na.folded", "main;hot 20\n")
+    rc, out, err = flamme("diff", before, after, "--folded", "--normalize")
+    assert rc == 0, err
+    text = out.decode()
+    cold = [l for l in text.splitlines() if l.startswith("main;cold")]
+    assert cold and cold[0].split(" ")[0] == "main;cold", text
+    assert abs(float(cold[0].split()[1]) - 20 / 1000001) < 1e-9, cold
+    j = write("nj.folded", out)
+    rc, out2, err = flamme("diff", j, after, "--folded")
+    assert rc == 0 and "skipped" not in err and "e-05" not in out2.decode(), (err, out2)
+    names = [l.rsplit(" ", 2)[0] for l in out2.decode().splitlines()]
+    assert sorted(names) == ["main;cold", "main;hot"], names
+
+
+def pb_fields(buf):
+    """Decodes one protobuf message into [(field, value)]; value is int or bytes."""
+    i, out = 0, []
+    def varint():
+        nonlocal i
+        v = sh = 0
+        while True:
+            b = buf[i]; i += 1
+            v |= (b & 0x7f) << sh; sh += 7
+            if not b & 0x80:
+                return v
+    while i < len(buf):
+        key = varint()
+        f, wt = key >> 3, key & 7
+        if wt == 0:
+            out.append((f, varint()))
+        elif wt == 2:
+            n = varint(); out.append((f, buf[i:i + n])); i += n
+        else:
+            raise ValueError("wire type %d" % wt)
+    return out
+
+
+def packed(b):
+    vals, i = [], 0
+    while i < len(b):
+        v = sh = 0
+        while True:
+            c = b[i]; i += 1
+            v |= (c & 0x7f) << sh; sh += 7
+            if not c & 0x80:
+                break
+        vals.append(v)
+    return vals
+
+
+@test
+def export_pprof_nanoseconds_do_not_overflow():
+    # 5 x 4e9 ticks at 1000 Hz = 2e10 ticks = 2e16 ns: fits, but weight*1e9 did not
+    p = (prof.frame(0, 0x10, 0x10, "main", "/bin/p") + prof.stack(0, [0]) +
+         b"".join(prof.sample(0, 1, 4000000000, 0, 0, k) for k in range(5)) + prof.end())
+    src = write("heavy.flm", prof.profile(p, hz=1000))
+    rc, out, err = flamme("export", src, "--format", "pprof")
+    assert rc == 0, err
+    msg = pb_fields(gzip.decompress(out))
+    samples = [pb_fields(v) for f, v in msg if f == 2]
+    assert len(samples) == 1, samples
+    values = packed([v for f, v in samples[0] if f == 2][0])
+    assert values == [20000000000, 20000000000 * 1000000], values
+    rc, out, err = flamme("export", src, "--format", "speedscope")
+    assert rc == 0 and b"4000000000000000" in out, err  # 4e9 ticks x 1 ms each
+
+
+@test
+def export_pprof_empty_stack_sample():
+    # first sample with no frames: an empty sub-message (pb_bytes(NULL, 0) was UB; SAN aborted)
+    p = prof.stack(0, []) + prof.sample(0, 1, 2) + prof.end()
+    src = write("empty_stack.flm", prof.profile(p))
+    rc, out, err = flamme("export", src, "--format", "pprof")
+    assert rc == 0, err
+    msg = pb_fields(gzip.decompress(out))
+    samples = [pb_fields(v) for f, v in msg if f == 2]
+    assert [packed(v) for f, v in samples[0] if f == 2] == [[2, 2 * 10**9 // 99]], samples
+
+
+@test
+def collapse_threads_empty_stack_is_not_a_differential_line():
+    p = (prof.thread(7, 2, 3, 0) + prof.frame(0, 0x10, 0x10, "leaf 12", "/bin/p") +
+         prof.stack(0, []) + prof.stack(1, [0]) +
+         prof.sample(0, 7, 5, 3) + prof.sample(1, 7, 2, 3) + prof.end())
+    src = write("emptystack.flm", prof.profile(p))
+    rc, out, err = flamme("collapse", src, "--threads")
+    assert rc == 0, err
+    lines = sorted(out.decode().splitlines())
+    assert lines == ["domain 3;[no frames] 5", "domain 3;leaf_12 2"], lines
+    # the folded text reads back with the same totals and no differential column
+    j = write("emptystack.folded", out)
+    rc, out2, err = flamme("diff", j, j, "--folded")
+    assert sorted(out2.decode().splitlines()) == ["domain 3;[no frames] 5 5", "domain 3;leaf_12 2 2"], out2
+
+
+# ------------------------------------------------------------------ terminal, svg
+
+@test
+def report_escapes_what_the_profile_carries():
+    evil = "prog \x1b]0;owned\x07\x1b[2J\x1b]52;c;Y2xpcA==\x07 \xc2\x9b31m caf\xc3\xa9"
+    p = (prof.info("cmdline", evil.encode("latin-1")) + prof.frame(0, 0x10, 0x10, "f\xc2\x9b1m", "/bin/p") +
+         prof.stack(0, [0]) + prof.sample(0, 1, 1) + prof.end())
+    src = write("evil.flm", prof.profile(p))
+    rc, out, err = flamme("report", src)
+    assert rc == 0, err
+    for bad in (b"\x1b", b"\x07", b"\xc2\x9b"):
+        assert bad not in out, out
+    assert b"command: prog \\x1b]0;owned\\x07" in out and "café".encode() in out, out
+
+
+@test
+def svg_notes_keep_non_ascii():
+    src = write("notes.folded", "a;b 3\n")
+    rc, _, err = flamme("svg", src, "--notes", "café — naïve -- ok", "-o", path("notes.svg"))
+    assert rc == 0, err
+    svg = open(path("notes.svg"), "rb").read().decode()
+    assert "café — naïve - - ok" in svg, re.findall(r"<!--.*?-->", svg, re.S)
+
+
+@test
+def svg_exit_codes_and_messages_name_the_file():
+    rc, _, err = flamme("svg", path("missing.folded"))
+    assert rc == 2 and "missing.folded" in err, (rc, err)
+    rc, _, err = flamme("svg", TMP)
+    assert rc == 2 and TMP in err, (rc, err)
+    empty = write("empty.folded", "")
+    rc, _, err = flamme("svg", empty)
+    assert rc == 2 and "empty.folded: no valid input" in err, (rc, err)
+    for verb in ("collapse", "report"):
+        assert flamme(verb, path("missing.flm"))[0] == 2
+        assert flamme(verb, TMP)[0] == 2
+
+
+@test
+def doc_names_the_file_the_tools_write():
+    here = os.path.dirname(os.path.abspath(__file__))
+    doc = open(os.path.join(here, "..", "..", "doc", "format.md")).read()
+    rc, out, _ = flamme("record", "--help")
+    default = re.search(r"default (flamme\.\w+)", out.decode()).group(1)
+    assert "flamme.prof" not in doc and ("`%s`" % default) in doc, default
+
+
+def main():
+    passed = failed = 0
+    only = os.environ.get("FILES_ONLY")
+    for fn in results:
+        if only and only not in fn.__name__:
+            continue
+        try:
+            fn()
+            passed += 1
+            print("ok %s" % fn.__name__)
+        except Exception:
+            failed += 1
+            print("FAIL %s" % fn.__name__)
+            traceback.print_exc(limit=3)
+    shutil.rmtree(TMP, ignore_errors=True)
+    print("files: %d passed, %d failed" % (passed, failed))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

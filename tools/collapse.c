@@ -19,12 +19,14 @@
  */
 #include "tools/collapse.h"
 #include "common/hash.h"
+#include "common/outfile.h"
 #include "tools/cmds.h"
 #include "tools/demangle.h"
 #include "tools/folded.h"
 #include "tools/gc_frames.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -468,7 +470,8 @@ int flamme_cmd_collapse(int argc, char **argv)
                 in);
 
     FILE *out = stdout;
-    if (outpath && !(out = fopen(outpath, "w"))) {
+    char tmp[PATH_MAX + 8];
+    if (outpath && !(out = flamme_out_fopen(outpath, tmp, sizeof tmp))) {
         fprintf(stderr, "flamme collapse: cannot create %s: %s\n", outpath, strerror(errno));
         flamme_profile_free(&p);
         return 1;
@@ -483,7 +486,7 @@ int flamme_cmd_collapse(int argc, char **argv)
                 strerror(errno));
         rc = 1;
     }
-    if (out != stdout && fclose(out) != 0 && rc == 0) {
+    if (out != stdout && flamme_out_fclose(out, tmp, outpath, rc == 0) != 0 && rc == 0) {
         fprintf(stderr, "flamme collapse: cannot write %s: %s\n", outpath, strerror(errno));
         rc = 1;
     }

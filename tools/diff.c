@@ -11,12 +11,14 @@
  * Any thread; allocates.
  */
 #include "common/hash.h"
+#include "common/outfile.h"
 #include "common/profile.h"
 #include "tools/cmds.h"
 #include "tools/collapse.h"
 #include "tools/folded.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -277,8 +279,9 @@ int flamme_cmd_diff(int argc, char **argv)
     char tmp[] = "/tmp/flamme-diff-XXXXXX";
     FILE *dst;
     int tmpfd = -1;
+    char otmp[PATH_MAX + 8];
     if (folded) {
-        dst = out ? fopen(out, "w") : stdout;
+        dst = out ? flamme_out_fopen(out, otmp, sizeof otmp) : stdout;
     } else {
         tmpfd = mkstemp(tmp);
         dst = tmpfd >= 0 ? fdopen(tmpfd, "w") : NULL;
@@ -296,7 +299,9 @@ int flamme_cmd_diff(int argc, char **argv)
         put_count(dst, t.v[i].count[1]);
         fputc('\n', dst);
     }
-    if (ferror(dst) | (dst != stdout ? fclose(dst) : fflush(dst))) {
+    int werr = folded && out ? flamme_out_fclose(dst, otmp, out, 1)
+                             : ferror(dst) | (dst != stdout ? fclose(dst) : fflush(dst));
+    if (werr) {
         fprintf(stderr, "flamme diff: write error\n");
         rc = 1;
         if (!folded)

@@ -15,12 +15,14 @@
  * both (samples/count and cpu/nanoseconds).
  */
 #include "common/hash.h"
+#include "common/outfile.h"
 #include "common/profile.h"
 #include "tools/cmds.h"
 #include "tools/collapse.h"
 #include "tools/demangle.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -774,7 +776,8 @@ int flamme_cmd_export(int argc, char **argv)
         fprintf(stderr, EXPORT_ERR "%s: file is truncated or damaged; using what was readable\n", in);
 
     FILE *out = stdout;
-    if (outpath && !(out = fopen(outpath, "wb"))) {
+    char tmp[PATH_MAX + 8];
+    if (outpath && !(out = flamme_out_fopen(outpath, tmp, sizeof tmp))) {
         fprintf(stderr, EXPORT_ERR "cannot create %s: %s\n", outpath, strerror(errno));
         flamme_profile_free(&p);
         return 1;
@@ -804,7 +807,7 @@ int flamme_cmd_export(int argc, char **argv)
                 strerror(errno));
         rc = 1;
     }
-    if (out != stdout && fclose(out) != 0 && rc == 0) {
+    if (out != stdout && flamme_out_fclose(out, tmp, outpath, rc == 0) != 0 && rc == 0) {
         fprintf(stderr, EXPORT_ERR "cannot write %s: %s\n", outpath, strerror(errno));
         rc = 1;
     }

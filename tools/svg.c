@@ -17,6 +17,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/outfile.h"
 #include "common/profile.h"
 #include "tools/collapse.h"
 #include "tools/flamegraph.h"
@@ -387,8 +388,9 @@ int flamme_cmd_svg(int argc, char **argv)
     if (f.total > 0 && f.total < 100 && strcmp(o.countname, "samples") == 0)
         fprintf(stderr, "flamme svg: warning: stack count is low (%g). Did something go wrong?\n", f.total);
     FILE *out = stdout;
+    char tmp[PATH_MAX + 8];
     if (out_path && strcmp(out_path, "-") != 0) {
-        out = fopen(out_path, "w");
+        out = flamme_out_fopen(out_path, tmp, sizeof tmp);
         if (!out) {
             fprintf(stderr, "flamme svg: cannot write %s: %s\n", out_path, strerror(errno));
             rc = 1;
@@ -406,7 +408,8 @@ int flamme_cmd_svg(int argc, char **argv)
             fprintf(stderr, "%s%s", i > optind ? ", " : "", strcmp(argv[i], "-") ? argv[i] : "<stdin>");
         fputs(": no valid input (no line \"stack COUNT\" with a count above 0)\n", stderr);
     }
-    if (out != stdout && fclose(out) != 0 && rc == 0) {
+    /* no valid input (2) still leaves the error SVG, as flamegraph.pl */
+    if (out != stdout && flamme_out_fclose(out, tmp, out_path, rc != 1) != 0 && rc == 0) {
         fprintf(stderr, "flamme svg: write error on %s\n", out_path);
         rc = 1;
     } else if (out == stdout && fflush(stdout) != 0 && rc == 0) {

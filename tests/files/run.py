@@ -218,6 +218,129 @@ def doc_names_the_file_the_tools_write():
     default = re.search(r"default (flamme\.\w+)", out.decode()).group(1)
     assert "flamme.prof" not in doc and ("`%s`" % default) in doc, default
 
+# ------------------------------------------------------------------ output files
+
+SPLIT = os.path.join(BUILD, "e2e", "split", "split.exe")
+LIB = os.path.join(BUILD, "libflamme.so")
+
+
+def preload(out, extra=None, umask=0o022):
+    """Runs split.exe (1% of its work) under the preloaded agent writing out."""
+    env = dict(os.environ, LD_PRELOAD=LIB, FLAMME_OUTPUT=out, FLAMME_QUIET="1")
+    env.update(extra or {})
+    old = os.umask(umask)
+    try:
+        p = subprocess.run([SPLIT, "1"], capture_output=True, env=env, timeout=120, cwd=TMP)
+    finally:
+        os.umask(old)
+    return p.returncode, p.stderr.decode("utf-8", "replace")
+
+
+def victim(name):
+    v = write(name, "precious\n")
+    os.chmod(v, 0o644)
+    return v
+
+
+def is_profile(p):
+    st = os.lstat(p)
+    return stat.S_ISREG(st.st_mode) and open(p, "rb").read(8) == b"FLAMMEPF"
+
+
+@test
+def preload_output_replaces_a_planted_link_not_its_target():
+    v = victim("victim1")
+    out = path("planted.flm")
+    os.symlink(v, out)
+    rc, err = preload(out)
+    assert rc == 0, err
+    assert open(v, "rb").read() == b"precious\n", "the link's target was written"
+    assert is_profile(out) and stat.S_IMODE(os.stat(out).st_mode) == 0o600, oct(os.stat(out).st_mode)
+    # a hard link to the old profile keeps its bytes (no truncation in place)
+    keep = path("keep.flm")
+    os.link(out, keep)
+    before = open(keep, "rb").read()
+    rc, err = preload(out, umask=0o077)
+    assert rc == 0 and open(keep, "rb").read() == before and is_profile(out), err
+    assert stat.S_IMODE(os.stat(out).st_mode) == 0o600
+    # a device is written as a device (and stays one)
+    rc, err = preload("/dev/null")
+    assert rc == 0 and stat.S_ISCHR(os.stat("/dev/null").st_mode), err
+
+
+@test
+def record_child_fallback_never_follows_links():
+    # flamme record's agents create FILE with O_EXCL and fall back to FILE.<pid>:
+    # plant links at the next pids; none may be followed
+    out = path("excl.flm")
+    write("excl.flm", "a parent's profile\n")
+    v = victim("victim2")
+    probe = subprocess.Popen(["true"]); probe.wait()
+    planted = []
+    for pid in range(probe.pid, probe.pid + 400):
+        q = "%s.%d" % (out, pid)
+        os.symlink(v, q)
+        planted.append(q)
+    rc, err = preload(out, {"FLAMME_EXCL": "1", "FLAMME_QUIET": "0"})
+    assert rc == 0, err
+    assert open(v, "rb").read() == b"precious\n", "a planted FILE.<pid> link was followed"
+    assert open(out).read() == "a parent's profile\n"
+    written = [q for q in glob_pid(out) if os.path.isfile(q) and not os.path.islink(q)]
+    assert written or "File exists" in err, (written, err)
+    for q in written:
+        assert stat.S_IMODE(os.stat(q).st_mode) == 0o600 and is_profile(q)
+
+
+def glob_pid(out):
+    d, b = os.path.split(out)
+    return [os.path.join(d, n) for n in os.listdir(d) if re.fullmatch(re.escape(b) + r"\.\d+", n)]
+
+
+@test
+def record_refuses_a_link_as_output_and_blames_no_one():
+    link = path("dangling.flm")
+    os.symlink(path("nowhere/x.flm"), link)
+    rc, out, err = flamme("record", "-o", link, "--", SPLIT, "1")
+    assert rc == 2 and "symbolic link" in err and "OCaml 5 program" not in err, (rc, err)
+    assert not os.path.exists(path("nowhere"))
+    # a plain run writes a 0600 profile and moves the old one aside
+    good = path("rec.flm")
+    rc, out, err = flamme("record", "-o", good, "--", SPLIT, "1")
+    assert rc == 0 and is_profile(good) and stat.S_IMODE(os.stat(good).st_mode) == 0o600, err
+    rc, out, err = flamme("record", "-o", good, "--", SPLIT, "1")
+    assert rc == 0 and is_profile(good + ".old"), err
+
+
+@test
+def tool_outputs_replace_links_and_keep_devices():
+    src = write("out_src.flm", prof.simple())
+    for verb, extra in (("svg", []), ("collapse", []), ("export", ["--format", "pprof"]),
+                        ("export", ["--format", "speedscope"])):
+        v = victim("victim_" + verb)
+        out = path("out_" + verb)
+        if os.path.lexists(out):
+            os.unlink(out)
+        os.symlink(v, out)
+        rc, _, err = flamme(verb, src, *extra, "-o", out)
+        assert rc == 0, (verb, err)
+        assert open(v, "rb").read() == b"precious\n", verb + " wrote through the link"
+        st = os.lstat(out)
+        assert stat.S_ISREG(st.st_mode) and st.st_size > 0, verb
+        rc, _, err = flamme(verb, src, *extra, "-o", "/dev/null")
+        assert rc == 0 and stat.S_ISCHR(os.stat("/dev/null").st_mode), (verb, err)
+    leftovers = [n for n in os.listdir(TMP) if re.search(r"\.[A-Za-z0-9]{6}$", n) and n.startswith("out_")]
+    assert not leftovers, leftovers
+    # diff --folded -o, and svg --cp's palette file
+    v = victim("victim_diff")
+    os.symlink(v, path("diff_out"))
+    f = write("d.folded", "a;b 2\n")
+    rc, _, err = flamme("diff", f, f, "--folded", "-o", path("diff_out"))
+    assert rc == 0 and open(v, "rb").read() == b"precious\n" and "a;b 2 2" in open(path("diff_out")).read(), err
+    v = victim("victim_cp")
+    os.symlink(v, path("palette.map"))
+    rc, _, err = flamme("svg", f, "--cp", "-o", path("cp.svg"))
+    assert rc == 0 and open(v, "rb").read() == b"precious\n" and "->rgb(" in open(path("palette.map")).read(), err
+
 
 def main():
     passed = failed = 0

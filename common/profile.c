@@ -15,6 +15,7 @@
  * use, and decoding stops at the first damaged chunk (p->truncated).
  */
 #include "common/profile.h"
+#include "common/hash.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -442,11 +443,12 @@ struct loader {
     uint64_t dropped;       /* records dropped for undefined / non-dense ids */
     int have_sample_time;
     int oom;
+    const char *limit;      /* set with -3: which limit of profile.h the file broke */
 };
 
 static size_t tid_hash(uint32_t tid, size_t mask)
 {
-    return (size_t)((tid * 0x9e3779b97f4a7c15ull) >> 32) & mask;
+    return (size_t)flamme_table_hash_u64(tid) & mask; /* keyed: tids come from the file */
 }
 
 /* Returns the index of tid's thread, creating an UNKNOWN one (start_ns = t)
@@ -556,7 +558,8 @@ static void free_file(char *f)
 }
 
 /* Decodes one record. Returns 0 (applied or dropped), -1 if the body is too
- * short for the type (corrupt), -2 on allocation failure. */
+ * short for the type (corrupt), -2 on allocation failure, -3 past a limit
+ * (L->limit says which). */
 static int apply_record(struct loader *L, uint8_t type, const uint8_t *body, size_t len)
 {
     struct flamme_profile *p = L->p;
@@ -669,6 +672,10 @@ static int apply_record(struct loader *L, uint8_t type, const uint8_t *body, siz
             return -1;
         if (n > c.left / 4) /* check before allocating n frames */
             return -1;
+        if (n > FLAMME_MAX_STACK_FRAMES) {
+            L->limit = "a stack of more than 1048576 frames";
+            return -3;
+        }
         if (id > p->nstacks) {
             L->dropped++;
             return 0;
@@ -848,8 +855,9 @@ static int cmp_thread(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-/* Decodes the chunks of buf[off..len) into L->p. Returns 0, or -1 on
- * allocation failure (the file's damage only sets p->truncated). */
+/* Decodes the chunks of buf[off..len) into L->p. Returns 0, -1 on
+ * allocation failure, -3 past a limit (L->limit); the file's damage only
+ * sets p->truncated. */
 static int decode_chunks(struct loader *L, const uint8_t *buf, size_t len, size_t off)
 {
     struct flamme_profile *p = L->p;
@@ -859,6 +867,7 @@ static int decode_chunks(struct loader *L, const uint8_t *buf, size_t len, size_
         return -1;
     uint8_t *raw = NULL;
     size_t raw_cap = 0;
+    uint64_t inflated = 0;
     int rc = 0;
     while (off < len) {
         if (len - off < CHUNK_HDR_SIZE || get_u32(buf + off) != FLAMME_CHUNK_MAGIC) {
@@ -870,6 +879,11 @@ static int decode_chunks(struct loader *L, const uint8_t *buf, size_t len, size_
         off += CHUNK_HDR_SIZE;
         if (zlen > len - off || raw_len > MAX_CHUNK_RAW) {
             p->truncated = 1;
+            break;
+        }
+        if ((inflated += raw_len) > FLAMME_MAX_INFLATE(len)) {
+            L->limit = "chunks that inflate to more than 64 MiB + 256 times the file's size";
+            rc = -3;
             break;
         }
         if (raw_len > raw_cap) {
@@ -899,8 +913,8 @@ static int decode_chunks(struct loader *L, const uint8_t *buf, size_t len, size_
         }
         off += zlen;
         int r = apply_payload(L, raw, raw_len);
-        if (r == -2) {
-            rc = -1;
+        if (r == -2 || r == -3) {
+            rc = r == -2 ? -1 : -3;
             break;
         }
         if (r < 0) {
@@ -968,10 +982,15 @@ int flamme_profile_load(const char *path, struct flamme_profile *p, char *err, s
     free(buf);
     free(L.tid_slot);
     free(L.has_thread_rec);
+    if (r == -3) {
+        flamme_profile_free(p);
+        return fail(err, errlen, "%s: not a profile flamme writes: it holds %s", path, L.limit);
+    }
     if (r < 0) {
         flamme_profile_free(p);
         return fail(err, errlen, "%s: out of memory while loading", path);
     }
+    p->file_bytes = len;
     if (p->nthreads > 1)
         qsort(p->threads, p->nthreads, sizeof *p->threads, cmp_thread);
     if (L.dropped)

@@ -89,6 +89,14 @@ enum flamme_thread_kind {
 #define FLAMME_SAMPLE_GC_MINOR  0x10u /* taken during a minor collection of the thread's domain */
 #define FLAMME_SAMPLE_GC_MAJOR  0x20u /* taken during a major GC slice of the thread's domain */
 
+/* What a reader accepts (doc/format.md "Limits"): no agent writes more
+ * frames per stack (its --depth is at most 1,000,000), and a file's chunks
+ * may not inflate to more than 64 MiB + 256 times the file's size (what
+ * flamme writes inflates about 30 times at most). Past either the load fails
+ * with one line: such a file was crafted, and would only cost time and memory. */
+#define FLAMME_MAX_STACK_FRAMES 1048576u
+#define FLAMME_MAX_INFLATE(file_bytes) ((64ull << 20) + 256ull * (uint64_t)(file_bytes))
+
 /* Frame ids and stack ids are assigned by the writer, dense from 0, and each
  * is defined (FRAME / STACK record) before the first record that uses it. */
 
@@ -186,7 +194,16 @@ struct flamme_profile {
     uint8_t exit_how;       /* from EXIT (enum flamme_exit_how), 0 without one */
     int32_t exit_code;
     char *exit_detail;      /* from EXIT, NULL without one */
+    uint64_t file_bytes;    /* size of the file read: the tools' work budgets scale with it */
 };
+
+/* A work budget for a tool on p: base + per_byte units per byte of the file
+ * (how much text, how many frame references it may expand the profile to). */
+static inline uint64_t flamme_profile_budget(const struct flamme_profile *p, uint64_t base,
+                                             uint64_t per_byte)
+{
+    return base + per_byte * p->file_bytes;
+}
 
 /* Loads a profile. Returns 0 on success (also for a truncated file: see
  * p->truncated), or -1 with one line in err ("FILE: what is wrong") for a

@@ -10,3 +10,4 @@ HELP_LINES += "make files-test  hostile and odd profiles: numbers, escaping, out
 LIB_SRCS += common/outfile.c
 # mk/agent.mk's link rule was read before this file: name the object there too
 $(BUILD)/libflamme.so: $(BUILD)/so/common/outfile.o
+UNIT_TESTS += tests/unit/test_hash.c

@@ -94,13 +94,22 @@ void flamme_put_term_safe(FILE *out, const char *str)
 struct sbuf {
     char *s;
     size_t len, cap;
-    int oom;
+    int oom;           /* allocation failed, or (over set) the budget ran out */
+    uint64_t *left;    /* bytes of text the whole collapse may still write; NULL: no limit */
+    int over;
 };
 
 static void sb_add(struct sbuf *b, const char *s, size_t n)
 {
     if (b->oom)
         return;
+    if (b->left) {
+        if (n + 1 > *b->left) {
+            b->oom = b->over = 1;
+            return;
+        }
+        *b->left -= n + 1;
+    }
     if (b->len + n + 1 > b->cap) {
         size_t nc = b->cap ? b->cap : 256;
         while (nc < b->len + n + 1)
@@ -206,18 +215,9 @@ struct text_ent {
     uint64_t hash, weight;
 };
 
-static uint64_t mix64(uint64_t x)
-{
-    x ^= x >> 33;
-    x *= 0xff51afd7ed558ccdull;
-    x ^= x >> 33;
-    x *= 0xc4ceb9fe1a85ec53ull;
-    return x ^ (x >> 33);
-}
-
 static uint64_t hash_str(const char *s)
 {
-    return flamme_hash_bytes(s, strlen(s), 0);
+    return flamme_table_hash(s, strlen(s));
 }
 
 struct text_tab {
@@ -281,7 +281,7 @@ static struct key_ent *key_slot(struct key_ent **tab, size_t *cap, size_t *n, ui
         for (size_t i = 0; i < *cap; i++) {
             if (!(*tab)[i].used)
                 continue;
-            size_t j = mix64((*tab)[i].key ^ (*tab)[i].marker) & (nc - 1);
+            size_t j = flamme_table_hash_u64((*tab)[i].key ^ (uint64_t)(*tab)[i].marker << 29) & (nc - 1);
             while (ne[j].used)
                 j = (j + 1) & (nc - 1);
             ne[j] = (*tab)[i];
@@ -290,7 +290,7 @@ static struct key_ent *key_slot(struct key_ent **tab, size_t *cap, size_t *n, ui
         *tab = ne;
         *cap = nc;
     }
-    size_t j = mix64(key ^ marker) & (*cap - 1);
+    size_t j = flamme_table_hash_u64(key ^ (uint64_t)marker << 29) & (*cap - 1);
     while ((*tab)[j].used) {
         if ((*tab)[j].key == key && (*tab)[j].marker == marker)
             return &(*tab)[j];
@@ -305,11 +305,12 @@ static struct key_ent *key_slot(struct key_ent **tab, size_t *cap, size_t *n, ui
 #define MARK_BROKEN 2u
 #define MARK_BLOCKED 4u /* wall mode: taken while the thread sat in a system call */
 
-/* Text of one level-1 entry; NULL on allocation failure. */
+/* Text of one level-1 entry, charged to *left; NULL on allocation failure
+ * or (*over set) when the budget runs out. */
 static char *stack_text(const struct flamme_profile *p, const struct flamme_collapse_opts *o,
-                        char **names, const struct key_ent *k)
+                        char **names, const struct key_ent *k, uint64_t *left, int *over)
 {
-    struct sbuf b = { 0 };
+    struct sbuf b = { .left = left };
     uint32_t stack_id = (uint32_t)(k->key >> 32), tid = (uint32_t)k->key;
     if (o->threads) {
         char lbl[96];
@@ -350,6 +351,7 @@ static char *stack_text(const struct flamme_profile *p, const struct flamme_coll
     if (b.len == label_len)
         sb_frame(&b, "[no frames]");
     if (b.oom) {
+        *over = b.over;
         free(b.s);
         return NULL;
     }
@@ -382,12 +384,20 @@ int flamme_collapse_profile(const struct flamme_profile *p, const struct flamme_
             goto out;
         k->weight += s->weight;
     }
+    /* Every distinct stack becomes text once: a few hundred bytes of text
+     * per byte of file covers real profiles (deep recursion gives ~50); a
+     * crafted one (long names used by long stacks) stops here. */
+    uint64_t left = flamme_profile_budget(p, 32u << 20, 512);
+    int over = 0;
     for (size_t i = 0; i < kcap; i++) {
         if (!keys[i].used || keys[i].weight == 0)
             continue;
-        char *text = stack_text(p, o, names, &keys[i]);
-        if (!text || text_add(&texts, text, keys[i].weight) != 0)
+        char *text = stack_text(p, o, names, &keys[i], &left, &over);
+        if (!text || text_add(&texts, text, keys[i].weight) != 0) {
+            if (over)
+                rc = -2;
             goto out;
+        }
     }
 
     /* Compact, sort by text, emit. */
@@ -410,6 +420,16 @@ out:
         free(names[i]);
     free(names);
     return rc;
+}
+
+int flamme_collapse_error(const char *verb, const char *path, int r)
+{
+    if (r == -2) {
+        fprintf(stderr, "flamme %s: %s: %s\n", verb, path, FLAMME_COLLAPSE_TOO_BIG);
+        return 2;
+    }
+    fprintf(stderr, "flamme %s: %s: out of memory\n", verb, path);
+    return 1;
 }
 
 /* ------------------------------------------------------------ the verb */
@@ -477,9 +497,9 @@ int flamme_cmd_collapse(int argc, char **argv)
         return 1;
     }
     int rc = 0;
-    if (flamme_collapse_profile(&p, &o, emit_line, out) != 0) {
-        fprintf(stderr, "flamme collapse: %s: out of memory\n", in);
-        rc = 1;
+    int r = flamme_collapse_profile(&p, &o, emit_line, out);
+    if (r != 0) {
+        rc = flamme_collapse_error("collapse", in, r);
     }
     if (fflush(out) != 0 || ferror(out)) {
         fprintf(stderr, "flamme collapse: write error on %s: %s\n", outpath ? outpath : "stdout",

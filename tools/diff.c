@@ -52,7 +52,7 @@ static void dtab_add(struct dtab *t, const char *text, size_t len, int which, do
             return;
         }
         for (size_t i = 0; i < t->n; i++) {
-            size_t j = flamme_hash_bytes(t->v[i].text, strlen(t->v[i].text), 0) & (nc - 1);
+            size_t j = flamme_table_hash(t->v[i].text, strlen(t->v[i].text)) & (nc - 1);
             while (ns[j])
                 j = (j + 1) & (nc - 1);
             ns[j] = i + 1;
@@ -61,7 +61,7 @@ static void dtab_add(struct dtab *t, const char *text, size_t len, int which, do
         t->slot = ns;
         t->hcap = nc;
     }
-    size_t j = flamme_hash_bytes(text, len, 0) & (t->hcap - 1);
+    size_t j = flamme_table_hash(text, len) & (t->hcap - 1);
     while (t->slot[j]) {
         struct dstack *d = &t->v[t->slot[j] - 1];
         if (strlen(d->text) == len && memcmp(d->text, text, len) == 0) {
@@ -128,7 +128,7 @@ static int read_input(struct dtab *t, const char *path, int which,
         int rc = flamme_collapse_profile(&p, o, emit_side, &s);
         flamme_profile_free(&p);
         if (rc != 0 || t->oom) {
-            fprintf(stderr, "flamme diff: %s: out of memory\n", path);
+            flamme_collapse_error("diff", path, t->oom ? -1 : rc);
             return -1;
         }
         return 0;

@@ -4,6 +4,7 @@
  * input size whatever the stack depth or number of siblings.
  */
 #include "tools/folded.h"
+#include "common/hash.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -42,22 +43,10 @@ static int grow(void **p, size_t *cap, size_t need, size_t sz)
     return 0;
 }
 
+/* Names come from files anyone may hand us: a keyed hash (common/hash.h). */
 static uint64_t hash_bytes(const char *s, size_t len)
 {
-    uint64_t h = 0x9e3779b97f4a7c15ull ^ len;
-    while (len >= 8) {
-        uint64_t w;
-        memcpy(&w, s, 8);
-        h = (h ^ w) * 0xff51afd7ed558ccdull;
-        h ^= h >> 32;
-        s += 8;
-        len -= 8;
-    }
-    uint64_t w = 0;
-    memcpy(&w, s, len);
-    h = (h ^ w) * 0xc4ceb9fe1a85ec53ull;
-    h ^= h >> 29;
-    return h;
+    return flamme_table_hash(s, len);
 }
 
 static int name_eq(const struct flamme_folded *f, uint32_t id, const char *s, size_t len)

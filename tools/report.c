@@ -38,7 +38,7 @@ struct agg {
 
 static uint64_t hash_mem(const char *s, size_t n)
 {
-    return flamme_hash_bytes(s, n, 0);
+    return flamme_table_hash(s, n);
 }
 
 /* Entry for name s[0..n); NULL on allocation failure. */
@@ -272,7 +272,13 @@ int flamme_cmd_report(int argc, char **argv)
     struct flamme_collapse_opts o = { 0 };
     struct fn **v = NULL;
     int rc = 1;
-    if (flamme_collapse_profile(&p, &o, on_stack, &a) != 0 || a.oom)
+    int r = flamme_collapse_profile(&p, &o, on_stack, &a);
+    if (r == -2) {
+        rc = flamme_collapse_error("report", in, r);
+        flamme_profile_free(&p);
+        return rc;
+    }
+    if (r != 0 || a.oom)
         goto out;
 
     print_header(in, &p);

@@ -162,10 +162,8 @@ static int load_profile(struct flamme_folded *f, const char *path, const char *n
         fprintf(stderr, "flamme svg: %s: warning: profile is truncated; using what was read\n", name);
     int r = flamme_collapse_profile(&p, co, collect, f);
     flamme_profile_free(&p);
-    if (r != 0 || f->oom) {
-        fprintf(stderr, "flamme svg: %s: out of memory\n", name);
-        return 1;
-    }
+    if (r != 0 || f->oom)
+        return flamme_collapse_error("svg", name, f->oom ? -1 : r);
     return 0;
 }
 

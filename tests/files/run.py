@@ -342,6 +342,105 @@ def tool_outputs_replace_links_and_keep_devices():
     assert rc == 0 and open(v, "rb").read() == b"precious\n" and "->rgb(" in open(path("palette.map")).read(), err
 
 
+# ------------------------------------------------------------------ bounds
+
+VERBS = (["collapse"], ["collapse", "--threads"], ["report"], ["svg"], ["svg", "--threads"],
+         ["export", "--format", "speedscope"], ["export", "--format", "speedscope", "--threads"],
+         ["export", "--format", "pprof"], ["export", "--format", "folded"])
+AS_LIMIT = 1 << 30  # every verb on a small crafted file fits in 1 GiB of address space
+
+
+def limited(*args):
+    """flamme ARGS with RLIMIT_AS (skipped under ASan, which reserves terabytes)."""
+    if args[0] == "report":
+        args = args[:args.index("-o")] if "-o" in args else args
+    import resource
+    def pre():
+        if not os.environ.get("FLAMME_SAN"):
+            resource.setrlimit(resource.RLIMIT_AS, (AS_LIMIT, AS_LIMIT))
+    p = subprocess.run([FLAMME] + list(args), capture_output=True, preexec_fn=pre, timeout=600, cwd=TMP)
+    return p.returncode, p.stdout, p.stderr.decode("utf-8", "replace")
+
+
+def big_chunks(payload, n):
+    """n chunks of payload after a tiny header."""
+    return prof.header() + prof.chunk(payload) * n
+
+
+@test
+def a_stack_longer_than_any_agent_writes_is_refused():
+    # the issue's file: one STACK of 16.7M frames used by 1000 samples (66 KB)
+    n = 16777000
+    src = write("deep16m.flm", prof.profile(
+        prof.frame(0, 0x10, 0x10, "f", "/bin/p"), prof.stack(0, [0] * n),
+        b"".join(prof.sample(0, 1, 1, 0, 0, k) for k in range(1000))))
+    assert os.path.getsize(src) < 200000
+    for v in VERBS:
+        rc, out, err = limited(v[0], src, *v[1:], "-o", "/dev/null")
+        assert rc == 2 and "more than 1048576 frames" in err and len(err.splitlines()) == 1, (v, rc, err)
+    # the limit itself is fine
+    body = prof.frame(0, 0x10, 0x10, "f", "/bin/p") + prof.stack(0, [0] * 1048576) + prof.sample(0, 1, 7)
+    src = write("deep1m.flm", prof.profile(body))
+    rc, out, err = limited("collapse", src)
+    assert rc == 0 and out.decode().endswith(";f 7\n") and out.count(b";") == 1048575, err
+
+
+@test
+def chunks_that_inflate_past_the_file_budget_are_refused():
+    info = prof.info("k", "x" * (60 << 20))  # 60 MiB of one byte: ~60 KB compressed
+    src = write("bomb.flm", big_chunks(info, 4))
+    size = os.path.getsize(src)
+    assert 240 * (1 << 20) > (64 << 20) + 256 * size, size
+    for v in VERBS[:4]:
+        rc, out, err = limited(v[0], src, *v[1:])
+        assert rc == 2 and "inflate to more than" in err, (v, rc, err)
+
+
+@test
+def long_names_on_long_stacks_cannot_blow_up_the_text():
+    # 16 stacks of 1M references to a frame with a 4000-byte name: 64 GB of folded text
+    body = prof.frame(0, 0x10, 0x10, "n" * 4000, "/bin/p")
+    body += b"".join(prof.stack(k, [0] * (1000000 - k)) for k in range(16))
+    body += b"".join(prof.sample(k, 1, 1) for k in range(16))
+    src = write("wide.flm", prof.profile(body))
+    for v in VERBS:
+        rc, out, err = limited(v[0], src, *v[1:], "-o", "/dev/null")
+        if v[0] == "export" and v[2] != "folded":
+            assert rc == 0, (v, err)  # pprof, speedscope name each frame once: 16M references fit
+            continue
+        assert rc == 2 and "honestly" in err and len(err.splitlines()) == 1, (v, rc, err)
+
+
+@test
+def speedscope_refuses_samples_that_expand_past_the_budget():
+    body = (prof.frame(0, 0x10, 0x10, "f", "/bin/p") + prof.stack(0, [0] * 1000000) +
+            b"".join(prof.sample(0, 1 + k % 3, 1, 0, 0, k) for k in range(20000)))
+    src = write("manydeep.flm", prof.profile(body))
+    rc, out, err = limited("export", src, "--format", "speedscope", "-o", "/dev/null")
+    assert rc == 2 and "honestly" in err, (rc, err)
+    rc, out, err = limited("svg", src, "-o", "/dev/null")  # one distinct stack: fine
+    assert rc == 0, err
+
+
+@test
+def export_threads_groups_many_threads_in_one_pass():
+    # thread churn: 20000 threads, 2 samples each, interleaved
+    body = prof.frame(0, 0x10, 0x10, "a", "/bin/p") + prof.frame(1, 0x20, 0x20, "b", "/bin/p")
+    body += prof.stack(0, [0]) + prof.stack(1, [1])
+    body += b"".join(prof.sample(k & 1, 1000 + k % 20000, 1, 0, 0, k) for k in range(40000))
+    src = write("churn.flm", prof.profile(body, hz=1000))
+    rc, out, err = flamme("export", src, "--format", "speedscope", "--threads")
+    assert rc == 0, err
+    import json
+    doc = json.loads(out)
+    profs = doc["profiles"]
+    assert len(profs) == 20000 and profs[0]["name"] == "thread 1000" and profs[-1]["name"] == "thread 20999"
+    # thread 1000+j got samples j (stack j&1) and j+20000 (same parity): in file order
+    for j in (0, 1, 12345, 19999):
+        pr = profs[j]
+        assert pr["samples"] == [[j & 1], [j & 1]] and pr["startValue"] == j, (j, pr)
+
+
 def main():
     passed = failed = 0
     only = os.environ.get("FILES_ONLY")

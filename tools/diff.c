@@ -167,19 +167,21 @@ static int read_input(struct dtab *t, const char *path, int which,
 
 /* Writes count as the folded parsers (tools/folded.c, read_input above)
  * read it: plain decimal digits, never an exponent. Whole counts print
- * exactly; a scaled (--normalize) count keeps 9 decimals, trailing zeros
- * dropped. */
+ * exactly; a scaled (--normalize) count keeps 17 significant digits
+ * (what a double holds), trailing zeros dropped. */
 static void put_count(FILE *f, double v)
 {
-    char buf[400];
+    char buf[400]; /* 309 integer digits, or "0." and 340 decimals */
     if (!(v > 0) || !isfinite(v)) /* the parsers give neither; keep the line readable */
         v = 0;
     if (v == floor(v))
         snprintf(buf, sizeof buf, "%.0f", v);
     else {
-        snprintf(buf, sizeof buf, "%.9f", v);
+        /* 17 significant digits, as %.17g, but never an exponent */
+        int dec = 16 - (int)floor(log10(v));
+        snprintf(buf, sizeof buf, "%.*f", dec < 0 ? 0 : dec > 340 ? 340 : dec, v);
         size_t n = strlen(buf);
-        while (buf[n - 1] == '0')
+        while (strchr(buf, '.') && buf[n - 1] == '0')
             buf[--n] = 0;
         if (buf[n - 1] == '.')
             buf[--n] = 0;

@@ -199,10 +199,10 @@ static char *frame_name(const struct flamme_frame *f, const struct flamme_collap
 
 /* ------------------------------------------------------------ aggregation */
 
-/* Level 1: (stack id, tid or 0, marker) -> weight, so each distinct
+/* Level 1: (stack id, thread index or 0, marker) -> weight, so each distinct
  * combination is turned into text once however many samples share it. */
 struct key_ent {
-    uint64_t key; /* stack_id << 32 | tid ; marker kept separately */
+    uint64_t key; /* stack_id << 32 | thread index ; marker kept separately */
     uint32_t marker;
     uint64_t weight;
     int used;
@@ -311,14 +311,11 @@ static char *stack_text(const struct flamme_profile *p, const struct flamme_coll
                         char **names, const struct key_ent *k, uint64_t *left, int *over)
 {
     struct sbuf b = { .left = left };
-    uint32_t stack_id = (uint32_t)(k->key >> 32), tid = (uint32_t)k->key;
+    uint32_t stack_id = (uint32_t)(k->key >> 32), thread = (uint32_t)k->key;
     if (o->threads) {
         char lbl[96];
-        const struct flamme_thread *t = flamme_profile_thread(p, tid);
-        if (t)
-            flamme_thread_label(t, lbl, sizeof lbl);
-        else
-            snprintf(lbl, sizeof lbl, "thread %u", (unsigned)tid);
+        /* each thread its own kind and domain, even where a tid was reused */
+        flamme_thread_label(thread < p->nthreads ? &p->threads[thread] : NULL, lbl, sizeof lbl);
         make_folded_safe(lbl);
         sb_frame(&b, lbl);
     }
@@ -378,7 +375,7 @@ int flamme_collapse_profile(const struct flamme_profile *p, const struct flamme_
                                                                : 0;
         if (s->flags & FLAMME_SAMPLE_SYSCALL)
             marker |= MARK_BLOCKED;
-        uint64_t key = (uint64_t)s->stack_id << 32 | (o->threads ? s->tid : 0);
+        uint64_t key = (uint64_t)s->stack_id << 32 | (o->threads ? s->thread : 0);
         struct key_ent *k = key_slot(&keys, &kcap, &nkeys, key, marker);
         if (!k)
             goto out;

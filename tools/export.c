@@ -92,14 +92,11 @@ static size_t max_depth(const struct flamme_profile *p)
     return m + 2;
 }
 
-/* Label of the thread tid ("thread N" when the profile never named it). */
-static const char *tid_label(const struct flamme_profile *p, uint32_t tid, char *buf, size_t len)
+/* Label of the thread of index i in p->threads (samples name their thread
+ * by index: a tid may have been reused by several threads). */
+static const char *tid_label(const struct flamme_profile *p, uint32_t i, char *buf, size_t len)
 {
-    const struct flamme_thread *t = flamme_profile_thread(p, tid);
-    if (t)
-        return flamme_thread_label(t, buf, len);
-    snprintf(buf, len, "thread %u", (unsigned)tid);
-    return buf;
+    return flamme_thread_label(i < p->nthreads ? &p->threads[i] : NULL, buf, len);
 }
 
 /* The samples grouped by thread: threads in order of their first sample,
@@ -120,7 +117,7 @@ static int group_by_thread(const struct flamme_profile *p, uint32_t **tids, size
     if (!slot || !tid || !of || !ord)
         goto fail;
     for (size_t i = 0; i < ns; i++) {
-        uint32_t t = p->samples[i].tid;
+        uint32_t t = p->samples[i].thread;
         size_t h = flamme_table_hash_u64(t) & (hcap - 1);
         while (slot[h] && tid[slot[h] - 1] != t)
             h = (h + 1) & (hcap - 1);
@@ -494,7 +491,7 @@ static void pb_msg(struct pb *b, unsigned field, struct pb *m)
 
 /* One aggregated pprof sample: a (stack, thread, flags) combination. */
 struct agg {
-    uint32_t stack_id, tid, flags;
+    uint32_t stack_id, tid, flags; /* tid: the thread's index in p->threads */
     uint64_t weight;
 };
 
@@ -614,7 +611,7 @@ static int pprof_encode(struct pb *b, const struct flamme_profile *p, int thread
         const struct flamme_sample *s = &p->samples[i];
         if (s->weight == 0)
             continue;
-        ag[na++] = (struct agg){ s->stack_id, threads ? s->tid : 0, s->flags & PATH_FLAGS, s->weight };
+        ag[na++] = (struct agg){ s->stack_id, threads ? s->thread : 0, s->flags & PATH_FLAGS, s->weight };
     }
     if (na)
         qsort(ag, na, sizeof *ag, agg_cmp);

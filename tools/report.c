@@ -155,7 +155,7 @@ static void print_top(struct fn **v, size_t n, uint64_t weight, int self_first)
 }
 
 struct tstat {
-    uint32_t tid;
+    uint32_t tid; /* index of the thread in p->threads (a tid may be reused) */
     uint64_t weight, samples;
 };
 
@@ -173,14 +173,14 @@ static int by_weight(const void *x, const void *y)
     return a->tid < b->tid ? -1 : a->tid > b->tid;
 }
 
-/* Per-thread table: samples sorted by tid, then runs summed. */
+/* Per-thread table: samples sorted by thread, then runs summed. */
 static int print_threads(const struct flamme_profile *p, uint64_t weight)
 {
     struct tstat *t = malloc((p->nsamples ? p->nsamples : 1) * sizeof *t);
     if (!t)
         return -1;
     for (size_t i = 0; i < p->nsamples; i++)
-        t[i] = (struct tstat){ p->samples[i].tid, p->samples[i].weight, 1 };
+        t[i] = (struct tstat){ p->samples[i].thread, p->samples[i].weight, 1 };
     qsort(t, p->nsamples, sizeof *t, by_tid);
     size_t n = 0;
     for (size_t i = 0; i < p->nsamples; i++) {
@@ -195,12 +195,9 @@ static int print_threads(const struct flamme_profile *p, uint64_t weight)
     printf("  %-28s %10s %10s %7s\n", "thread", "tid", "samples", "%");
     for (size_t i = 0; i < n; i++) {
         char lbl[96];
-        const struct flamme_thread *th = flamme_profile_thread(p, t[i].tid);
-        if (th)
-            flamme_thread_label(th, lbl, sizeof lbl);
-        else
-            snprintf(lbl, sizeof lbl, "thread %u", (unsigned)t[i].tid);
-        printf("  %-28s %10u %10llu %6.1f%%\n", lbl, (unsigned)t[i].tid, (unsigned long long)t[i].weight,
+        const struct flamme_thread *th = t[i].tid < p->nthreads ? &p->threads[t[i].tid] : NULL;
+        flamme_thread_label(th, lbl, sizeof lbl);
+        printf("  %-28s %10u %10llu %6.1f%%\n", lbl, th ? (unsigned)th->tid : 0u, (unsigned long long)t[i].weight,
                pct(t[i].weight, weight));
     }
     free(t);

@@ -72,3 +72,30 @@ def simple(hz=99, minor=2):
          sample(0, 10, 3, 0, 0, 100) + sample(1, 11, 2, 1, 0, 200) + sample(0, 11, 1, 1, 0, 300) +
          end(3, 0, 400, 2))
     return profile(p, hz=hz, minor=minor)
+
+
+def thread13(tid, serial, kind, domain, t, name=""):
+    return rec(THREAD, struct.pack("<IBiQ", tid, kind, domain, t) + s(name) + struct.pack("<I", serial))
+
+
+def sample13(sid, tid, serial, weight=1, domain=0, flags=0, t=0):
+    return rec(SAMPLE, struct.pack("<IIIiIQI", sid, tid, weight, domain, flags, t, serial))
+
+
+def thread_end13(tid, serial, t):
+    return rec(THREAD_END, struct.pack("<IQI", tid, t, serial))
+
+
+def records(data):
+    """[(type, body)] of every whole chunk of a profile file."""
+    off, out = struct.unpack_from("<I", data, 12)[0], []
+    while off + 16 <= len(data):
+        _, raw, zlen, _ = struct.unpack_from("<IIII", data, off)
+        p = zlib.decompress(data[off + 16:off + 16 + zlen])
+        off += 16 + zlen
+        i = 0
+        while i < len(p):
+            t, n = struct.unpack_from("<BI", p, i)
+            out.append((t, p[i + 5:i + 5 + n]))
+            i += 5 + n
+    return out

@@ -22,7 +22,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import prof  # noqa: E402
 
 BUILD = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else "build")
-FLAMME = os.path.join(BUILD, "flamme")
+FLAMME = os.environ.get("FLAMME_BIN") or os.path.join(BUILD, "flamme")  # san-test: a SAN build
 TMP = tempfile.mkdtemp(prefix="flamme-files-")
 SEEDS = os.environ.get("FLAMME_FUZZ_SEEDS")  # make fuzz: keep every profile written here
 results = []
@@ -439,6 +439,69 @@ def export_threads_groups_many_threads_in_one_pass():
     for j in (0, 1, 12345, 19999):
         pr = profs[j]
         assert pr["samples"] == [[j & 1], [j & 1]] and pr["startValue"] == j, (j, pr)
+
+
+# ------------------------------------------------------------------ thread identity
+
+def reused_tid_profile(minor):
+    """tid 500: first a systhread of domain 1, then (after it ended) a domain 2
+    thread; tid 501 once. 1.4 gives serials; 1.3 has none."""
+    if minor >= 4:
+        th, sa, te = prof.thread13, prof.sample13, prof.thread_end13
+    else:
+        th = lambda tid, serial, *a: prof.thread(tid, *a)
+        sa = lambda sid, tid, serial, *a: prof.sample(sid, tid, *a)
+        te = lambda tid, serial, t: prof.thread_end(tid, t)
+    body = (prof.frame(0, 0x10, 0x10, "camlA.work_1", "/bin/p") + prof.stack(0, [0]) +
+            th(500, 1, 3, 1, 100, "") + sa(0, 500, 1, 3, 1, 0, 150) + te(500, 1, 200) +
+            th(501, 2, 1, 0, 100, "main") + sa(0, 501, 2, 1, 0, 0, 160) +
+            th(500, 3, 2, 2, 300, "") + sa(0, 500, 3, 5, 2, 0, 350) + te(500, 3, 400) + prof.end())
+    return prof.profile(body, minor=minor)
+
+
+@test
+def threads_keep_their_identity_when_a_tid_is_reused():
+    src = write("reused14.flm", reused_tid_profile(4))
+    rc, out, err = flamme("collapse", src, "--threads")
+    assert rc == 0, err
+    assert sorted(out.decode().splitlines()) == [
+        "domain 2;A.work 5", "main;A.work 1", "thread 500 (domain 1);A.work 3"], out
+    rc, out, err = flamme("report", src)
+    rows = {l.split()[0]: l for l in out.decode().splitlines() if re.match(r"\s+(domain|thread|main)\b", l)}
+    assert "threads (3 with samples)" in out.decode() and "domain" in rows, out.decode()
+    rc, out, err = flamme("export", src, "--format", "speedscope", "--threads")
+    import json
+    names = [p_["name"] for p_ in json.loads(out)["profiles"]]
+    assert sorted(names) == ["domain 2", "main", "thread 500 (domain 1)"], names
+
+
+@test
+def files_before_thread_serials_still_read():
+    src = write("reused13.flm", reused_tid_profile(3))
+    rc, out, err = flamme("collapse", src, "--threads")
+    assert rc == 0, err
+    # as 1.0-1.3 readers did: one thread per tid, the last THREAD record's kind wins
+    assert sorted(out.decode().splitlines()) == ["domain 2;A.work 8", "main;A.work 1"], out
+
+
+@test
+def recorded_profiles_give_each_thread_a_serial():
+    out = path("serial.flm")
+    rc, err = preload(out)
+    assert rc == 0, err
+    data = open(out, "rb").read()
+    import struct
+    assert struct.unpack_from("<H", data, 10)[0] >= 4
+    recs = prof.records(data)
+    serials = {}
+    for t, body in recs:
+        if t == prof.THREAD:
+            tid = struct.unpack_from("<I", body)[0]
+            nlen = struct.unpack_from("<I", body, 17)[0]
+            serials.setdefault(struct.unpack_from("<I", body, 21 + nlen)[0], set()).add(tid)
+    samples = [struct.unpack_from("<IIIiIQI", b) for t, b in recs if t == prof.SAMPLE]
+    assert serials and 0 not in serials and all(len(v) == 1 for v in serials.values()), serials
+    assert samples and all(s_[6] in serials and s_[1] in serials[s_[6]] for s_ in samples)
 
 
 def main():

@@ -232,8 +232,11 @@ static void print_header(const char *path, const struct flamme_profile *p)
                "agent cannot see, such as SIGKILL, or the profile could not be written)\n");
     else
         printf("  status: complete\n");
-    if (p->exit_detail)
-        printf("  ended: %s\n", p->exit_detail);
+    if (p->exit_detail) {
+        fputs("  ended: ", stdout);
+        flamme_put_term_safe(stdout, p->exit_detail);
+        putchar('\n');
+    }
 }
 
 int flamme_cmd_report(int argc, char **argv)

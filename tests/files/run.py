@@ -13,6 +13,7 @@ import os
 import re
 import shutil
 import stat
+import struct
 import subprocess
 import sys
 import tempfile
@@ -177,14 +178,16 @@ def collapse_threads_empty_stack_is_not_a_differential_line():
 @test
 def report_escapes_what_the_profile_carries():
     evil = "prog \x1b]0;owned\x07\x1b[2J\x1b]52;c;Y2xpcA==\x07 \xc2\x9b31m caf\xc3\xa9"
+    exit_rec = prof.rec(11, struct.pack("<BiQ", 3, 9, 5) + prof.s("killed \x1b]0;x\x07"))  # EXIT (1.3)
     p = (prof.info("cmdline", evil.encode("latin-1")) + prof.frame(0, 0x10, 0x10, "f\xc2\x9b1m", "/bin/p") +
-         prof.stack(0, [0]) + prof.sample(0, 1, 1) + prof.end())
+         prof.stack(0, [0]) + prof.sample(0, 1, 1) + exit_rec + prof.end())
     src = write("evil.flm", prof.profile(p))
     rc, out, err = flamme("report", src)
     assert rc == 0, err
     for bad in (b"\x1b", b"\x07", b"\xc2\x9b"):
         assert bad not in out, out
     assert b"command: prog \\x1b]0;owned\\x07" in out and "café".encode() in out, out
+    assert b"killed \\x1b]0;x\\x07" in out, out
 
 
 @test

@@ -29,6 +29,7 @@
 #include "agent/handler.h"
 #include "agent/libc_next.h"
 #include "agent/threads.h"
+#include "common/outfile.h"
 #include "common/profile.h"
 #include "runtime_hooks/gc_hooks.h"
 #include "runtime_hooks/ocaml_rt.h"
@@ -59,17 +60,29 @@ void flamme_agent_warn(int always, const char *fmt, ...)
     fprintf(stderr, "flamme: %s\n", buf);
 }
 
-/* Opens the profile output. With FLAMME_EXCL (flamme record) an existing
+/* Opens the profile output (common/outfile.h: no link followed, nothing
+ * truncated in place, 0600). With FLAMME_EXCL (flamme record) an existing
  * file belongs to another process of the same run (e.g. an OCaml parent),
- * so this one writes PATH.<pid>. Returns the fd or -1 with errno set. */
+ * so this one writes PATH.<pid>, created only if absent. Returns the fd or
+ * -1 with errno set. */
 static int open_output(char *path, size_t cap)
 {
-    int flags = O_WRONLY | O_CREAT | O_CLOEXEC | (flamme_cfg.excl ? O_EXCL : O_TRUNC);
-    int fd = open(path, flags, 0644);
-    if (fd < 0 && flamme_cfg.excl && errno == EEXIST) {
-        size_t l = strlen(path);
-        snprintf(path + l, cap - l, ".%d", (int)getpid());
-        fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (flamme_cfg.excl) {
+        int fd = flamme_out_create_excl(path);
+        if (fd < 0 && errno == EEXIST) {
+            size_t l = strlen(path);
+            snprintf(path + l, cap - l, ".%d", (int)getpid());
+            fd = flamme_out_create_excl(path);
+        }
+        return fd;
+    }
+    char tmp[sizeof flamme_cfg.output + 8];
+    int fd = flamme_out_open(path, tmp, sizeof tmp);
+    if (fd >= 0 && flamme_out_commit(tmp, path) != 0) {
+        int e = errno;
+        close(fd);
+        errno = e;
+        return -1;
     }
     return fd;
 }

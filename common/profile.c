@@ -15,6 +15,7 @@
  * use, and decoding stops at the first damaged chunk (p->truncated).
  */
 #include "common/profile.h"
+#include "common/hash.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -232,35 +233,47 @@ int flamme_pw_info(flamme_pw *w, const char *key, const char *value)
     return 0;
 }
 
-int flamme_pw_thread(flamme_pw *w, uint32_t tid, uint8_t kind, int32_t domain, uint64_t time_ns,
-                     const char *name)
+int flamme_pw_thread_serial(flamme_pw *w, uint32_t tid, uint32_t serial, uint8_t kind,
+                            int32_t domain, uint64_t time_ns, const char *name)
 {
     size_t nl = str_len(name);
-    uint8_t *p = rec_begin(w, FLAMME_REC_THREAD, 4 + 1 + 4 + 8 + 4 + nl);
+    uint8_t *p = rec_begin(w, FLAMME_REC_THREAD, 4 + 1 + 4 + 8 + 4 + nl + 4);
     if (!p)
         return -1;
     put_u32(p, tid);
     p[4] = kind;
     put_u32(p + 5, (uint32_t)domain);
     put_u64(p + 9, time_ns);
-    put_str(p + 17, name ? name : "", nl);
+    put_u32(put_str(p + 17, name ? name : "", nl), serial);
     return 0;
 }
 
-/* THREAD_END and LOST share one body layout: u32 tid, u64 value. */
-static int rec_tid_u64(flamme_pw *w, uint8_t type, uint32_t tid, uint64_t v)
+int flamme_pw_thread(flamme_pw *w, uint32_t tid, uint8_t kind, int32_t domain, uint64_t time_ns,
+                     const char *name)
 {
-    uint8_t *p = rec_begin(w, type, 12);
+    return flamme_pw_thread_serial(w, tid, 0, kind, domain, time_ns, name);
+}
+
+/* THREAD_END and LOST share one body layout: u32 tid, u64 value, u32 serial. */
+static int rec_tid_u64(flamme_pw *w, uint8_t type, uint32_t tid, uint64_t v, uint32_t serial)
+{
+    uint8_t *p = rec_begin(w, type, 16);
     if (!p)
         return -1;
     put_u32(p, tid);
     put_u64(p + 4, v);
+    put_u32(p + 12, serial);
     return 0;
+}
+
+int flamme_pw_thread_end_serial(flamme_pw *w, uint32_t tid, uint32_t serial, uint64_t time_ns)
+{
+    return rec_tid_u64(w, FLAMME_REC_THREAD_END, tid, time_ns, serial);
 }
 
 int flamme_pw_thread_end(flamme_pw *w, uint32_t tid, uint64_t time_ns)
 {
-    return rec_tid_u64(w, FLAMME_REC_THREAD_END, tid, time_ns);
+    return rec_tid_u64(w, FLAMME_REC_THREAD_END, tid, time_ns, 0);
 }
 
 int flamme_pw_frame(flamme_pw *w, uint32_t frame_id, uint64_t addr, uint64_t offset,
@@ -324,7 +337,13 @@ int flamme_pw_stack(flamme_pw *w, uint32_t stack_id, uint32_t n, const uint32_t 
 int flamme_pw_sample(flamme_pw *w, uint32_t stack_id, uint32_t tid, uint32_t weight,
                      int32_t domain, uint32_t flags, uint64_t time_ns)
 {
-    uint8_t *p = rec_begin(w, FLAMME_REC_SAMPLE, 28);
+    return flamme_pw_sample_serial(w, stack_id, tid, 0, weight, domain, flags, time_ns);
+}
+
+int flamme_pw_sample_serial(flamme_pw *w, uint32_t stack_id, uint32_t tid, uint32_t serial,
+                            uint32_t weight, int32_t domain, uint32_t flags, uint64_t time_ns)
+{
+    uint8_t *p = rec_begin(w, FLAMME_REC_SAMPLE, 32);
     if (!p)
         return -1;
     put_u32(p, stack_id);
@@ -333,12 +352,18 @@ int flamme_pw_sample(flamme_pw *w, uint32_t stack_id, uint32_t tid, uint32_t wei
     put_u32(p + 12, (uint32_t)domain);
     put_u32(p + 16, flags);
     put_u64(p + 20, time_ns);
+    put_u32(p + 28, serial);
     return 0;
 }
 
 int flamme_pw_lost(flamme_pw *w, uint32_t tid, uint64_t count)
 {
-    return rec_tid_u64(w, FLAMME_REC_LOST, tid, count);
+    return rec_tid_u64(w, FLAMME_REC_LOST, tid, count, 0);
+}
+
+int flamme_pw_lost_serial(flamme_pw *w, uint32_t tid, uint32_t serial, uint64_t count)
+{
+    return rec_tid_u64(w, FLAMME_REC_LOST, tid, count, serial);
 }
 
 int flamme_pw_gc(flamme_pw *w, uint32_t tid, int32_t domain, uint8_t kind, uint64_t start_ns,
@@ -459,16 +484,18 @@ struct loader {
     uint64_t dropped;       /* records dropped for undefined / non-dense ids */
     int have_sample_time;
     int oom;
+    const char *limit;      /* set with -3: which limit of profile.h the file broke */
 };
 
-static size_t tid_hash(uint32_t tid, size_t mask)
+static size_t tid_hash(uint32_t tid, uint32_t serial, size_t mask)
 {
-    return (size_t)((tid * 0x9e3779b97f4a7c15ull) >> 32) & mask;
+    /* keyed: tids come from the file */
+    return (size_t)flamme_table_hash_u64((uint64_t)serial << 32 | tid) & mask;
 }
 
-/* Returns the index of tid's thread, creating an UNKNOWN one (start_ns = t)
- * if absent; (size_t)-1 on allocation failure. */
-static size_t thread_index(struct loader *L, uint32_t tid, uint64_t t)
+/* Returns the index of thread (tid, serial), creating an UNKNOWN one
+ * (start_ns = t) if absent; (size_t)-1 on allocation failure. */
+static size_t thread_index(struct loader *L, uint32_t tid, uint32_t serial, uint64_t t)
 {
     struct flamme_profile *p = L->p;
     if ((p->nthreads + 1) * 2 > L->tid_cap) {
@@ -477,7 +504,7 @@ static size_t thread_index(struct loader *L, uint32_t tid, uint64_t t)
         if (!ns)
             return (size_t)-1;
         for (size_t i = 0; i < p->nthreads; i++) {
-            size_t h = tid_hash(p->threads[i].tid, nc - 1);
+            size_t h = tid_hash(p->threads[i].tid, p->threads[i].serial, nc - 1);
             while (ns[h])
                 h = (h + 1) & (nc - 1);
             ns[h] = (uint32_t)(i + 1);
@@ -486,9 +513,9 @@ static size_t thread_index(struct loader *L, uint32_t tid, uint64_t t)
         L->tid_slot = ns;
         L->tid_cap = nc;
     }
-    size_t mask = L->tid_cap - 1, h = tid_hash(tid, mask);
+    size_t mask = L->tid_cap - 1, h = tid_hash(tid, serial, mask);
     for (; L->tid_slot[h]; h = (h + 1) & mask)
-        if (p->threads[L->tid_slot[h] - 1].tid == tid)
+        if (p->threads[L->tid_slot[h] - 1].tid == tid && p->threads[L->tid_slot[h] - 1].serial == serial)
             return L->tid_slot[h] - 1;
     size_t cap = L->cap_threads;
     if (grow((void **)&p->threads, &L->cap_threads, p->nthreads, sizeof *p->threads) < 0)
@@ -503,7 +530,7 @@ static size_t thread_index(struct loader *L, uint32_t tid, uint64_t t)
     if (!name)
         return (size_t)-1;
     size_t i = p->nthreads++;
-    p->threads[i] = (struct flamme_thread){ .tid = tid, .kind = FLAMME_THREAD_UNKNOWN,
+    p->threads[i] = (struct flamme_thread){ .tid = tid, .serial = serial, .kind = FLAMME_THREAD_UNKNOWN,
                                             .domain = -1, .start_ns = t, .name = name };
     L->has_thread_rec[i] = 0;
     L->tid_slot[h] = (uint32_t)(i + 1);
@@ -573,7 +600,8 @@ static void free_file(char *f)
 }
 
 /* Decodes one record. Returns 0 (applied or dropped), -1 if the body is too
- * short for the type (corrupt), -2 on allocation failure. */
+ * short for the type (corrupt), -2 on allocation failure, -3 past a limit
+ * (L->limit says which). */
 static int apply_record(struct loader *L, uint8_t type, const uint8_t *body, size_t len)
 {
     struct flamme_profile *p = L->p;
@@ -603,7 +631,9 @@ static int apply_record(struct loader *L, uint8_t type, const uint8_t *body, siz
             return -1;
         if ((r = cur_str(&c, &name)) < 0)
             return r;
-        size_t i = thread_index(L, tid, t);
+        uint32_t serial = 0; /* 1.4; absent before */
+        cur_u32(&c, &serial);
+        size_t i = thread_index(L, tid, serial, t);
         if (i == (size_t)-1) {
             free(name);
             return -2;
@@ -626,7 +656,9 @@ static int apply_record(struct loader *L, uint8_t type, const uint8_t *body, siz
         uint64_t t;
         if (cur_u32(&c, &tid) || cur_u64(&c, &t))
             return -1;
-        size_t i = thread_index(L, tid, t);
+        uint32_t serial = 0;
+        cur_u32(&c, &serial);
+        size_t i = thread_index(L, tid, serial, t);
         if (i == (size_t)-1)
             return -2;
         p->threads[i].end_ns = t;
@@ -686,6 +718,10 @@ static int apply_record(struct loader *L, uint8_t type, const uint8_t *body, siz
             return -1;
         if (n > c.left / 4) /* check before allocating n frames */
             return -1;
+        if (n > FLAMME_MAX_STACK_FRAMES) {
+            L->limit = "a stack of more than 1048576 frames";
+            return -3;
+        }
         if (id > p->nstacks) {
             L->dropped++;
             return 0;
@@ -719,12 +755,16 @@ static int apply_record(struct loader *L, uint8_t type, const uint8_t *body, siz
             cur_u32(&c, &dom) || cur_u32(&c, &s.flags) || cur_u64(&c, &s.time_ns))
             return -1;
         s.domain = (int32_t)dom;
+        s.serial = 0;
+        cur_u32(&c, &s.serial);
         if (s.stack_id >= p->nstacks) {
             L->dropped++;
             return 0;
         }
-        if (thread_index(L, s.tid, s.time_ns) == (size_t)-1)
+        size_t ti = thread_index(L, s.tid, s.serial, s.time_ns);
+        if (ti == (size_t)-1)
             return -2;
+        s.thread = (uint32_t)ti; /* renumbered when threads are sorted */
         if (grow((void **)&p->samples, &L->cap_samples, p->nsamples, sizeof *p->samples) < 0)
             return -2;
         p->samples[p->nsamples++] = s;
@@ -738,7 +778,9 @@ static int apply_record(struct loader *L, uint8_t type, const uint8_t *body, siz
         uint64_t n;
         if (cur_u32(&c, &tid) || cur_u64(&c, &n))
             return -1;
-        size_t i = thread_index(L, tid, 0);
+        uint32_t serial = 0;
+        cur_u32(&c, &serial);
+        size_t i = thread_index(L, tid, serial, 0);
         if (i == (size_t)-1)
             return -2;
         p->threads[i].lost += n;
@@ -861,12 +903,57 @@ static int fail(char *err, size_t errlen, const char *fmt, ...)
 
 static int cmp_thread(const void *a, const void *b)
 {
-    uint32_t x = ((const struct flamme_thread *)a)->tid, y = ((const struct flamme_thread *)b)->tid;
-    return x < y ? -1 : x > y;
+    const struct flamme_thread *x = a, *y = b;
+    if (x->tid != y->tid)
+        return x->tid < y->tid ? -1 : 1;
+    return x->serial < y->serial ? -1 : x->serial > y->serial;
 }
 
-/* Decodes the chunks of buf[off..len) into L->p. Returns 0, or -1 on
- * allocation failure (the file's damage only sets p->truncated). */
+static int cmp_thread_ix(const void *a, const void *b, void *threads)
+{
+    const struct flamme_thread *t = threads;
+    return cmp_thread(&t[*(const uint32_t *)a], &t[*(const uint32_t *)b]);
+}
+
+/* Sorts the threads by (tid, serial) and renumbers the samples' thread
+ * indices to match. Returns 0 / -1 (allocation). */
+static int sort_threads(struct flamme_profile *p)
+{
+    if (p->nthreads < 2)
+        return 0;
+    struct flamme_thread *t = p->threads;
+    uint32_t *was = malloc(p->nthreads * sizeof *was), *now = malloc(p->nthreads * sizeof *now);
+    if (!was || !now) {
+        free(was);
+        free(now);
+        return -1;
+    }
+    /* sort a permutation, then apply it to the threads and samples */
+    for (size_t i = 0; i < p->nthreads; i++)
+        was[i] = (uint32_t)i;
+    struct flamme_thread *copy = malloc(p->nthreads * sizeof *copy);
+    if (!copy) {
+        free(was);
+        free(now);
+        return -1;
+    }
+    memcpy(copy, t, p->nthreads * sizeof *copy);
+    qsort_r(was, p->nthreads, sizeof *was, cmp_thread_ix, copy);
+    for (size_t i = 0; i < p->nthreads; i++) {
+        t[i] = copy[was[i]];
+        now[was[i]] = (uint32_t)i;
+    }
+    for (size_t i = 0; i < p->nsamples; i++)
+        p->samples[i].thread = now[p->samples[i].thread];
+    free(copy);
+    free(was);
+    free(now);
+    return 0;
+}
+
+/* Decodes the chunks of buf[off..len) into L->p. Returns 0, -1 on
+ * allocation failure, -3 past a limit (L->limit); the file's damage only
+ * sets p->truncated. */
 static int decode_chunks(struct loader *L, const uint8_t *buf, size_t len, size_t off)
 {
     struct flamme_profile *p = L->p;
@@ -876,6 +963,7 @@ static int decode_chunks(struct loader *L, const uint8_t *buf, size_t len, size_
         return -1;
     uint8_t *raw = NULL;
     size_t raw_cap = 0;
+    uint64_t inflated = 0;
     int rc = 0;
     while (off < len) {
         if (len - off < CHUNK_HDR_SIZE || get_u32(buf + off) != FLAMME_CHUNK_MAGIC) {
@@ -887,6 +975,11 @@ static int decode_chunks(struct loader *L, const uint8_t *buf, size_t len, size_
         off += CHUNK_HDR_SIZE;
         if (zlen > len - off || raw_len > MAX_CHUNK_RAW) {
             p->truncated = 1;
+            break;
+        }
+        if ((inflated += raw_len) > FLAMME_MAX_INFLATE(len)) {
+            L->limit = "chunks that inflate to more than 64 MiB + 256 times the file's size";
+            rc = -3;
             break;
         }
         if (raw_len > raw_cap) {
@@ -916,8 +1009,8 @@ static int decode_chunks(struct loader *L, const uint8_t *buf, size_t len, size_
         }
         off += zlen;
         int r = apply_payload(L, raw, raw_len);
-        if (r == -2) {
-            rc = -1;
+        if (r == -2 || r == -3) {
+            rc = r == -2 ? -1 : -3;
             break;
         }
         if (r < 0) {
@@ -985,12 +1078,19 @@ int flamme_profile_load(const char *path, struct flamme_profile *p, char *err, s
     free(buf);
     free(L.tid_slot);
     free(L.has_thread_rec);
+    if (r == -3) {
+        flamme_profile_free(p);
+        return fail(err, errlen, "%s: not a profile flamme writes: it holds %s", path, L.limit);
+    }
     if (r < 0) {
         flamme_profile_free(p);
         return fail(err, errlen, "%s: out of memory while loading", path);
     }
-    if (p->nthreads > 1)
-        qsort(p->threads, p->nthreads, sizeof *p->threads, cmp_thread);
+    p->file_bytes = len;
+    if (sort_threads(p) != 0) {
+        flamme_profile_free(p);
+        return fail(err, errlen, "%s: out of memory while loading", path);
+    }
     if (L.dropped)
         fprintf(stderr, "%s: warning: %llu records used undefined ids and were ignored\n", path,
                 (unsigned long long)L.dropped);
@@ -1024,17 +1124,15 @@ void flamme_profile_free(struct flamme_profile *p)
 
 const struct flamme_thread *flamme_profile_thread(const struct flamme_profile *p, uint32_t tid)
 {
-    size_t lo = 0, hi = p->nthreads; /* threads are sorted by tid after load */
-    while (lo < hi) {
+    size_t lo = 0, hi = p->nthreads; /* sorted by (tid, serial) after load */
+    while (lo < hi) { /* the first thread with tid >= the one asked */
         size_t mid = lo + (hi - lo) / 2;
-        if (p->threads[mid].tid == tid)
-            return &p->threads[mid];
         if (p->threads[mid].tid < tid)
             lo = mid + 1;
         else
             hi = mid;
     }
-    return NULL;
+    return lo < p->nthreads && p->threads[lo].tid == tid ? &p->threads[lo] : NULL;
 }
 
 const char *flamme_profile_info(const struct flamme_profile *p, const char *key)

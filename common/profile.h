@@ -23,7 +23,8 @@
 
 #define FLAMME_MAGIC "FLAMMEPF"     /* 8 bytes, no NUL in the file */
 #define FLAMME_VERSION_MAJOR 1
-#define FLAMME_VERSION_MINOR 3 /* 1.1: GC record; 1.2: FRAME_LINE record; 1.3: EXIT record */
+#define FLAMME_VERSION_MINOR 4 /* 1.1: GC record; 1.2: FRAME_LINE record; 1.3: EXIT record;
+                                 1.4: thread serial */
 #define FLAMME_HEADER_SIZE 64
 #define FLAMME_CHUNK_MAGIC 0x434d4c46u /* "FLMC" as little-endian u32 */
 
@@ -41,12 +42,14 @@ struct flamme_header {
 
 enum flamme_record_type {
     FLAMME_REC_INFO = 1,   /* str key, str value (str = u32 len + bytes) */
-    FLAMME_REC_THREAD = 2, /* u32 tid, u8 kind, i32 domain, u64 time_ns, str name; re-sent when it changes */
+    FLAMME_REC_THREAD = 2, /* u32 tid, u8 kind, i32 domain, u64 time_ns, str name, (1.4) u32 serial;
+                              re-sent when it changes */
     FLAMME_REC_FRAME = 3,  /* u32 frame_id, u64 addr, u64 offset_in_module, str function, str module */
     FLAMME_REC_STACK = 4,  /* u32 stack_id, u32 n, u32 frame_id[n] (leaf first) */
-    FLAMME_REC_SAMPLE = 5, /* u32 stack_id, u32 tid, u32 weight, i32 domain, u32 flags, u64 time_ns */
-    FLAMME_REC_LOST = 6,   /* u32 tid, u64 count  (samples dropped: ring full) */
-    FLAMME_REC_THREAD_END = 7, /* u32 tid, u64 time_ns */
+    FLAMME_REC_SAMPLE = 5, /* u32 stack_id, u32 tid, u32 weight, i32 domain, u32 flags, u64 time_ns,
+                              (1.4) u32 serial */
+    FLAMME_REC_LOST = 6,   /* u32 tid, u64 count, (1.4) u32 serial  (samples dropped: ring full) */
+    FLAMME_REC_THREAD_END = 7, /* u32 tid, u64 time_ns, (1.4) u32 serial */
     FLAMME_REC_END = 8,    /* u64 samples, u64 lost, u64 end_monotonic_ns, u32 threads: clean end of profile */
     FLAMME_REC_GC = 9,     /* (1.1) u32 tid, i32 domain, u8 kind, u64 start_ns, u64 duration_ns */
     FLAMME_REC_FRAME_LINE = 10, /* (1.2) u32 frame_id, u32 line, str file: source position of a
@@ -89,6 +92,14 @@ enum flamme_thread_kind {
 #define FLAMME_SAMPLE_GC_MINOR  0x10u /* taken during a minor collection of the thread's domain */
 #define FLAMME_SAMPLE_GC_MAJOR  0x20u /* taken during a major GC slice of the thread's domain */
 
+/* What a reader accepts (doc/format.md "Limits"): no agent writes more
+ * frames per stack (its --depth is at most 1,000,000), and a file's chunks
+ * may not inflate to more than 64 MiB + 256 times the file's size (what
+ * flamme writes inflates about 30 times at most). Past either the load fails
+ * with one line: such a file was crafted, and would only cost time and memory. */
+#define FLAMME_MAX_STACK_FRAMES 1048576u
+#define FLAMME_MAX_INFLATE(file_bytes) ((64ull << 20) + 256ull * (uint64_t)(file_bytes))
+
 /* Frame ids and stack ids are assigned by the writer, dense from 0, and each
  * is defined (FRAME / STACK record) before the first record that uses it. */
 
@@ -102,7 +113,16 @@ typedef struct flamme_pw flamme_pw;
 flamme_pw *flamme_pw_open(int fd, const struct flamme_header *hdr);
 
 /* Each appends one record to the current chunk. Return 0, or -1 on a write or
- * compression error (the writer then stays failed; later calls return -1). */
+ * compression error (the writer then stays failed; later calls return -1).
+ * serial (1.4): the thread's identity beside its tid, from 1, never reused
+ * in a profile (doc/format.md "Thread identity"); the forms without it
+ * write serial 0 ("not given": the thread is known by its tid alone). */
+int flamme_pw_thread_serial(flamme_pw *w, uint32_t tid, uint32_t serial, uint8_t kind,
+                            int32_t domain, uint64_t time_ns, const char *name);
+int flamme_pw_sample_serial(flamme_pw *w, uint32_t stack_id, uint32_t tid, uint32_t serial,
+                            uint32_t weight, int32_t domain, uint32_t flags, uint64_t time_ns);
+int flamme_pw_lost_serial(flamme_pw *w, uint32_t tid, uint32_t serial, uint64_t count);
+int flamme_pw_thread_end_serial(flamme_pw *w, uint32_t tid, uint32_t serial, uint64_t time_ns);
 int flamme_pw_info(flamme_pw *w, const char *key, const char *value);
 int flamme_pw_thread(flamme_pw *w, uint32_t tid, uint8_t kind, int32_t domain, uint64_t time_ns,
                      const char *name);
@@ -164,10 +184,13 @@ struct flamme_sample {
     uint32_t stack_id, tid, weight, flags;
     int32_t domain;
     uint64_t time_ns;
+    uint32_t serial; /* 0: not given (files before 1.4) */
+    uint32_t thread; /* index of its thread in flamme_profile.threads */
 };
 
 struct flamme_thread {
     uint32_t tid;
+    uint32_t serial; /* with tid, the thread's identity (0: known by tid alone) */
     uint8_t kind;
     int32_t domain;
     uint64_t start_ns, end_ns; /* end_ns 0 if never ended in the file */
@@ -202,7 +225,16 @@ struct flamme_profile {
     uint8_t exit_how;       /* from EXIT (enum flamme_exit_how), 0 without one */
     int32_t exit_code;
     char *exit_detail;      /* from EXIT, NULL without one */
+    uint64_t file_bytes;    /* size of the file read: the tools' work budgets scale with it */
 };
+
+/* A work budget for a tool on p: base + per_byte units per byte of the file
+ * (how much text, how many frame references it may expand the profile to). */
+static inline uint64_t flamme_profile_budget(const struct flamme_profile *p, uint64_t base,
+                                             uint64_t per_byte)
+{
+    return base + per_byte * p->file_bytes;
+}
 
 /* Loads a profile. Returns 0 on success (also for a truncated file: see
  * p->truncated), or -1 with one line in err ("FILE: what is wrong") for a
@@ -214,8 +246,16 @@ void flamme_profile_free(struct flamme_profile *p);
 /* Returns 1 if the first bytes of buf look like a flamme profile. */
 int flamme_is_profile(const void *buf, size_t len);
 
-/* Thread lookup by tid; NULL if absent. */
+/* Thread lookup by tid (the first thread that had it, when the tid was
+ * reused); NULL if absent. */
 const struct flamme_thread *flamme_profile_thread(const struct flamme_profile *p, uint32_t tid);
+
+/* The thread of a sample of p (never NULL for a loaded profile). */
+static inline const struct flamme_thread *flamme_sample_thread(const struct flamme_profile *p,
+                                                               const struct flamme_sample *s)
+{
+    return s->thread < p->nthreads ? &p->threads[s->thread] : NULL;
+}
 
 /* Info value by key; NULL if absent. */
 const char *flamme_profile_info(const struct flamme_profile *p, const char *key);

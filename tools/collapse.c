@@ -19,11 +19,14 @@
  */
 #include "tools/collapse.h"
 #include "common/hash.h"
+#include "common/outfile.h"
 #include "tools/cmds.h"
 #include "tools/demangle.h"
+#include "tools/folded.h"
 #include "tools/gc_frames.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -57,18 +60,56 @@ const char *flamme_thread_label(const struct flamme_thread *t, char *buf, size_t
     return buf;
 }
 
+void flamme_put_term_safe(FILE *out, const char *str)
+{
+    const unsigned char *s = (const unsigned char *)str;
+    while (*s) {
+        unsigned c = s[0];
+        size_t n = c < 0x80 ? 1 : c >= 0xc2 && c <= 0xdf ? 2 : c >= 0xe0 && c <= 0xef ? 3
+                 : c >= 0xf0 && c <= 0xf4 ? 4 : 0;
+        for (size_t k = 1; k < n; k++)
+            if ((s[k] & 0xc0) != 0x80)
+                n = 0;
+        if (n == 3 && ((c == 0xe0 && s[1] < 0xa0) || (c == 0xed && s[1] >= 0xa0)))
+            n = 0; /* overlong, surrogate */
+        if (n == 4 && ((c == 0xf0 && s[1] < 0x90) || (c == 0xf4 && s[1] >= 0x90)))
+            n = 0;
+        if (n == 1 && (c < 0x20 || c == 0x7f))
+            n = 0;
+        if (n == 2 && c == 0xc2 && s[1] <= 0x9f) { /* C1 control */
+            fprintf(out, "\\x%02x\\x%02x", c, s[1]);
+            s += 2;
+        } else if (n) {
+            fwrite(s, 1, n, out);
+            s += n;
+        } else {
+            fprintf(out, "\\x%02x", c);
+            s++;
+        }
+    }
+}
+
 /* ------------------------------------------------------------ text buffer */
 
 struct sbuf {
     char *s;
     size_t len, cap;
-    int oom;
+    int oom;           /* allocation failed, or (over set) the budget ran out */
+    uint64_t *left;    /* bytes of text the whole collapse may still write; NULL: no limit */
+    int over;
 };
 
 static void sb_add(struct sbuf *b, const char *s, size_t n)
 {
     if (b->oom)
         return;
+    if (b->left) {
+        if (n + 1 > *b->left) {
+            b->oom = b->over = 1;
+            return;
+        }
+        *b->left -= n + 1;
+    }
     if (b->len + n + 1 > b->cap) {
         size_t nc = b->cap ? b->cap : 256;
         while (nc < b->len + n + 1)
@@ -98,11 +139,26 @@ static void sb_frame(struct sbuf *b, const char *name)
 static void make_folded_safe(char *s)
 {
     for (; *s; s++) {
-        if (*s == ';')
+        unsigned char c = (unsigned char)*s;
+        if (c == ';')
             *s = ':';
-        else if ((unsigned char)*s < 0x20 || *s == 0x7f)
+        else if (c < 0x20 || c == 0x7f)
             *s = ' ';
+        else if (c == 0xc2 && (unsigned char)s[1] >= 0x80 && (unsigned char)s[1] <= 0x9f)
+            s[0] = s[1] = ' ', s++; /* a C1 control (U+0080..U+009F): a terminal may obey it */
     }
+}
+
+/* A frame name ending in "WS NUMBER" would, as a leaf, read as a count
+ * column (a differential line) to every folded parser: its last blanks
+ * become '_'. Thread labels ("domain 3") never end a line (see stack_text). */
+static void no_count_suffix(char *s)
+{
+    size_t len = strlen(s);
+    double v;
+    if (flamme_folded_take_count(s, &len, &v))
+        while (s[len] == ' ')
+            s[len++] = '_';
 }
 
 static const char *base_name(const char *path)
@@ -137,15 +193,16 @@ static char *frame_name(const struct flamme_frame *f, const struct flamme_collap
         snprintf(buf + n, sizeof buf - n, " (%s:%u)", f->file, f->line);
     }
     make_folded_safe(buf);
+    no_count_suffix(buf);
     return strdup(buf);
 }
 
 /* ------------------------------------------------------------ aggregation */
 
-/* Level 1: (stack id, tid or 0, marker) -> weight, so each distinct
+/* Level 1: (stack id, thread index or 0, marker) -> weight, so each distinct
  * combination is turned into text once however many samples share it. */
 struct key_ent {
-    uint64_t key; /* stack_id << 32 | tid ; marker kept separately */
+    uint64_t key; /* stack_id << 32 | thread index ; marker kept separately */
     uint32_t marker;
     uint64_t weight;
     int used;
@@ -158,18 +215,9 @@ struct text_ent {
     uint64_t hash, weight;
 };
 
-static uint64_t mix64(uint64_t x)
-{
-    x ^= x >> 33;
-    x *= 0xff51afd7ed558ccdull;
-    x ^= x >> 33;
-    x *= 0xc4ceb9fe1a85ec53ull;
-    return x ^ (x >> 33);
-}
-
 static uint64_t hash_str(const char *s)
 {
-    return flamme_hash_bytes(s, strlen(s), 0);
+    return flamme_table_hash(s, strlen(s));
 }
 
 struct text_tab {
@@ -233,7 +281,7 @@ static struct key_ent *key_slot(struct key_ent **tab, size_t *cap, size_t *n, ui
         for (size_t i = 0; i < *cap; i++) {
             if (!(*tab)[i].used)
                 continue;
-            size_t j = mix64((*tab)[i].key ^ (*tab)[i].marker) & (nc - 1);
+            size_t j = flamme_table_hash_u64((*tab)[i].key ^ (uint64_t)(*tab)[i].marker << 29) & (nc - 1);
             while (ne[j].used)
                 j = (j + 1) & (nc - 1);
             ne[j] = (*tab)[i];
@@ -242,7 +290,7 @@ static struct key_ent *key_slot(struct key_ent **tab, size_t *cap, size_t *n, ui
         *tab = ne;
         *cap = nc;
     }
-    size_t j = mix64(key ^ marker) & (*cap - 1);
+    size_t j = flamme_table_hash_u64(key ^ (uint64_t)marker << 29) & (*cap - 1);
     while ((*tab)[j].used) {
         if ((*tab)[j].key == key && (*tab)[j].marker == marker)
             return &(*tab)[j];
@@ -257,22 +305,21 @@ static struct key_ent *key_slot(struct key_ent **tab, size_t *cap, size_t *n, ui
 #define MARK_BROKEN 2u
 #define MARK_BLOCKED 4u /* wall mode: taken while the thread sat in a system call */
 
-/* Text of one level-1 entry; NULL on allocation failure. */
+/* Text of one level-1 entry, charged to *left; NULL on allocation failure
+ * or (*over set) when the budget runs out. */
 static char *stack_text(const struct flamme_profile *p, const struct flamme_collapse_opts *o,
-                        char **names, const struct key_ent *k)
+                        char **names, const struct key_ent *k, uint64_t *left, int *over)
 {
-    struct sbuf b = { 0 };
-    uint32_t stack_id = (uint32_t)(k->key >> 32), tid = (uint32_t)k->key;
+    struct sbuf b = { .left = left };
+    uint32_t stack_id = (uint32_t)(k->key >> 32), thread = (uint32_t)k->key;
     if (o->threads) {
         char lbl[96];
-        const struct flamme_thread *t = flamme_profile_thread(p, tid);
-        if (t)
-            flamme_thread_label(t, lbl, sizeof lbl);
-        else
-            snprintf(lbl, sizeof lbl, "thread %u", (unsigned)tid);
+        /* each thread its own kind and domain, even where a tid was reused */
+        flamme_thread_label(thread < p->nthreads ? &p->threads[thread] : NULL, lbl, sizeof lbl);
         make_folded_safe(lbl);
         sb_frame(&b, lbl);
     }
+    size_t label_len = b.len; /* "domain 3" alone would read as "domain" with a count */
     if (k->marker & MARK_TRUNCATED)
         sb_frame(&b, "[truncated]");
     else if (k->marker & MARK_BROKEN)
@@ -298,9 +345,10 @@ static char *stack_text(const struct flamme_profile *p, const struct flamme_coll
         sb_frame(&b, flamme_gc_class_label(gc));
     if (k->marker & MARK_BLOCKED)
         sb_frame(&b, "[blocked]");
-    if (b.len == 0)
+    if (b.len == label_len)
         sb_frame(&b, "[no frames]");
     if (b.oom) {
+        *over = b.over;
         free(b.s);
         return NULL;
     }
@@ -327,18 +375,26 @@ int flamme_collapse_profile(const struct flamme_profile *p, const struct flamme_
                                                                : 0;
         if (s->flags & FLAMME_SAMPLE_SYSCALL)
             marker |= MARK_BLOCKED;
-        uint64_t key = (uint64_t)s->stack_id << 32 | (o->threads ? s->tid : 0);
+        uint64_t key = (uint64_t)s->stack_id << 32 | (o->threads ? s->thread : 0);
         struct key_ent *k = key_slot(&keys, &kcap, &nkeys, key, marker);
         if (!k)
             goto out;
         k->weight += s->weight;
     }
+    /* Every distinct stack becomes text once: a few hundred bytes of text
+     * per byte of file covers real profiles (deep recursion gives ~50); a
+     * crafted one (long names used by long stacks) stops here. */
+    uint64_t left = flamme_profile_budget(p, 32u << 20, 512);
+    int over = 0;
     for (size_t i = 0; i < kcap; i++) {
         if (!keys[i].used || keys[i].weight == 0)
             continue;
-        char *text = stack_text(p, o, names, &keys[i]);
-        if (!text || text_add(&texts, text, keys[i].weight) != 0)
+        char *text = stack_text(p, o, names, &keys[i], &left, &over);
+        if (!text || text_add(&texts, text, keys[i].weight) != 0) {
+            if (over)
+                rc = -2;
             goto out;
+        }
     }
 
     /* Compact, sort by text, emit. */
@@ -361,6 +417,16 @@ out:
         free(names[i]);
     free(names);
     return rc;
+}
+
+int flamme_collapse_error(const char *verb, const char *path, int r)
+{
+    if (r == -2) {
+        fprintf(stderr, "flamme %s: %s: %s\n", verb, path, FLAMME_COLLAPSE_TOO_BIG);
+        return 2;
+    }
+    fprintf(stderr, "flamme %s: %s: out of memory\n", verb, path);
+    return 1;
 }
 
 /* ------------------------------------------------------------ the verb */
@@ -421,22 +487,23 @@ int flamme_cmd_collapse(int argc, char **argv)
                 in);
 
     FILE *out = stdout;
-    if (outpath && !(out = fopen(outpath, "w"))) {
+    char tmp[PATH_MAX + 8];
+    if (outpath && !(out = flamme_out_fopen(outpath, tmp, sizeof tmp))) {
         fprintf(stderr, "flamme collapse: cannot create %s: %s\n", outpath, strerror(errno));
         flamme_profile_free(&p);
         return 1;
     }
     int rc = 0;
-    if (flamme_collapse_profile(&p, &o, emit_line, out) != 0) {
-        fprintf(stderr, "flamme collapse: %s: out of memory\n", in);
-        rc = 1;
+    int r = flamme_collapse_profile(&p, &o, emit_line, out);
+    if (r != 0) {
+        rc = flamme_collapse_error("collapse", in, r);
     }
     if (fflush(out) != 0 || ferror(out)) {
         fprintf(stderr, "flamme collapse: write error on %s: %s\n", outpath ? outpath : "stdout",
                 strerror(errno));
         rc = 1;
     }
-    if (out != stdout && fclose(out) != 0 && rc == 0) {
+    if (out != stdout && flamme_out_fclose(out, tmp, outpath, rc == 0) != 0 && rc == 0) {
         fprintf(stderr, "flamme collapse: cannot write %s: %s\n", outpath, strerror(errno));
         rc = 1;
     }

@@ -11,11 +11,15 @@
  * Any thread; allocates.
  */
 #include "common/hash.h"
+#include "common/outfile.h"
 #include "common/profile.h"
 #include "tools/cmds.h"
 #include "tools/collapse.h"
+#include "tools/folded.h"
 
 #include <errno.h>
+#include <limits.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -48,7 +52,7 @@ static void dtab_add(struct dtab *t, const char *text, size_t len, int which, do
             return;
         }
         for (size_t i = 0; i < t->n; i++) {
-            size_t j = flamme_hash_bytes(t->v[i].text, strlen(t->v[i].text), 0) & (nc - 1);
+            size_t j = flamme_table_hash(t->v[i].text, strlen(t->v[i].text)) & (nc - 1);
             while (ns[j])
                 j = (j + 1) & (nc - 1);
             ns[j] = i + 1;
@@ -57,7 +61,7 @@ static void dtab_add(struct dtab *t, const char *text, size_t len, int which, do
         t->slot = ns;
         t->hcap = nc;
     }
-    size_t j = flamme_hash_bytes(text, len, 0) & (t->hcap - 1);
+    size_t j = flamme_table_hash(text, len) & (t->hcap - 1);
     while (t->slot[j]) {
         struct dstack *d = &t->v[t->slot[j] - 1];
         if (strlen(d->text) == len && memcmp(d->text, text, len) == 0) {
@@ -124,7 +128,7 @@ static int read_input(struct dtab *t, const char *path, int which,
         int rc = flamme_collapse_profile(&p, o, emit_side, &s);
         flamme_profile_free(&p);
         if (rc != 0 || t->oom) {
-            fprintf(stderr, "flamme diff: %s: out of memory\n", path);
+            flamme_collapse_error("diff", path, t->oom ? -1 : rc);
             return -1;
         }
         return 0;
@@ -135,24 +139,21 @@ static int read_input(struct dtab *t, const char *path, int which,
     ssize_t n;
     while ((n = getline(&line, &cap, f)) > 0) {
         lineno++;
-        while (n > 0 && (line[n - 1] == '\n' || line[n - 1] == '\r'))
+        while (n > 0 && strchr("\n\r \t\v\f", line[n - 1]))
             line[--n] = 0;
-        char *sp = strrchr(line, ' ');
-        char *end;
-        double count = sp ? strtod(sp + 1, &end) : 0;
-        if (!sp || sp == line || end == sp + 1 || *end || count < 0) {
+        /* The same syntax as `flamme svg` reads (tools/folded.c): a
+         * differential input line's last column counts. */
+        size_t len = (size_t)n;
+        double count, before;
+        if (!flamme_folded_take_count(line, &len, &count)) {
             if (n > 0 && bad++ == 0)
                 fprintf(stderr, "flamme diff: %s:%zu: skipped line: no trailing count\n", path,
                         lineno);
             continue;
         }
-        /* A differential input line: the stack ends before its first count. */
-        char *sp2 = sp;
-        while (sp2 > line && sp2[-1] != ' ')
-            sp2--;
-        size_t len = (size_t)(sp - line);
-        if (sp2 > line && strtod(sp2, &end) >= 0 && end == sp)
-            len = (size_t)(sp2 - 1 - line);
+        flamme_folded_take_count(line, &len, &before);
+        if (len == 0)
+            continue;
         dtab_add(t, line, len, which, count);
     }
     free(line);
@@ -162,6 +163,30 @@ static int read_input(struct dtab *t, const char *path, int which,
         return -1;
     }
     return 0;
+}
+
+/* Writes count as the folded parsers (tools/folded.c, read_input above)
+ * read it: plain decimal digits, never an exponent. Whole counts print
+ * exactly; a scaled (--normalize) count keeps 17 significant digits
+ * (what a double holds), trailing zeros dropped. */
+static void put_count(FILE *f, double v)
+{
+    char buf[400]; /* 309 integer digits, or "0." and 340 decimals */
+    if (!(v > 0) || !isfinite(v)) /* the parsers give neither; keep the line readable */
+        v = 0;
+    if (v == floor(v))
+        snprintf(buf, sizeof buf, "%.0f", v);
+    else {
+        /* 17 significant digits, as %.17g, but never an exponent */
+        int dec = 16 - (int)floor(log10(v));
+        snprintf(buf, sizeof buf, "%.*f", dec < 0 ? 0 : dec > 340 ? 340 : dec, v);
+        size_t n = strlen(buf);
+        while (strchr(buf, '.') && buf[n - 1] == '0')
+            buf[--n] = 0;
+        if (buf[n - 1] == '.')
+            buf[--n] = 0;
+    }
+    fputs(buf, f);
 }
 
 static int by_text(const void *a, const void *b)
@@ -256,8 +281,9 @@ int flamme_cmd_diff(int argc, char **argv)
     char tmp[] = "/tmp/flamme-diff-XXXXXX";
     FILE *dst;
     int tmpfd = -1;
+    char otmp[PATH_MAX + 8];
     if (folded) {
-        dst = out ? fopen(out, "w") : stdout;
+        dst = out ? flamme_out_fopen(out, otmp, sizeof otmp) : stdout;
     } else {
         tmpfd = mkstemp(tmp);
         dst = tmpfd >= 0 ? fdopen(tmpfd, "w") : NULL;
@@ -268,9 +294,16 @@ int flamme_cmd_diff(int argc, char **argv)
         rc = 1;
         goto done;
     }
-    for (size_t i = 0; i < t.n; i++)
-        fprintf(dst, "%s %.17g %.17g\n", t.v[i].text, t.v[i].count[0] * scale, t.v[i].count[1]);
-    if (ferror(dst) | (dst != stdout ? fclose(dst) : fflush(dst))) {
+    for (size_t i = 0; i < t.n; i++) {
+        fprintf(dst, "%s ", t.v[i].text);
+        put_count(dst, t.v[i].count[0] * scale);
+        fputc(' ', dst);
+        put_count(dst, t.v[i].count[1]);
+        fputc('\n', dst);
+    }
+    int werr = folded && out ? flamme_out_fclose(dst, otmp, out, 1)
+                             : ferror(dst) | (dst != stdout ? fclose(dst) : fflush(dst));
+    if (werr) {
         fprintf(stderr, "flamme diff: write error\n");
         rc = 1;
         if (!folded)

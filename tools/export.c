@@ -15,12 +15,14 @@
  * both (samples/count and cpu/nanoseconds).
  */
 #include "common/hash.h"
+#include "common/outfile.h"
 #include "common/profile.h"
 #include "tools/cmds.h"
 #include "tools/collapse.h"
 #include "tools/demangle.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -73,6 +75,14 @@ static size_t sample_path(const struct flamme_profile *p, const struct flamme_sa
     return n;
 }
 
+/* How many frame references an export may write: 4096 per byte of file
+ * covers a deep recursion (16,384 frames) sampled into ~4 bytes a sample;
+ * only a crafted file (few samples on huge stacks) gets past it. */
+static uint64_t ref_budget(const struct flamme_profile *p)
+{
+    return flamme_profile_budget(p, 16u << 20, 4096);
+}
+
 static size_t max_depth(const struct flamme_profile *p)
 {
     size_t m = 0;
@@ -82,35 +92,61 @@ static size_t max_depth(const struct flamme_profile *p)
     return m + 2;
 }
 
-/* Label of the thread tid ("thread N" when the profile never named it). */
-static const char *tid_label(const struct flamme_profile *p, uint32_t tid, char *buf, size_t len)
+/* Label of the thread of index i in p->threads (samples name their thread
+ * by index: a tid may have been reused by several threads). */
+static const char *tid_label(const struct flamme_profile *p, uint32_t i, char *buf, size_t len)
 {
-    const struct flamme_thread *t = flamme_profile_thread(p, tid);
-    if (t)
-        return flamme_thread_label(t, buf, len);
-    snprintf(buf, len, "thread %u", (unsigned)tid);
-    return buf;
+    return flamme_thread_label(i < p->nthreads ? &p->threads[i] : NULL, buf, len);
 }
 
-/* Distinct tids of the usable samples, in order of first sample; malloc'd,
- * count in *n. NULL (and *n = 0) when there are none or on allocation
- * failure (*oom set). */
-static uint32_t *sample_tids(const struct flamme_profile *p, size_t *n, int *oom)
+/* The samples grouped by thread: threads in order of their first sample,
+ * each thread's samples in file order. Fills *tids (ntids distinct tids),
+ * *order (sample indices, thread after thread) and *start (ntids + 1
+ * offsets into order). One pass with a keyed hash table and a counting sort:
+ * linear however many threads (thread churn gives tens of thousands).
+ * Returns 0, or -1 on allocation failure. */
+static int group_by_thread(const struct flamme_profile *p, uint32_t **tids, size_t *ntids,
+                           size_t **order, size_t **start)
 {
-    *n = 0;
-    uint32_t *t = malloc((p->nthreads + p->nsamples + 1) * sizeof *t);
-    if (!t) {
-        *oom = 1;
-        return NULL;
+    size_t ns = p->nsamples, hcap = 64, n = 0;
+    while (hcap < 2 * ns + 2)
+        hcap *= 2;
+    uint32_t *slot = calloc(hcap, sizeof *slot); /* thread index + 1 */
+    uint32_t *tid = malloc((ns + 1) * sizeof *tid), *of = malloc((ns + 1) * sizeof *of);
+    size_t *ord = malloc((ns + 1) * sizeof *ord), *st = NULL;
+    if (!slot || !tid || !of || !ord)
+        goto fail;
+    for (size_t i = 0; i < ns; i++) {
+        uint32_t t = p->samples[i].thread;
+        size_t h = flamme_table_hash_u64(t) & (hcap - 1);
+        while (slot[h] && tid[slot[h] - 1] != t)
+            h = (h + 1) & (hcap - 1);
+        if (!slot[h]) {
+            tid[n] = t;
+            slot[h] = (uint32_t)++n;
+        }
+        of[i] = slot[h] - 1;
     }
-    for (size_t i = 0; i < p->nsamples; i++) {
-        size_t j = 0;
-        while (j < *n && t[j] != p->samples[i].tid)
-            j++;
-        if (j == *n)
-            t[(*n)++] = p->samples[i].tid;
-    }
-    return t;
+    st = calloc(n + 2, sizeof *st);
+    if (!st)
+        goto fail;
+    for (size_t i = 0; i < ns; i++)
+        st[of[i] + 2]++;
+    for (size_t k = 2; k < n + 2; k++)
+        st[k] += st[k - 1];
+    for (size_t i = 0; i < ns; i++) /* st[k + 1]: next free place of thread k */
+        ord[st[of[i] + 1]++] = i;
+    free(slot);
+    free(of);
+    *tids = tid, *ntids = n, *order = ord, *start = st;
+    return 0;
+fail:
+    free(slot);
+    free(tid);
+    free(of);
+    free(ord);
+    free(st);
+    return -1;
 }
 
 /* ------------------------------------------------------------ string interning */
@@ -126,7 +162,7 @@ struct strtab {
 
 static uint64_t str_hash(const char *s, size_t len)
 {
-    return flamme_hash_bytes(s, len, 0);
+    return flamme_table_hash(s, len);
 }
 
 /* Index of s (added if new). Returns -1 on allocation failure. */
@@ -245,20 +281,18 @@ static void json_str(FILE *out, const char *str)
     fputc('"', out);
 }
 
-/* Writes one "sampled" profile of the samples accepted by tid (all when
- * all_threads). fidx maps frame ids (and pseudo ids) to shared frame indices.
+/* Writes one "sampled" profile of the samples idx[0..nidx) (all samples
+ * when idx is NULL). fidx maps frame ids (and pseudo ids) to shared frame indices.
  * Returns 0, or -1 on allocation failure. */
 static int speedscope_profile(FILE *out, const struct flamme_profile *p, const uint32_t *fidx,
-                              const char *name, int all_threads, uint32_t tid, uint64_t period)
+                              const char *name, const size_t *idx, size_t nidx, uint64_t period)
 {
     uint32_t *path = malloc(max_depth(p) * sizeof *path);
     if (!path)
         return -1;
     uint64_t tmin = UINT64_MAX, tmax = 0, total = 0;
-    for (size_t i = 0; i < p->nsamples; i++) {
-        const struct flamme_sample *s = &p->samples[i];
-        if (!all_threads && s->tid != tid)
-            continue;
+    for (size_t k = 0; k < nidx; k++) {
+        const struct flamme_sample *s = &p->samples[idx ? idx[k] : k];
         tmin = s->time_ns < tmin ? s->time_ns : tmin;
         tmax = s->time_ns > tmax ? s->time_ns : tmax;
         total += s->weight;
@@ -276,23 +310,19 @@ static int speedscope_profile(FILE *out, const struct flamme_profile *p, const u
     fprintf(out, ",\"unit\":\"%s\",\"startValue\":%llu,\"endValue\":%llu,\"samples\":[",
             period ? "nanoseconds" : "none", (unsigned long long)start, (unsigned long long)end);
     int first = 1;
-    for (size_t i = 0; i < p->nsamples; i++) {
-        const struct flamme_sample *s = &p->samples[i];
-        if (!all_threads && s->tid != tid)
-            continue;
+    for (size_t k = 0; k < nidx; k++) {
+        const struct flamme_sample *s = &p->samples[idx ? idx[k] : k];
         size_t n = sample_path(p, s, path);
         fputs(first ? "[" : ",[", out);
         first = 0;
-        for (size_t k = 0; k < n; k++)
-            fprintf(out, k ? ",%u" : "%u", (unsigned)fidx[path[k]]);
+        for (size_t j = 0; j < n; j++)
+            fprintf(out, j ? ",%u" : "%u", (unsigned)fidx[path[j]]);
         fputc(']', out);
     }
     fputs("],\"weights\":[", out);
     first = 1;
-    for (size_t i = 0; i < p->nsamples; i++) {
-        const struct flamme_sample *s = &p->samples[i];
-        if (!all_threads && s->tid != tid)
-            continue;
+    for (size_t k = 0; k < nidx; k++) {
+        const struct flamme_sample *s = &p->samples[idx ? idx[k] : k];
         uint64_t w = period ? (uint64_t)s->weight * period : s->weight;
         fprintf(out, first ? "%llu" : ",%llu", (unsigned long long)w);
         first = 0;
@@ -302,15 +332,28 @@ static int speedscope_profile(FILE *out, const struct flamme_profile *p, const u
     return 0;
 }
 
+/* 1 if writing every sample's frames passes the budget. */
+static int speedscope_too_big(const struct flamme_profile *p)
+{
+    uint64_t refs = 0, budget = ref_budget(p);
+    for (size_t i = 0; i < p->nsamples && refs <= budget; i++)
+        if (p->samples[i].stack_id < p->nstacks)
+            refs += p->stacks[p->samples[i].stack_id].n + 2u;
+    return refs > budget;
+}
+
 /* speedscope's file format: one shared frame table (deduplicated by name and
  * file, so two addresses in one function are one frame), then one sampled
  * profile for all threads or one per thread. Samples stay in file order,
- * which is time order per thread. Returns 0, or -1 on allocation failure. */
+ * which is time order per thread. Returns 0, -1 on allocation failure, -2 past
+ * the frame reference budget. */
 static int export_speedscope(FILE *out, const struct flamme_profile *p, int threads,
                              const char *title)
 {
-    int rc = -1, oom = 0;
-    size_t nall = p->nframes + NPSEUDO, ntids = 0;
+    int rc = -1;
+    size_t nall = p->nframes + NPSEUDO, ntids = 0, *order = NULL, *start = NULL;
+    if (speedscope_too_big(p))
+        return -2;
     uint32_t *fidx = malloc(nall * sizeof *fidx);
     uint32_t *tids = NULL;
     struct strtab keys = { 0 };
@@ -351,18 +394,18 @@ static int export_speedscope(FILE *out, const struct flamme_profile *p, int thre
     fputs("]},\"profiles\":[", out);
     uint64_t period = p->hdr.hz ? 1000000000ull / p->hdr.hz : 0;
     if (!threads) {
-        if (speedscope_profile(out, p, fidx, "all threads", 1, 0, period) != 0)
+        if (speedscope_profile(out, p, fidx, "all threads", NULL, p->nsamples, period) != 0)
             goto out;
     } else {
-        tids = sample_tids(p, &ntids, &oom);
-        if (oom)
+        if (group_by_thread(p, &tids, &ntids, &order, &start) != 0)
             goto out;
         for (size_t i = 0; i < ntids; i++) {
             char lbl[96];
             tid_label(p, tids[i], lbl, sizeof lbl);
             if (i)
                 fputc(',', out);
-            if (speedscope_profile(out, p, fidx, lbl, 0, tids[i], period) != 0)
+            if (speedscope_profile(out, p, fidx, lbl, order + start[i], start[i + 1] - start[i],
+                                   period) != 0)
                 goto out;
         }
     }
@@ -370,6 +413,8 @@ static int export_speedscope(FILE *out, const struct flamme_profile *p, int thre
     rc = 0;
 out:
     free(tids);
+    free(order);
+    free(start);
     free(fidx);
     strtab_free(&keys);
     return rc;
@@ -386,7 +431,7 @@ struct pb {
 
 static void pb_bytes(struct pb *b, const void *d, size_t n)
 {
-    if (b->oom)
+    if (b->oom || n == 0) /* an empty sub-message has no buffer yet (d NULL) */
         return;
     if (b->len + n > b->cap) {
         size_t nc = b->cap ? b->cap : 4096;
@@ -446,7 +491,7 @@ static void pb_msg(struct pb *b, unsigned field, struct pb *m)
 
 /* One aggregated pprof sample: a (stack, thread, flags) combination. */
 struct agg {
-    uint32_t stack_id, tid, flags;
+    uint32_t stack_id, tid, flags; /* tid: the thread's index in p->threads */
     uint64_t weight;
 };
 
@@ -462,6 +507,16 @@ static int agg_cmp(const void *a, const void *b)
 
 /* The flags that change a sample's exported frames. */
 #define PATH_FLAGS (FLAMME_SAMPLE_TRUNCATED | FLAMME_SAMPLE_BROKEN | FLAMME_SAMPLE_SYSCALL)
+
+/* weight ticks at hz as nanoseconds, computed in 128 bits and capped at
+ * INT64_MAX (pprof values are int64); 0 when the rate is unknown. */
+static uint64_t weight_ns(uint64_t weight, uint32_t hz)
+{
+    if (!hz)
+        return 0;
+    unsigned __int128 ns = (unsigned __int128)weight * 1000000000u / hz;
+    return ns > INT64_MAX ? (uint64_t)INT64_MAX : (uint64_t)ns;
+}
 
 /* Encodes the profile as a perftools.profiles.Profile into b. Location id =
  * frame id + 1 (pseudo frames after the real ones), one Function per
@@ -556,11 +611,12 @@ static int pprof_encode(struct pb *b, const struct flamme_profile *p, int thread
         const struct flamme_sample *s = &p->samples[i];
         if (s->weight == 0)
             continue;
-        ag[na++] = (struct agg){ s->stack_id, threads ? s->tid : 0, s->flags & PATH_FLAGS, s->weight };
+        ag[na++] = (struct agg){ s->stack_id, threads ? s->thread : 0, s->flags & PATH_FLAGS, s->weight };
     }
     if (na)
         qsort(ag, na, sizeof *ag, agg_cmp);
     uint64_t period = p->hdr.hz ? 1000000000ull / p->hdr.hz : 0;
+    uint64_t refs = 0, budget = ref_budget(p);
     for (size_t i = 0; i < na;) {
         struct agg a = ag[i];
         size_t j = i + 1;
@@ -569,11 +625,15 @@ static int pprof_encode(struct pb *b, const struct flamme_profile *p, int thread
         i = j;
         struct flamme_sample s = { .stack_id = a.stack_id, .tid = a.tid, .flags = a.flags };
         size_t n = sample_path(p, &s, path);
+        if ((refs += n) > budget) {
+            rc = -2;
+            goto out;
+        }
         for (size_t k = n; k-- > 0;) /* pprof wants leaf first */
             pb_varint(&pk, (uint64_t)path[k] + 1);
         pb_msg(&m, 1, &pk);
         pb_varint(&pk, a.weight);
-        pb_varint(&pk, p->hdr.hz ? a.weight * 1000000000ull / p->hdr.hz : 0);
+        pb_varint(&pk, weight_ns(a.weight, p->hdr.hz));
         pb_msg(&m, 2, &pk);
         if (threads) {
             char lbl[96];
@@ -764,7 +824,8 @@ int flamme_cmd_export(int argc, char **argv)
         fprintf(stderr, EXPORT_ERR "%s: file is truncated or damaged; using what was readable\n", in);
 
     FILE *out = stdout;
-    if (outpath && !(out = fopen(outpath, "wb"))) {
+    char tmp[PATH_MAX + 8];
+    if (outpath && !(out = flamme_out_fopen(outpath, tmp, sizeof tmp))) {
         fprintf(stderr, EXPORT_ERR "cannot create %s: %s\n", outpath, strerror(errno));
         flamme_profile_free(&p);
         return 1;
@@ -785,7 +846,13 @@ int flamme_cmd_export(int argc, char **argv)
         }
         free(b.b);
     }
-    if (fail) {
+    if (fail == -2 && fmt == FMT_FOLDED)
+        rc = flamme_collapse_error("export", in, fail);
+    else if (fail == -2) {
+        fprintf(stderr, EXPORT_ERR "%s: its samples would expand to more frames than a profile of "
+                "its size can honestly hold (16M + 4096 per byte of file); not exported\n", in);
+        rc = 2;
+    } else if (fail) {
         fprintf(stderr, EXPORT_ERR "%s: out of memory\n", in);
         rc = 1;
     }
@@ -794,7 +861,7 @@ int flamme_cmd_export(int argc, char **argv)
                 strerror(errno));
         rc = 1;
     }
-    if (out != stdout && fclose(out) != 0 && rc == 0) {
+    if (out != stdout && flamme_out_fclose(out, tmp, outpath, rc == 0) != 0 && rc == 0) {
         fprintf(stderr, EXPORT_ERR "cannot write %s: %s\n", outpath, strerror(errno));
         rc = 1;
     }

@@ -11,9 +11,11 @@
  * the JavaScript reads names from the DOM and never contains input text.
  */
 #include "common/hash.h"
+#include "common/outfile.h"
 #include "tools/flamegraph.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -655,12 +657,13 @@ static void cp_save(struct cpmap *m, const struct flamme_folded *f, const char *
                                    m->col[id].r, m->col[id].g, m->col[id].b) >= 0)
             k++;
     qsort(lines, k, sizeof *lines, cmp_str);
-    FILE *o = fopen(path, "w");
+    char tmp[PATH_MAX + 8];
+    FILE *o = flamme_out_fopen(path, tmp, sizeof tmp);
     if (!o)
         fprintf(stderr, "flamme svg: %s: cannot write palette file\n", path);
     for (size_t i = 0; o && i < k; i++)
         fprintf(o, "%s\n", lines[i]);
-    if (o && fclose(o) != 0)
+    if (o && flamme_out_fclose(o, tmp, path, 1) != 0)
         fprintf(stderr, "flamme svg: %s: cannot write palette file\n", path);
     for (size_t i = 0; i < k; i++) /* the extra lines too: they were moved here */
         free(lines[i]);
@@ -698,11 +701,15 @@ static void put_font(FILE *o, const char *s)
 /* XML comment body: "--" may not appear in a comment. */
 static void put_comment(FILE *o, const char *s)
 {
-    for (const char *p = s; *p; p++) {
-        if (*p == '-' && (p[1] == '-' || p[1] == 0))
-            fputs("- ", o);
-        else
-            put_esc(o, p, 1, 1);
+    for (const char *p = s; *p;) {
+        if (*p == '-') {
+            fputs(p[1] == '-' || p[1] == 0 ? "- " : "-", o);
+            p++;
+            continue;
+        }
+        size_t n = strcspn(p, "-"); /* whole runs, so multi-byte characters stay whole */
+        put_esc(o, p, n, SIZE_MAX);
+        p += n;
     }
 }
 

@@ -4,6 +4,7 @@
  * input size whatever the stack depth or number of siblings.
  */
 #include "tools/folded.h"
+#include "common/hash.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -42,22 +43,10 @@ static int grow(void **p, size_t *cap, size_t need, size_t sz)
     return 0;
 }
 
+/* Names come from files anyone may hand us: a keyed hash (common/hash.h). */
 static uint64_t hash_bytes(const char *s, size_t len)
 {
-    uint64_t h = 0x9e3779b97f4a7c15ull ^ len;
-    while (len >= 8) {
-        uint64_t w;
-        memcpy(&w, s, 8);
-        h = (h ^ w) * 0xff51afd7ed558ccdull;
-        h ^= h >> 32;
-        s += 8;
-        len -= 8;
-    }
-    uint64_t w = 0;
-    memcpy(&w, s, len);
-    h = (h ^ w) * 0xc4ceb9fe1a85ec53ull;
-    h ^= h >> 29;
-    return h;
+    return flamme_table_hash(s, len);
 }
 
 static int name_eq(const struct flamme_folded *f, uint32_t id, const char *s, size_t len)
@@ -134,9 +123,7 @@ static int is_ws(char c)
     return c == ' ' || c == '\t' || c == '\r' || c == '\v' || c == '\f';
 }
 
-/* Finds a trailing "WS NUMBER" in s[0..*len). On success stores the number,
- * shortens *len to the text before the whitespace and returns 1; else 0. */
-static int take_count(const char *s, size_t *len, double *out)
+int flamme_folded_take_count(const char *s, size_t *len, double *out)
 {
     size_t e = *len, i = e;
     while (i > 0 && s[i - 1] >= '0' && s[i - 1] <= '9')
@@ -162,8 +149,10 @@ static int take_count(const char *s, size_t *len, double *out)
             u = u * 10 + (uint64_t)(s[k] - '0');
         v = (double)u;
     } else {
-        char buf[64];
-        size_t n = e - i < sizeof buf - 1 ? e - i : sizeof buf - 1;
+        char buf[512]; /* a double has at most 309 integer digits */
+        size_t n = e - i;
+        if (n >= sizeof buf)
+            return 0;
         memcpy(buf, s + i, n);
         buf[n] = 0;
         v = strtod(buf, NULL);
@@ -231,11 +220,11 @@ int flamme_folded_parse_line(struct flamme_folded *f, const char *line, size_t l
     if (k == len)
         return 1;
     double count, before = 0;
-    if (!take_count(line, &len, &count)) {
+    if (!flamme_folded_take_count(line, &len, &count)) {
         *why = "no sample count at the end of the line";
         return -1;
     }
-    int diff = take_count(line, &len, &before);
+    int diff = flamme_folded_take_count(line, &len, &before);
     if (len == 0 || (len == 1 && line[0] == ';')) {
         *why = "empty stack";
         return -1;

@@ -67,6 +67,12 @@ int flamme_folded_parse_line(struct flamme_folded *f, const char *line, size_t l
  * Returns 0, -1 for an empty stack, -2 on allocation failure. */
 int flamme_folded_add(struct flamme_folded *f, const char *stack, size_t len, double count);
 
+/* Finds a trailing "WS NUMBER" (digits, optionally "." and digits) in
+ * s[0..*len). On success stores the number, shortens *len to the text
+ * before the whitespace and returns 1; else 0. Shared with `flamme diff`, so
+ * both read the same lines. */
+int flamme_folded_take_count(const char *s, size_t *len, double *out);
+
 /* Reads all lines of fd. A malformed line prints "flamme svg: NAME:LINE: why"
  * on stderr (at most 10 such warnings, then one summary) and is skipped.
  * Returns 0, or -1 on a read error or allocation failure (message printed). */

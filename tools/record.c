@@ -106,6 +106,8 @@ static int summarize(const char *path)
             complete += p.samples[i].weight;
     }
     const char *engine = flamme_profile_info(&p, "engine");
+    if (engine && strspn(engine, "abcdefghijklmnopqrstuvwxyz0123456789-_") != strlen(engine))
+        engine = NULL; /* printed on the terminal: only what an agent writes */
     const char *mode = flamme_profile_info(&p, "mode");
     fprintf(stderr,
             "flamme: %zu samples, %zu threads, %llu lost, complete %.1f%%, engine %s%s, wrote %s%s\n",
@@ -202,7 +204,18 @@ int flamme_cmd_record(int argc, char **argv)
         return 1;
     }
     struct stat st;
-    if (stat(out, &st) == 0) {
+    /* The agent creates the profile without following links (O_EXCL): a
+     * link at the path would send it to PATH.<pid>, so say so now. */
+    if (lstat(out, &st) == 0 && S_ISLNK(st.st_mode)) {
+        fprintf(stderr, "flamme record: %s is a symbolic link; profiles are not written through "
+                        "links (remove it or choose another -o)\n", out);
+        return 2;
+    }
+    if (lstat(out, &st) == 0 && !S_ISREG(st.st_mode)) {
+        fprintf(stderr, "flamme record: %s exists and is not a regular file\n", out);
+        return 2;
+    }
+    if (lstat(out, &st) == 0) {
         char old[PATH_MAX];
         snprintf(old, sizeof old, "%s.old", out);
         if (rename(out, old) != 0) {
@@ -245,9 +258,10 @@ int flamme_cmd_record(int argc, char **argv)
     while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
         ;
     int rc = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-    if (WIFEXITED(status) && rc == 127 && stat(out, &st) != 0)
+    int wrote = lstat(out, &st) == 0 && S_ISREG(st.st_mode);
+    if (WIFEXITED(status) && rc == 127 && !wrote)
         return rc;
-    if (stat(out, &st) != 0)
+    if (!wrote)
         fprintf(stderr,
                 "flamme: no profile written to %s (is %s an OCaml 5 program? one that links the "
                 "flamme library profiles only between Flamme.start and stop; profiles of child "

@@ -38,7 +38,7 @@ struct agg {
 
 static uint64_t hash_mem(const char *s, size_t n)
 {
-    return flamme_hash_bytes(s, n, 0);
+    return flamme_table_hash(s, n);
 }
 
 /* Entry for name s[0..n); NULL on allocation failure. */
@@ -147,13 +147,15 @@ static void print_top(struct fn **v, size_t n, uint64_t weight, int self_first)
     for (size_t i = 0; i < n && i < TOP_N; i++) {
         if ((self_first ? v[i]->self : v[i]->total) == 0)
             break; /* sorted: the rest never ran as leaf */
-        printf("  %6.1f%% %6.1f%% %10llu  %s\n", pct(v[i]->self, weight), pct(v[i]->total, weight),
-               (unsigned long long)(self_first ? v[i]->self : v[i]->total), v[i]->name);
+        printf("  %6.1f%% %6.1f%% %10llu  ", pct(v[i]->self, weight), pct(v[i]->total, weight),
+               (unsigned long long)(self_first ? v[i]->self : v[i]->total));
+        flamme_put_term_safe(stdout, v[i]->name);
+        putchar('\n');
     }
 }
 
 struct tstat {
-    uint32_t tid;
+    uint32_t tid; /* index of the thread in p->threads (a tid may be reused) */
     uint64_t weight, samples;
 };
 
@@ -171,14 +173,14 @@ static int by_weight(const void *x, const void *y)
     return a->tid < b->tid ? -1 : a->tid > b->tid;
 }
 
-/* Per-thread table: samples sorted by tid, then runs summed. */
+/* Per-thread table: samples sorted by thread, then runs summed. */
 static int print_threads(const struct flamme_profile *p, uint64_t weight)
 {
     struct tstat *t = malloc((p->nsamples ? p->nsamples : 1) * sizeof *t);
     if (!t)
         return -1;
     for (size_t i = 0; i < p->nsamples; i++)
-        t[i] = (struct tstat){ p->samples[i].tid, p->samples[i].weight, 1 };
+        t[i] = (struct tstat){ p->samples[i].thread, p->samples[i].weight, 1 };
     qsort(t, p->nsamples, sizeof *t, by_tid);
     size_t n = 0;
     for (size_t i = 0; i < p->nsamples; i++) {
@@ -193,12 +195,9 @@ static int print_threads(const struct flamme_profile *p, uint64_t weight)
     printf("  %-28s %10s %10s %7s\n", "thread", "tid", "samples", "%");
     for (size_t i = 0; i < n; i++) {
         char lbl[96];
-        const struct flamme_thread *th = flamme_profile_thread(p, t[i].tid);
-        if (th)
-            flamme_thread_label(th, lbl, sizeof lbl);
-        else
-            snprintf(lbl, sizeof lbl, "thread %u", (unsigned)t[i].tid);
-        printf("  %-28s %10u %10llu %6.1f%%\n", lbl, (unsigned)t[i].tid, (unsigned long long)t[i].weight,
+        const struct flamme_thread *th = t[i].tid < p->nthreads ? &p->threads[t[i].tid] : NULL;
+        flamme_thread_label(th, lbl, sizeof lbl);
+        printf("  %-28s %10u %10llu %6.1f%%\n", lbl, th ? (unsigned)th->tid : 0u, (unsigned long long)t[i].weight,
                pct(t[i].weight, weight));
     }
     free(t);
@@ -207,7 +206,9 @@ static int print_threads(const struct flamme_profile *p, uint64_t weight)
 
 static void print_header(const char *path, const struct flamme_profile *p)
 {
-    printf("profile: %s\n", path);
+    fputs("profile: ", stdout);
+    flamme_put_term_safe(stdout, path);
+    putchar('\n');
     double dur = p->end_ns > p->hdr.start_monotonic_ns
                      ? (double)(p->end_ns - p->hdr.start_monotonic_ns) / 1e9
                      : 0.0;
@@ -219,8 +220,11 @@ static void print_header(const char *path, const struct flamme_profile *p)
     printf("  pid %u, %u Hz per thread, %.2f s, started %s\n", (unsigned)p->hdr.pid,
            (unsigned)p->hdr.hz, dur, when);
     const char *cmd = flamme_profile_info(p, "cmdline");
-    if (cmd)
-        printf("  command: %s\n", cmd);
+    if (cmd) {
+        fputs("  command: ", stdout);
+        flamme_put_term_safe(stdout, cmd);
+        putchar('\n');
+    }
     if (p->truncated)
         printf("  status: damaged or cut short (read up to the last whole chunk)\n");
     else if (!p->complete)
@@ -228,8 +232,11 @@ static void print_header(const char *path, const struct flamme_profile *p)
                "agent cannot see, such as SIGKILL, or the profile could not be written)\n");
     else
         printf("  status: complete\n");
-    if (p->exit_detail)
-        printf("  ended: %s\n", p->exit_detail);
+    if (p->exit_detail) {
+        fputs("  ended: ", stdout);
+        flamme_put_term_safe(stdout, p->exit_detail);
+        putchar('\n');
+    }
 }
 
 /* The agent's CPU budget (agent/budget.h), from its INFO record. */
@@ -284,7 +291,13 @@ int flamme_cmd_report(int argc, char **argv)
     struct flamme_collapse_opts o = { 0 };
     struct fn **v = NULL;
     int rc = 1;
-    if (flamme_collapse_profile(&p, &o, on_stack, &a) != 0 || a.oom)
+    int r = flamme_collapse_profile(&p, &o, on_stack, &a);
+    if (r == -2) {
+        rc = flamme_collapse_error("report", in, r);
+        flamme_profile_free(&p);
+        return rc;
+    }
+    if (r != 0 || a.oom)
         goto out;
 
     print_header(in, &p);

@@ -14,8 +14,10 @@
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/outfile.h"
 #include "common/profile.h"
 #include "tools/collapse.h"
 #include "tools/flamegraph.h"
@@ -160,10 +162,8 @@ static int load_profile(struct flamme_folded *f, const char *path, const char *n
         fprintf(stderr, "flamme svg: %s: warning: profile is truncated; using what was read\n", name);
     int r = flamme_collapse_profile(&p, co, collect, f);
     flamme_profile_free(&p);
-    if (r != 0 || f->oom) {
-        fprintf(stderr, "flamme svg: %s: out of memory\n", name);
-        return 1;
-    }
+    if (r != 0 || f->oom)
+        return flamme_collapse_error("svg", name, f->oom ? -1 : r);
     return 0;
 }
 
@@ -250,9 +250,15 @@ static int read_input(struct flamme_folded *f, const char *path, const struct fl
     int is_stdin = strcmp(path, "-") == 0;
     const char *name = is_stdin ? "<stdin>" : path;
     int fd = is_stdin ? 0 : open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
-        fprintf(stderr, "flamme svg: cannot open %s: %s\n", path, strerror(errno));
-        return 1;
+    struct stat st;
+    if (fd >= 0 && !is_stdin && fstat(fd, &st) == 0 && S_ISDIR(st.st_mode)) {
+        close(fd);
+        fd = -1;
+        errno = EISDIR;
+    }
+    if (fd < 0) { /* bad input, as for every verb */
+        fprintf(stderr, "flamme svg: %s: cannot open: %s\n", path, strerror(errno));
+        return 2;
     }
     unsigned char head[16];
     /* pread fails on a pipe: sniff the stream then. A profile redirected from
@@ -380,8 +386,9 @@ int flamme_cmd_svg(int argc, char **argv)
     if (f.total > 0 && f.total < 100 && strcmp(o.countname, "samples") == 0)
         fprintf(stderr, "flamme svg: warning: stack count is low (%g). Did something go wrong?\n", f.total);
     FILE *out = stdout;
+    char tmp[PATH_MAX + 8];
     if (out_path && strcmp(out_path, "-") != 0) {
-        out = fopen(out_path, "w");
+        out = flamme_out_fopen(out_path, tmp, sizeof tmp);
         if (!out) {
             fprintf(stderr, "flamme svg: cannot write %s: %s\n", out_path, strerror(errno));
             rc = 1;
@@ -391,9 +398,16 @@ int flamme_cmd_svg(int argc, char **argv)
     static char obuf[1 << 20];
     setvbuf(out, obuf, _IOFBF, sizeof obuf);
     rc = flamme_fg_render(&f, &o, out, NULL);
-    if (rc == 2)
-        fprintf(stderr, "flamme svg: no valid input\n");
-    if (out != stdout && fclose(out) != 0 && rc == 0) {
+    if (rc == 2) {
+        fputs("flamme svg: ", stderr);
+        if (optind >= argc)
+            fputs("<stdin>", stderr);
+        for (int i = optind; i < argc; i++)
+            fprintf(stderr, "%s%s", i > optind ? ", " : "", strcmp(argv[i], "-") ? argv[i] : "<stdin>");
+        fputs(": no valid input (no line \"stack COUNT\" with a count above 0)\n", stderr);
+    }
+    /* no valid input (2) still leaves the error SVG, as flamegraph.pl */
+    if (out != stdout && flamme_out_fclose(out, tmp, out_path, rc != 1) != 0 && rc == 0) {
         fprintf(stderr, "flamme svg: write error on %s\n", out_path);
         rc = 1;
     } else if (out == stdout && fflush(stdout) != 0 && rc == 0) {

@@ -155,6 +155,15 @@ static uint32_t frame_id(uint64_t addr, uint8_t callee_facts, uint8_t *facts)
     return id;
 }
 
+/* Thread identity beside the tid (format 1.4): each slot's thread gets the
+ * next serial when first announced; tids are reused, serials never. */
+static uint32_t slot_serial[FLAMME_MAX_THREADS], next_serial; /* writer thread only */
+
+static uint32_t serial_of(const struct flamme_slot *s)
+{
+    return slot_serial[s - flamme_slots];
+}
+
 /* Announces (or re-announces, when its domain becomes known) a thread. */
 static void announce(struct flamme_slot *s, int32_t domain)
 {
@@ -177,11 +186,13 @@ static void announce(struct flamme_slot *s, int32_t domain)
     }
     if (domain >= 0)
         s->writer_domain = domain;
-    if (!s->writer_announced)
+    if (!s->writer_announced) {
         W.threads++;
+        slot_serial[s - flamme_slots] = ++next_serial;
+    }
     s->writer_announced = 1;
-    if (flamme_pw_thread(W.pw, (uint32_t)s->tid, kind, s->writer_domain, s->start_ns,
-                         s->is_main ? "main" : fn) != 0)
+    if (flamme_pw_thread_serial(W.pw, (uint32_t)s->tid, serial_of(s), kind, s->writer_domain,
+                                s->start_ns, s->is_main ? "main" : fn) != 0)
         W.failed = 1;
 }
 
@@ -311,7 +322,7 @@ static void on_record(void *ctx, const uint64_t *rec, uint64_t nwords)
         flags &= ~FLAMME_SAMPLE_BROKEN;
     else if (!(flags & FLAMME_SAMPLE_TRUNCATED))
         flags |= FLAMME_SAMPLE_BROKEN;
-    if (flamme_pw_sample(W.pw, sid, (uint32_t)s->tid, weight, domain, flags, t) != 0)
+    if (flamme_pw_sample_serial(W.pw, sid, (uint32_t)s->tid, serial_of(s), weight, domain, flags, t) != 0)
         W.failed = 1;
     W.samples++;
 }
@@ -373,13 +384,13 @@ static void sweep(void)
             flamme_ring_drain(ring, on_record, NULL);
         uint64_t lost = atomic_load_explicit(&s->lost, memory_order_relaxed);
         if (lost != s->writer_lost_seen) {
-            if (flamme_pw_lost(W.pw, (uint32_t)s->tid, lost - s->writer_lost_seen) != 0)
+            if (flamme_pw_lost_serial(W.pw, (uint32_t)s->tid, serial_of(s), lost - s->writer_lost_seen) != 0)
                 W.failed = 1;
             W.lost += lost - s->writer_lost_seen;
             s->writer_lost_seen = lost;
         }
         if (st == FLAMME_SLOT_DEAD) {
-            if (flamme_pw_thread_end(W.pw, (uint32_t)s->tid, s->end_ns) != 0)
+            if (flamme_pw_thread_end_serial(W.pw, (uint32_t)s->tid, serial_of(s), s->end_ns) != 0)
                 W.failed = 1;
             flamme_slot_release(s);
         }

@@ -170,8 +170,8 @@ static void b_sample(struct buf *b, uint32_t stack, uint32_t tid, uint64_t t, ui
     b_u32(b, 0);
     b_u32(b, 0);
     b_u64(b, t);
-    for (uint32_t i = 0; i < extra; i++)
-        b_u8(b, 0xee);
+    for (uint32_t i = 0; i < extra; i++) /* since 1.3 the first 4 are the thread serial: 0 */
+        b_u8(b, i < 4 ? 0 : 0xee);
 }
 
 /* ------------------------------------------------------------------ tests */

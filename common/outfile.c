@@ -1,0 +1,89 @@
+/*
+ * common/outfile.c — creating output files without following links or
+ * truncating in place (see common/outfile.h).
+ */
+#include "common/outfile.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+int flamme_out_create_excl(const char *path)
+{
+    return open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+}
+
+int flamme_out_open(const char *path, char *tmp, size_t tmpcap)
+{
+    tmp[0] = '\0';
+    struct stat st;
+    /* stat follows links: a link to a device (/dev/stdout) is written to
+     * as the device; a link to a file, or a dangling one, gets replaced. */
+    if (stat(path, &st) == 0 && !S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode))
+        return open(path, O_WRONLY | O_CLOEXEC | O_NOCTTY);
+    if (snprintf(tmp, tmpcap, "%s.XXXXXX", path) >= (int)tmpcap) {
+        tmp[0] = '\0';
+        errno = ENAMETOOLONG;
+        return -1;
+    }
+    /* mkostemp: O_EXCL, mode 0600 minus the umask */
+    int fd = mkostemp(tmp, O_CLOEXEC);
+    if (fd < 0) {
+        tmp[0] = '\0';
+        return -1;
+    }
+    return fd;
+}
+
+int flamme_out_commit(const char *tmp, const char *path)
+{
+    if (!tmp[0])
+        return 0;
+    if (rename(tmp, path) == 0)
+        return 0;
+    int e = errno;
+    unlink(tmp);
+    errno = e;
+    return -1;
+}
+
+void flamme_out_abort(const char *tmp)
+{
+    if (tmp[0])
+        unlink(tmp);
+}
+
+FILE *flamme_out_fopen(const char *path, char *tmp, size_t tmpcap)
+{
+    int fd = flamme_out_open(path, tmp, tmpcap);
+    if (fd < 0)
+        return NULL;
+    FILE *f = fdopen(fd, "w");
+    if (!f) {
+        int e = errno;
+        close(fd);
+        flamme_out_abort(tmp);
+        errno = e;
+    }
+    return f;
+}
+
+int flamme_out_fclose(FILE *f, const char *tmp, const char *path, int ok)
+{
+    int bad = ferror(f);
+    if (fclose(f) != 0 || bad) {
+        int e = errno;
+        flamme_out_abort(tmp);
+        errno = e ? e : EIO;
+        return -1;
+    }
+    if (!ok) {
+        flamme_out_abort(tmp);
+        return 0;
+    }
+    return flamme_out_commit(tmp, path);
+}

@@ -80,3 +80,14 @@ install-test:
 	python3 tests/install/run.py --ocamlopt $(OCAMLOPT)
 TEST_TARGETS += install-test
 HELP_LINES += "make install-test  install into a temporary prefix, profile with only the installed files, uninstall"
+
+# opam lint of flamme.opam (Debian's opam; make deps installs it). Warnings
+# 35/36 (no homepage / bug-reports) are off: the project has no public URL
+# to put there yet. opam lint exits 0 on warnings, so its verdict is read.
+.PHONY: opam-lint
+opam-lint:
+	@command -v opam >/dev/null || { echo "opam-lint: opam not found; run 'make deps'" >&2; exit 1; }
+	@out="$$(opam lint --warnings=-35-36 flamme.opam 2>/dev/null)"; echo "$$out"; \
+	 case "$$out" in *": Passed.") ;; *) echo "opam-lint: flamme.opam is not clean" >&2; exit 1;; esac
+TEST_TARGETS += opam-lint
+HELP_LINES += "make opam-lint  opam lint flamme.opam"

@@ -14,8 +14,13 @@ clone. Then, with only the installed files:
     (`ocamlfind ocamlopt -package flamme -linkpkg`, OCAMLPATH = the installed
     lib/) profiles the function it wraps in Flamme.with_profile;
   - the man page is where `man` finds it.
+The clone is also installed the way `opam install .` does it: the build and
+install commands of flamme.opam, with %{prefix}% etc. set as in an opam
+switch rooted in a temporary directory (a real opam switch needs a compiler
+from opam's repository); that tree must hold the same files in opam's
+layout, and its flamme must record with the agent it finds.
 Finally `make uninstall` (from a fresh, unbuilt clone, with the installed
-tree moved back) must leave no file and no flamme directory behind.
+trees moved back) must leave no file and no flamme directory behind.
 
 Usage: run.py --ocamlopt PATH [--keep]. Ends with "install: N passed, N failed".
 """
@@ -77,6 +82,36 @@ def must(cmd, what, **kw):
     return so, se
 
 
+def opam_commands(field, env):
+    """The commands of flamme.opam's `field` (build or install), each a list
+    of arguments with opam's %{var}% replaced from env. Knows the forms the
+    file uses: [cmd args...] or [[cmd args...] ...], quoted strings and bare
+    words; a filter {...} after an argument or command is refused (none is
+    expected, and ignoring one would test something else)."""
+    text = open(os.path.join(REPO, "flamme.opam")).read()
+    m = re.search(r"^%s:\s*" % field, text, re.M)
+    check(m, "flamme.opam has no %s field" % field)
+    toks = re.findall(r'"(?:[^"\\]|\\.)*"|\[|\]|\{|[^\s\[\]"{]+', text[m.end():])
+    depth, cur, cmds = 0, None, []
+    for tok in toks:
+        check(tok != "{", "flamme.opam %s: filters are not handled by this test" % field)
+        if tok == "[":
+            depth += 1
+            cur = []
+        elif tok == "]":
+            if cur:
+                cmds.append(cur)
+            cur = None
+            depth -= 1
+            if depth == 0:
+                break
+        else:
+            word = tok[1:-1] if tok.startswith('"') else tok
+            cur.append(re.sub(r"%\{([a-z-]+)\}%", lambda v: env[v.group(1)], word))
+    check(cmds, "flamme.opam %s: no command" % field)
+    return cmds
+
+
 def copy_tree(dst):
     shutil.copytree(REPO, dst, ignore=shutil.ignore_patterns(".git", "build", "*.flm", "*.svg"))
 
@@ -112,14 +147,35 @@ def format_version():
     return "%s.%s" % (ma.group(1), mi.group(1))
 
 
-def test_installed_files(t):
-    got = files_under(t.prefix)
-    want = {"bin/flamme", "lib/flamme/libflamme.so", "share/man/man1/flamme.1", "lib/flamme/META",
+def expected_files(man):
+    return {"bin/flamme", "lib/flamme/libflamme.so", man + "/man1/flamme.1", "lib/flamme/META",
             "lib/flamme/flamme.cmxa", "lib/flamme/flamme.a", "lib/flamme/flamme.cmi",
             "lib/flamme/flamme.cmx", "lib/flamme/flamme.mli", "lib/flamme/libflamme_stubs.a"}
-    check(got == want, "installed files differ: missing %s, unexpected %s"
-          % (sorted(want - got), sorted(got - want)))
-    print("  %d files installed under PREFIX" % len(got))
+
+
+def same_files(root, want, what):
+    got = files_under(root)
+    check(got == want, "%s: installed files differ: missing %s, unexpected %s"
+          % (what, sorted(want - got), sorted(got - want)))
+    print("  %s: %d files" % (what, len(got)))
+
+
+def test_installed_files(t):
+    same_files(t.prefix, expected_files("share/man"), "make install DESTDIR=... PREFIX=" + STAGE_PREFIX)
+
+
+def test_opam_layout(t):
+    """The tree flamme.opam's install command wrote (man pages in %{man}% =
+    PREFIX/man): the same files, a flamme that finds its agent, and ocamlfind
+    finding the library on the switch's lib directory."""
+    same_files(t.opam_prefix, expected_files("man"), "flamme.opam's install")
+    flamme = os.path.join(t.opam_prefix, "bin", "flamme")
+    prof = os.path.join(t.work, "opam-split.flm")
+    rc, so, se = sh([flamme, "record", "-o", prof, "--", t.split_exe, "10"], cwd=t.work)
+    check(rc == 0 and os.path.exists(prof), "opam tree: flamme record failed (%d): %s" % (rc, se))
+    st = collapse(flamme, prof)
+    check(any("Split.work_a" in f for f, _ in st), "opam tree: the profile has no Split.work_a")
+    print("  opam tree: flamme record wrote %d samples" % sum(c for _, c in st))
 
 
 def test_version(t):
@@ -133,10 +189,7 @@ def test_version(t):
 
 
 def test_record(t):
-    exe = os.path.join(t.work, "split", "split.exe")
-    os.makedirs(os.path.dirname(exe))
-    shutil.copy(os.path.join(REPO, "tests", "e2e", "split.ml"), os.path.dirname(exe))
-    must([t.ocamlopt, "-o", "split.exe", "split.ml"], "ocamlopt split.ml", cwd=os.path.dirname(exe))
+    exe = t.split_exe
     prof = os.path.join(t.work, "split.flm")
     rc, so, se = sh([t.flamme, "record", "-F", "499", "-o", prof, "--", exe, "60"], cwd=t.work)
     check(rc == 0 and "split: rounds=" in so, "flamme record split.exe failed (%d): %s" % (rc, se))
@@ -201,14 +254,18 @@ def test_uninstall(t):
     staged = t.stage + STAGE_PREFIX
     shutil.move(t.prefix, staged)
     t.prefix = staged
-    must(["make", "-s", "uninstall", "DESTDIR=" + t.stage, "PREFIX=" + STAGE_PREFIX,
-          "OCAMLOPT=" + t.ocamlopt], "make uninstall", cwd=src)
-    left = files_under(t.stage)
-    check(not left, "uninstall left files behind: %s" % sorted(left))
-    dirs = sorted(os.path.relpath(os.path.join(d, x), staged)
-                  for d, xs, _ in os.walk(staged) for x in xs)
-    check(not any("flamme" in x for x in dirs), "uninstall left directories: %s" % dirs)
-    print("  nothing left but the empty shared directories %s" % dirs)
+    o = t.opam_prefix
+    for args, root in ((["DESTDIR=" + t.stage, "PREFIX=" + STAGE_PREFIX], t.stage),
+                       (["PREFIX=" + o, "BINDIR=%s/bin" % o, "LIBDIR=%s/lib" % o,
+                         "MANDIR=%s/man" % o], o)):
+        must(["make", "-s", "uninstall", "OCAMLOPT=" + t.ocamlopt] + args, "make uninstall", cwd=src)
+        left = files_under(root)
+        check(not left, "uninstall %s left files behind: %s" % (" ".join(args), sorted(left)))
+        dirs = sorted(os.path.relpath(os.path.join(d, x), root)
+                      for d, xs, _ in os.walk(root) for x in xs)
+        check(not any("flamme" in x.replace(STAGE_PREFIX[1:], "") for x in dirs),
+              "uninstall left directories: %s" % dirs)
+        print("  %s: nothing left but the empty shared directories %s" % (args[0], dirs))
 
 
 def main():
@@ -228,7 +285,17 @@ def main():
         src = os.path.join(t.work, "src")
         copy_tree(src)
         print("install: building a clone in %s" % src)
-        must(["make", "-s", "-j2", "all", "ocaml-lib", "OCAMLOPT=" + t.ocamlopt], "make", cwd=src)
+        # As opam would: its build and install commands, the compiler first in
+        # PATH (the opam file says OCAMLOPT=ocamlopt).
+        o = t.opam_prefix = os.path.join(t.work, "switch")
+        ovars = {"prefix": o, "bin": o + "/bin", "lib": o + "/lib", "man": o + "/man",
+                 "jobs": "2", "name": "flamme"}
+        oenv = clean_env({"PATH": os.path.dirname(t.ocamlopt) + os.pathsep + os.environ["PATH"]})
+        for field in ("build", "install"):
+            for cmd in opam_commands(field, ovars):
+                print("  opam %s: %s" % (field, " ".join(cmd)))
+                must(cmd, "flamme.opam's %s command" % field, cwd=src, env=oenv)
+        # And as a distribution would: a staged install.
         must(["make", "-s", "install", "DESTDIR=" + t.stage, "PREFIX=" + STAGE_PREFIX,
               "OCAMLOPT=" + t.ocamlopt], "make install", cwd=src)
         # A relocated tree, and no build directory anywhere.
@@ -236,11 +303,16 @@ def main():
         shutil.move(t.stage + STAGE_PREFIX, t.prefix)
         shutil.rmtree(src)
         t.flamme = os.path.join(t.prefix, "bin", "flamme")
+        t.split_exe = os.path.join(t.work, "split", "split.exe")
+        os.makedirs(os.path.dirname(t.split_exe))
+        shutil.copy(os.path.join(REPO, "tests", "e2e", "split.ml"), os.path.dirname(t.split_exe))
+        must([t.ocamlopt, "-o", "split.exe", "split.ml"], "ocamlopt split.ml",
+             cwd=os.path.dirname(t.split_exe))
     except (Failure, subprocess.TimeoutExpired) as e:
         print("FAIL install setup: %s" % e)
         print("install: 0 passed, 1 failed")
         sys.exit(1)
-    for test in (test_installed_files, test_version, test_record, test_library, test_man,
+    for test in (test_installed_files, test_opam_layout, test_version, test_record, test_library, test_man,
                  test_uninstall):
         name = test.__name__[5:]
         print("install %s" % name)

@@ -34,12 +34,9 @@
 
 #include "agent/agent.h"
 #include "runtime_hooks/ocaml_rt.h"
+#include "runtime_hooks/ocaml_layout.h"
 
 #define TLS_IE __attribute__((tls_model("initial-exec")))
-
-/* Caml_state->id (runtime/caml/domain_state.tbl; same offset as DS_ID in
- * runtime_hooks/ocaml_rt.c, valid for 5.1-5.3). */
-#define DS_ID 288
 
 /* Events per thread between two writer sweeps (20 ms apart): a domain does
  * at most a few hundred minor collections per second, so 1024 is ample. */
@@ -136,7 +133,7 @@ static void thread_setup(void)
 static int32_t current_domain(void)
 {
     const char *ds = t_state_slot ? *t_state_slot : NULL;
-    return ds ? *(const int32_t *)(ds + DS_ID) : -1;
+    return ds ? *(const int32_t *)(ds + flamme_ocaml_ds_id) : -1;
 }
 
 /* Appends one event to this thread's ring (drops it when full). */

@@ -47,8 +47,8 @@ bench: all $(BENCH_TARGETS)
 
 help:
 	@echo "make            build libflamme.so and the flamme command into $(BUILD)/"
-	@echo "make deps       install Debian packages and OCaml $(OCAML_VERSION) (with and without frame pointers) into $(FLAMME_CACHE)"
-	@echo "make demo       deps + build + profile examples/demo.ml, write flame.svg"
+	@echo "make deps       install Debian packages, OCaml $(OCAML_VERSION) (with and without frame pointers) and 5.1.0 into $(FLAMME_CACHE)"
+	@echo "make demo       Debian packages + OCaml $(OCAML_VERSION) + build + profile examples/demo.ml, write flame.svg"
 	@echo "make test       unit and end-to-end tests (what CI runs)"
 	@echo "make bench      benchmarks (print figures, assert nothing)"
 	@printf '%s\n' $(HELP_LINES)

@@ -33,6 +33,7 @@
 #include "common/profile.h"
 #include "runtime_hooks/gc_hooks.h"
 #include "runtime_hooks/ocaml_rt.h"
+#include "runtime_hooks/ocaml_version.h"
 #include "writer/writer.h"
 
 struct flamme_config flamme_cfg;
@@ -42,6 +43,11 @@ const struct flamme_agent_api_v1 *flamme_preloaded_api;
 _Atomic int flamme_agent_sampling;
 _Atomic int flamme_agent_loaded;
 pid_t flamme_agent_pid;
+
+/* Why the agent stays dormant in an OCaml program (set by the constructor,
+ * read by start; NULL when it is not). */
+static const char *dormant_reason;
+static char dormant_buf[256];
 
 /* Serialises start/stop/exit. */
 static pthread_mutex_t life_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -173,6 +179,10 @@ int flamme_agent_start(const struct flamme_start_opts *o, char *err, size_t errl
 {
     if (flamme_cfg.disabled) {
         snprintf(err, errlen, "profiling disabled by FLAMME_DISABLE=1");
+        return -1;
+    }
+    if (dormant_reason) {
+        snprintf(err, errlen, "profiling unavailable: %s", dormant_reason);
         return -1;
     }
     if (!atomic_load_explicit(&flamme_agent_loaded, memory_order_acquire) ||
@@ -365,6 +375,14 @@ __attribute__((constructor)) static void flamme_init(void)
     if (flamme_preloaded_api)
         return;
 #endif
+    /* Every fact about the runtime's internals is checked once, here: on a
+     * runtime they do not hold for, one line and no profiling rather than
+     * wrong stacks. */
+    if (!flamme_ocaml_check_runtime(dormant_buf, sizeof dormant_buf)) {
+        dormant_reason = dormant_buf;
+        flamme_agent_warn(1, "%s; not profiling", dormant_reason);
+        return;
+    }
     flamme_gc_hooks_resolve();
     flamme_agent_pid = getpid();
     flamme_safe_read_init();

@@ -1,5 +1,7 @@
 # mk/demo.mk — `make demo`: everything a newcomer needs in one command:
-# deps, build, profile the bundled multi-domain example, write flame.svg.
+# deps (only what the demo needs: Debian packages and one OCaml 5.3.0; the
+# other compilers are for the tests, built by `make deps`), build, profile
+# the bundled multi-domain example, write flame.svg.
 
 DEMO_DIR := $(BUILD)/demo
 
@@ -11,7 +13,7 @@ $(DEMO_DIR)/demo.exe: examples/demo.ml
 
 .PHONY: demo demo-run
 demo:
-	@$(MAKE) --no-print-directory deps
+	@bash scripts/deps.sh --demo
 	@$(MAKE) --no-print-directory all
 	@$(MAKE) --no-print-directory demo-run
 

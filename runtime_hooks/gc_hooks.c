@@ -34,12 +34,9 @@
 
 #include "agent/agent.h"
 #include "runtime_hooks/ocaml_rt.h"
+#include "runtime_hooks/ocaml_layout.h"
 
 #define TLS_IE __attribute__((tls_model("initial-exec")))
-
-/* Caml_state->id (runtime/caml/domain_state.tbl; same offset as DS_ID in
- * runtime_hooks/ocaml_rt.c, valid for 5.1-5.3). */
-#define DS_ID 288
 
 /* Events per thread between two writer sweeps (20 ms apart): a domain does
  * at most a few hundred minor collections per second, so 1024 is ample. */
@@ -187,7 +184,7 @@ static void push(struct hstate *hs, uint8_t kind, uint64_t start, uint64_t end)
     e->start_ns = start;
     e->duration_ns = end - start;
     e->tid = hs->tid;
-    e->domain = ds ? *(const int32_t *)(ds + DS_ID) : -1;
+    e->domain = ds ? *(const int32_t *)(ds + flamme_ocaml_ds_id) : -1;
     e->kind = kind;
     atomic_store_explicit(&b->head, h + 1, memory_order_release);
 }

@@ -16,17 +16,8 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
-/* caml_domain_state field offsets, identical in 5.1, 5.2 and 5.3
- * (runtime/caml/domain_state.tbl order; each field is 8-byte aligned). */
-#define DS_CURRENT_STACK 40
-#define DS_C_STACK 64
-#define DS_ID 288
-/* struct stack_info (runtime/caml/fiber.h): sp@0 exception_ptr@8 handler@16,
- * 56 bytes in all; usable stack [stk + 56, stk->handler). */
-#define SI_HANDLER 16
-#define SI_SIZE 56
-/* struct stack_handler: handle_value, handle_exn, handle_effect, parent@24. */
-#define SH_PARENT 24
+#include "runtime_hooks/ocaml_layout.h"
+
 /* The runtime caps a stack at Max_stack_def (1 GiB of words); a range larger
  * than this is garbage. */
 #define MAX_OCAML_STACK ((uintptr_t)1 << 33)
@@ -212,7 +203,7 @@ int flamme_ocaml_ranges_sigsafe(const void *ds, uintptr_t sys_lo, uintptr_t sys_
     const char *d = ds;
     /* The id is right even when the stacks are not usable (domain start-up
      * and teardown run C code under the domain's state). */
-    *domain = *(const int32_t *)(d + DS_ID);
+    *domain = *(const int32_t *)(d + flamme_ocaml_ds_id);
     uintptr_t c_stack = *(const uintptr_t *)(d + DS_C_STACK);
     if (c_stack < sys_lo || c_stack >= sys_hi)
         return 0;
@@ -248,5 +239,5 @@ int32_t flamme_ocaml_domain_of_current_thread(void)
     void **slot = flamme_ocaml_state_slot();
     if (!slot || !*slot)
         return -1;
-    return *(const int32_t *)((const char *)*slot + DS_ID);
+    return *(const int32_t *)((const char *)*slot + flamme_ocaml_ds_id);
 }

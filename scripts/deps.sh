@@ -2,15 +2,24 @@
 # Installs everything flamme needs on a fresh Debian 12 machine:
 #   - Debian packages (compiler, zlib, libunwind, tools used by tests)
 #   - OCaml 5.3.0 built from the npm registry's `ocaml@5.3.0` source package,
-#     configured with --enable-frame-pointers, into a cache outside the tree,
-#     and a second one without frame pointers (what a default opam switch is).
+#     configured with --enable-frame-pointers, into a cache outside the tree;
+#   - unless --demo: a second 5.3.0 without frame pointers (what a default
+#     opam switch is), and OCaml 5.1.0 with frame pointers (npm `ocaml@5.1.4`,
+#     whose VERSION file says 5.1.0), the oldest release flamme supports;
+#     the tests run on all three.
+# `make demo` runs `deps.sh --demo`: the one compiler the demo needs.
 # Idempotent: a second run only checks that things are present.
 # Env: FLAMME_CACHE (default $HOME/.cache/flamme), FLAMME_OCAML_VERSION.
 set -euo pipefail
 
+DEMO_ONLY=0
+[ "${1:-}" = "--demo" ] && DEMO_ONLY=1
 CACHE="${FLAMME_CACHE:-$HOME/.cache/flamme}"
 VER="${FLAMME_OCAML_VERSION:-5.3.0}"
 PREFIX="$CACHE/ocaml-$VER-fp"
+# The oldest supported release: npm package version -> OCaml version.
+OLD_NPM=5.1.4
+OLD_VER=5.1.0
 
 need_pkgs=()
 for p in gcc make zlib1g-dev libunwind-dev pkg-config python3 binutils chromium libc6-dbg ocaml-dune; do
@@ -24,15 +33,33 @@ if [ "${#need_pkgs[@]}" -gt 0 ]; then
     $SUDO apt-get update -qq
     DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need_pkgs[@]}" >/dev/null
 fi
+# For the tests only: `opam lint` of flamme.opam, and ocamlfind to link the
+# installed OCaml library as its users do. Without recommends: opam would
+# bring Debian's OCaml 4.13 compiler (ocamlfind runs whichever ocamlopt is
+# first in PATH; the tests put a 5.x one there).
+if [ "$DEMO_ONLY" = 0 ]; then
+    need_test=()
+    for p in opam ocaml-findlib; do
+        dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || need_test+=("$p")
+    done
+    if [ "${#need_test[@]}" -gt 0 ]; then
+        echo "deps: installing Debian packages for the tests: ${need_test[*]}"
+        SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+        $SUDO apt-get update -qq
+        DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends \
+            "${need_test[@]}" >/dev/null
+    fi
+fi
 
-# build_ocaml PREFIX FLAGS: builds the npm source package into PREFIX.
+# build_ocaml NPM_VERSION PREFIX FLAGS: builds the npm source package
+# ocaml@NPM_VERSION into PREFIX.
 build_ocaml() {
-    local prefix="$1"; shift
-    echo "deps: building OCaml $VER ($*) into $prefix (about 6 minutes, once)"
+    local npmver="$1" prefix="$2"; shift 2
+    echo "deps: building OCaml from npm ocaml@$npmver ($*) into $prefix (about 6 minutes, once)"
     mkdir -p "$CACHE"
     local work
     work="$(mktemp -d "$CACHE/build.XXXXXX")"
-    ( cd "$work" && npm pack --silent "ocaml@$VER" >/dev/null )
+    ( cd "$work" && npm pack --silent "ocaml@$npmver" >/dev/null )
     local tgz
     tgz="$(ls "$work"/ocaml-*.tgz | head -1)"
     mkdir "$work/src"
@@ -51,11 +78,13 @@ build_ocaml() {
 if [ -x "$PREFIX/bin/ocamlopt" ] && "$PREFIX/bin/ocamlopt" -config | grep -q '^with_frame_pointers: true'; then
     echo "deps: OCaml $VER (frame pointers) present in $PREFIX"
 else
-    build_ocaml "$PREFIX" --enable-frame-pointers
+    build_ocaml "$VER" "$PREFIX" --enable-frame-pointers
     "$PREFIX/bin/ocamlopt" -config | grep -q '^with_frame_pointers: true' \
         || { echo "deps: built compiler lacks frame pointers" >&2; exit 1; }
     echo "deps: OCaml $VER installed in $PREFIX"
 fi
+
+[ "$DEMO_ONLY" = 1 ] && exit 0
 
 # The default opam switch has no frame pointers; most users profile such
 # binaries, so the tests build some programs with this one as well.
@@ -63,6 +92,18 @@ NOFP="$CACHE/ocaml-$VER-nofp"
 if [ -x "$NOFP/bin/ocamlopt" ]; then
     echo "deps: OCaml $VER (no frame pointers) present in $NOFP"
 else
-    build_ocaml "$NOFP"
+    build_ocaml "$VER" "$NOFP"
     echo "deps: OCaml $VER (no frame pointers) installed in $NOFP"
+fi
+
+# The oldest release flamme supports (its runtime layout is checked by the
+# agent at start): the e2e, fidelity and library tests run on it too.
+OLD="$CACHE/ocaml-$OLD_VER-fp"
+if [ -x "$OLD/bin/ocamlopt" ] && [ "$("$OLD/bin/ocamlopt" -version)" = "$OLD_VER" ]; then
+    echo "deps: OCaml $OLD_VER (frame pointers) present in $OLD"
+else
+    build_ocaml "$OLD_NPM" "$OLD" --enable-frame-pointers
+    [ "$("$OLD/bin/ocamlopt" -version)" = "$OLD_VER" ] \
+        || { echo "deps: npm ocaml@$OLD_NPM did not build OCaml $OLD_VER" >&2; exit 1; }
+    echo "deps: OCaml $OLD_VER (frame pointers) installed in $OLD"
 fi

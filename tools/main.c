@@ -4,7 +4,12 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "common/profile.h"
 #include "tools/cmds.h"
+
+#ifndef FLAMME_TOOL_VERSION /* set by mk/install.mk from flamme.opam */
+#define FLAMME_TOOL_VERSION "unknown"
+#endif
 
 static void usage(FILE *f)
 {
@@ -17,7 +22,19 @@ static void usage(FILE *f)
             "  diff BEFORE AFTER [-o OUT.svg] [--normalize] [--folded]  differential flamegraph of two runs\n"
             "  export FILE --format speedscope|pprof|folded [-o OUT] [--threads]\n"
             "                                                         for speedscope, pprof and other tools\n"
+            "  --version                                              this flamme's version and profile formats\n"
             "Run `flamme <command> --help` for a command's options.\n");
+}
+
+/* The reader (common/profile.c) takes every minor version of its major
+ * (records it does not know are skipped) and rejects other majors. */
+static void version(void)
+{
+    printf("flamme %s\n"
+           "profile format: writes %d.%d, reads %d.0 to %d.%d and later %d.x files "
+           "(records of newer minors are skipped)\n",
+           FLAMME_TOOL_VERSION, FLAMME_VERSION_MAJOR, FLAMME_VERSION_MINOR, FLAMME_VERSION_MAJOR,
+           FLAMME_VERSION_MAJOR, FLAMME_VERSION_MINOR, FLAMME_VERSION_MAJOR);
 }
 
 int main(int argc, char **argv)
@@ -39,6 +56,10 @@ int main(int argc, char **argv)
         return flamme_cmd_export(argc - 1, argv + 1);
     if (!strcmp(verb, "diff"))
         return flamme_cmd_diff(argc - 1, argv + 1);
+    if (!strcmp(verb, "--version") || !strcmp(verb, "version")) {
+        version();
+        return 0;
+    }
     if (!strcmp(verb, "help") || !strcmp(verb, "--help") || !strcmp(verb, "-h")) {
         usage(stdout);
         return 0;

@@ -30,29 +30,37 @@ static void record_usage(FILE *f)
                "Child OCaml processes started by CMD write F.<pid>.\n");
 }
 
-/* Finds libflamme.so: $FLAMME_LIB, else beside this executable, else
- * ../lib/flamme/ relative to it. Returns 0 and fills out, or -1. */
+/* Finds libflamme.so: beside this executable (the build tree), else
+ * ../lib/flamme/ relative to it (an installed tree, wherever it was moved),
+ * else $FLAMME_AGENT. Returns 0 and fills out, or -1 after printing the
+ * places it looked. */
 static int find_agent(char *out, size_t len)
 {
-    const char *env = getenv("FLAMME_LIB");
+    char dir[PATH_MAX - 64] = "";
+    ssize_t n = readlink("/proc/self/exe", dir, sizeof dir - 1);
+    if (n > 0) {
+        dir[n] = 0;
+        char *slash = strrchr(dir, '/');
+        if (slash)
+            *slash = 0;
+        snprintf(out, len, "%s/libflamme.so", dir);
+        if (access(out, R_OK) == 0)
+            return 0;
+        snprintf(out, len, "%s/../lib/flamme/libflamme.so", dir);
+        if (access(out, R_OK) == 0)
+            return 0;
+    }
+    const char *env = getenv("FLAMME_AGENT");
     if (env && *env) {
         snprintf(out, len, "%s", env);
-        return access(out, R_OK) == 0 ? 0 : -1;
+        if (access(out, R_OK) == 0)
+            return 0;
     }
-    char exe[PATH_MAX - 64];
-    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-    if (n <= 0)
-        return -1;
-    exe[n] = 0;
-    char *slash = strrchr(exe, '/');
-    if (!slash)
-        return -1;
-    *slash = 0;
-    snprintf(out, len, "%s/libflamme.so", exe);
-    if (access(out, R_OK) == 0)
-        return 0;
-    snprintf(out, len, "%s/../lib/flamme/libflamme.so", exe);
-    return access(out, R_OK) == 0 ? 0 : -1;
+    fprintf(stderr,
+            "flamme record: cannot find the agent libflamme.so (looked in %s/ and %s/../lib/flamme/%s%s); "
+            "set FLAMME_AGENT to its path\n",
+            dir, dir, env && *env ? ", FLAMME_AGENT=" : "", env && *env ? env : "");
+    return -1;
 }
 
 /* Parses a positive integer option value; prints the error line and returns
@@ -199,10 +207,8 @@ int flamme_cmd_record(int argc, char **argv)
         return 2;
     }
     char agent[PATH_MAX];
-    if (find_agent(agent, sizeof agent) != 0) {
-        fprintf(stderr, "flamme record: cannot find libflamme.so (set FLAMME_LIB)\n");
+    if (find_agent(agent, sizeof agent) != 0)
         return 1;
-    }
     struct stat st;
     /* The agent creates the profile without following links (O_EXCL): a
      * link at the path would send it to PATH.<pid>, so say so now. */

@@ -1,0 +1,31 @@
+/*
+ * runtime_hooks/ocaml_layout.h — the OCaml runtime structure offsets the
+ * agent is compiled with (x86_64). They hold for the releases listed in
+ * runtime_hooks/ocaml_version.c, which checks at start-up that the running
+ * runtime is one of them and that its own machine code uses these offsets;
+ * any other runtime leaves the agent dormant.
+ *
+ * Included by: runtime_hooks/ocaml_rt.c (stack ranges, domain ids),
+ * runtime_hooks/gc_hooks.c (domain ids) and runtime_hooks/ocaml_version.c.
+ */
+#ifndef FLAMME_RUNTIME_HOOKS_OCAML_LAYOUT_H
+#define FLAMME_RUNTIME_HOOKS_OCAML_LAYOUT_H
+
+/* caml_domain_state (runtime/caml/domain_state.tbl order; 8-byte fields). */
+#define DS_CURRENT_STACK 40
+#define DS_C_STACK 64
+/* Caml_state->id moves between releases (280 in 5.1, 288 in 5.3): set by
+ * flamme_ocaml_check_runtime in the constructor, before any thread is
+ * registered or sampled, and only read afterwards (handler included). */
+extern int flamme_ocaml_ds_id;
+/* struct stack_info (runtime/caml/fiber.h): sp@0 exception_ptr@8 handler@16,
+ * 56 bytes in all; usable stack [stk + 56, stk->handler). */
+#define SI_SP 0
+#define SI_HANDLER 16
+#define SI_SIZE 56
+/* struct stack_handler: handle_value, handle_exn, handle_effect, parent@24. */
+#define SH_PARENT 24
+/* struct c_stack_link: stack@0 sp@8 prev@16. */
+#define CSL_SP 8
+
+#endif

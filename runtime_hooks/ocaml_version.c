@@ -1,0 +1,135 @@
+/*
+ * runtime_hooks/ocaml_version.c — recognises the OCaml runtime release and
+ * checks the agent's facts about it (see ocaml_version.h). Runs once, in
+ * the agent's constructor.
+ */
+#include "runtime_hooks/ocaml_version.h"
+
+#include <dlfcn.h>
+#include <elf.h>
+#include <link.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "runtime_hooks/ocaml_layout.h"
+#include "runtime_hooks/ocaml_rt.h"
+
+#define MAX_MARKERS 4
+
+/* A release the agent knows. Markers were checked with `nm -D` on programs
+ * built by each release (make deps builds 5.1.0 and 5.3.0); the offsets are
+ * from that release's runtime/caml/domain_state.tbl and fiber.h. */
+struct release {
+    const char *name;
+    const char *has[MAX_MARKERS];   /* runtime functions this release defines */
+    const char *lacks[MAX_MARKERS]; /* ones it does not (added or removed later) */
+    int ds_current_stack, ds_c_stack, ds_id;
+    int si_sp, si_handler, si_size, sh_parent, csl_sp;
+};
+
+static const struct release releases[] = {
+    {"5.1",
+     {"caml_ml_domain_unique_token", "caml_do_pending_actions_exn"},
+     {"caml_ml_domain_index", "caml_callback_res"},
+     40, 64, 280, 0, 16, 56, 24, 8},
+    {"5.3",
+     {"caml_ml_domain_index", "caml_callback_res", "caml_update_young_limit_after_c_call"},
+     {"caml_ml_domain_unique_token", "caml_do_pending_actions_exn"},
+     40, 64, 288, 0, 16, 56, 24, 8},
+};
+
+int flamme_ocaml_ds_id = 288; /* 5.3's, until the check sets it */
+
+/* Symbols the agent reads as data: pointer-sized objects (the GC timing
+ * hooks are `_Atomic caml_timing_hook`, a void (*)(void)). */
+static const char *const hook_vars[] = {"caml_minor_gc_begin_hook", "caml_minor_gc_end_hook",
+                                        "caml_major_slice_begin_hook",
+                                        "caml_major_slice_end_hook"};
+
+/* Returns the ELF symbol of the definition of name, or NULL. */
+static const ElfW(Sym) *symbol(const char *name, void **addr)
+{
+    *addr = dlsym(RTLD_DEFAULT, name);
+    if (!*addr)
+        return NULL;
+    Dl_info info;
+    const ElfW(Sym) *sym = NULL;
+    if (!dladdr1(*addr, &info, (void **)&sym, RTLD_DL_SYMENT) || !sym)
+        return NULL;
+    return sym;
+}
+
+/* 1 if the first `within` bytes of function fn contain pat[0..n). */
+static int code_has(const char *fn, const unsigned char *pat, size_t n, size_t within)
+{
+    void *addr;
+    const ElfW(Sym) *sym = symbol(fn, &addr);
+    if (!sym || ELF64_ST_TYPE(sym->st_info) != STT_FUNC)
+        return 0;
+    size_t len = sym->st_size && sym->st_size < within ? sym->st_size : within;
+    return len >= n && memmem(addr, len, pat, n) != NULL;
+}
+
+static const struct release *identify(void)
+{
+    for (size_t i = 0; i < sizeof releases / sizeof releases[0]; i++) {
+        const struct release *r = &releases[i];
+        int ok = 1;
+        for (int k = 0; ok && k < MAX_MARKERS && r->has[k]; k++)
+            ok = dlsym(RTLD_DEFAULT, r->has[k]) != NULL;
+        for (int k = 0; ok && k < MAX_MARKERS && r->lacks[k]; k++)
+            ok = dlsym(RTLD_DEFAULT, r->lacks[k]) == NULL;
+        if (ok)
+            return r;
+    }
+    return NULL;
+}
+
+const char *flamme_ocaml_check_runtime(char *why, size_t whylen)
+{
+    const struct release *r = identify();
+    if (!r) {
+        snprintf(why, whylen, "this program's OCaml runtime is not a release flamme knows "
+                              "(5.1 or 5.3: its runtime functions differ)");
+        return NULL;
+    }
+    /* The agent reads current_stack, c_stack, stack_info and stack_handler
+     * at compile-time offsets; only the domain id's offset follows r. */
+    if (r->ds_current_stack != DS_CURRENT_STACK || r->ds_c_stack != DS_C_STACK ||
+        r->si_sp != SI_SP || r->si_handler != SI_HANDLER || r->si_size != SI_SIZE ||
+        r->sh_parent != SH_PARENT || r->csl_sp != CSL_SP) {
+        snprintf(why, whylen, "OCaml %s's stack structures differ from the ones this flamme reads",
+                 r->name);
+        return NULL;
+    }
+    for (size_t i = 0; i < sizeof hook_vars / sizeof hook_vars[0]; i++) {
+        void *addr;
+        const ElfW(Sym) *sym = symbol(hook_vars[i], &addr);
+        if (!sym || ELF64_ST_TYPE(sym->st_info) != STT_OBJECT || sym->st_size != sizeof(void *)) {
+            snprintf(why, whylen, "OCaml %s runtime: %s is not the pointer-sized hook expected",
+                     r->name, hook_vars[i]);
+            return NULL;
+        }
+    }
+    /* caml_c_call's switch to the C stack (SWITCH_OCAML_TO_C in
+     * runtime/amd64.S): mov current_stack(%r14),%r10; mov %rsp,sp(%r10);
+     * mov c_stack(%r14),%r11; mov %rsp,sp(%r11) — with our offsets. */
+    _Static_assert(SI_SP == 0 && DS_C_STACK < 128 && DS_CURRENT_STACK < 128 && CSL_SP < 128,
+                   "the encodings below use disp0/disp8 forms");
+    const unsigned char c_call[] = {0x4d, 0x8b, 0x56, DS_CURRENT_STACK, 0x49, 0x89, 0x22,
+                                    0x4d, 0x8b, 0x5e, DS_C_STACK,       0x49, 0x89, 0x63, CSL_SP};
+    /* caml_runstack linking a fiber to its parent: mov handler(%rax),%r11;
+     * mov %rcx,parent(%r11). */
+    const unsigned char runstack[] = {0x4c, 0x8b, 0x58, SI_HANDLER, 0x49, 0x89, 0x4b, SH_PARENT};
+    if (!code_has("caml_c_call", c_call, sizeof c_call, 64) ||
+        !code_has("caml_runstack", runstack, sizeof runstack, 128)) {
+        snprintf(why, whylen,
+                 "OCaml %s runtime: caml_c_call/caml_runstack do not use the domain state and "
+                 "stack offsets this flamme reads (a modified or newer runtime?)",
+                 r->name);
+        return NULL;
+    }
+    flamme_ocaml_ds_id = r->ds_id;
+    return r->name;
+}

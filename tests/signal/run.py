@@ -225,9 +225,14 @@ def test_masked(ctx):
         print("  masked [%s %d Hz]: %.1f s CPU blocked: weight %d; %.1f s open: weight %d (%.0f expected each)"
               % (engine, hz, secs, masked, secs, opened, secs * hz))
         check(opened >= 0.5 * secs * hz, "masked [%s]: only %d for the open burn\n%s" % (engine, opened, describe(st)))
-        # Same CPU time: within a factor of 1.6 either way.
-        check(opened / 1.6 <= masked <= opened * 1.6,
-              "masked [%s]: the blocked burn weighs %d, the open one %d\n%s" % (engine, masked, opened, describe(st)))
+        # The blocked burn weighs the CPU time it stood for (not 1), within
+        # the same margin as the open one. Not compared with the open burn:
+        # on a loaded machine the perf engine's task-clock loses periods in
+        # both (seen: open 28-35 of 50 at load 11), which a ratio would
+        # turn into a spurious failure.
+        check(0.5 * secs * hz <= masked <= 1.6 * secs * hz,
+              "masked [%s]: the blocked burn weighs %d for %.0f expected (the open one %d)\n%s"
+              % (engine, masked, secs * hz, opened, describe(st)))
 
 
 def test_short(ctx):

@@ -74,6 +74,25 @@ static struct flamme_slot *claim_slot(void)
 /* Serialises arming and disarming (start, stop, thread start and exit). */
 static pthread_mutex_t arm_lock = PTHREAD_MUTEX_INITIALIZER;
 
+/* arm_lock with cancellation off: arming calls cancellation points (close,
+ * perf_event_open's fallbacks), and a thread cancelled there would die
+ * holding the lock and hang every thread created after it (a thread
+ * cancelled right after pthread_create does exactly that at its
+ * registration). Returns the state to give back to arm_unlock. */
+static int arm_lock_take(void)
+{
+    int old;
+    pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &old);
+    pthread_mutex_lock(&arm_lock);
+    return old;
+}
+
+static void arm_unlock(int old)
+{
+    pthread_mutex_unlock(&arm_lock);
+    pthread_setcancelstate(old, NULL);
+}
+
 void flamme_threads_atfork_child(void)
 {
     pthread_mutex_init(&arm_lock, NULL);
@@ -194,12 +213,12 @@ struct flamme_slot *flamme_thread_register(int is_main, uintptr_t start_routine,
      * unblock failed) gets no timer: its signals would only pend. It still
      * appears in the profile. */
     if (!s->sig_blocked) {
-        pthread_mutex_lock(&arm_lock);
+        int cs = arm_lock_take();
         /* Pairs with the release store in flamme_agent_start, which then arms
          * every LIVE slot under arm_lock: one of the two arms this thread. */
         if (atomic_load_explicit(&flamme_agent_sampling, memory_order_acquire))
             arm_locked(s);
-        pthread_mutex_unlock(&arm_lock);
+        arm_unlock(cs);
     }
     return s;
 }
@@ -241,9 +260,9 @@ void flamme_thread_unregister(struct flamme_slot *s)
     /* A cancellation inside a blocking call skips its release: the
      * snapshot must not outlive the ring (the writer frees it). */
     s->blocked_rec = NULL;
-    pthread_mutex_lock(&arm_lock);
+    int cs = arm_lock_take();
     flamme_engine_disarm(s);
-    pthread_mutex_unlock(&arm_lock);
+    arm_unlock(cs);
     s->end_ns = flamme_now_sigsafe();
     /* Pairs with the writer's acquire load: every sample pushed before is
      * visible, and the writer may now drain and free the ring. */
@@ -257,12 +276,12 @@ void flamme_thread_unregister(struct flamme_slot *s)
 
 void flamme_threads_arm_all(void)
 {
-    pthread_mutex_lock(&arm_lock);
+    int cs = arm_lock_take();
     int hwm = atomic_load_explicit(&flamme_slots_hwm, memory_order_acquire);
     for (int i = 0; i < hwm; i++)
         if (atomic_load_explicit(&flamme_slots[i].state, memory_order_acquire) == FLAMME_SLOT_LIVE)
             arm_locked(&flamme_slots[i]);
-    pthread_mutex_unlock(&arm_lock);
+    arm_unlock(cs);
 }
 
 void flamme_thread_call_end(struct flamme_slot *s)
@@ -281,24 +300,24 @@ void flamme_threads_arm_pending(void)
         if (!atomic_load_explicit(&s->arm_pending, memory_order_acquire) ||
             !atomic_exchange_explicit(&s->arm_pending, 0, memory_order_acquire))
             continue;
-        pthread_mutex_lock(&arm_lock);
+        int cs = arm_lock_take();
         /* Pairs with the release stores in flamme_agent_start/stop. */
         if (atomic_load_explicit(&s->state, memory_order_acquire) == FLAMME_SLOT_LIVE &&
             atomic_load_explicit(&flamme_agent_sampling, memory_order_acquire))
             arm_locked(s);
-        pthread_mutex_unlock(&arm_lock);
+        arm_unlock(cs);
     }
 }
 
 void flamme_threads_disarm_all(void)
 {
-    pthread_mutex_lock(&arm_lock);
+    int cs = arm_lock_take();
     int hwm = atomic_load_explicit(&flamme_slots_hwm, memory_order_acquire);
     for (int i = 0; i < hwm; i++)
         if (atomic_load_explicit(&flamme_slots[i].state, memory_order_acquire) == FLAMME_SLOT_LIVE)
             flamme_engine_disarm(&flamme_slots[i]);
     flamme_engine_stop();
-    pthread_mutex_unlock(&arm_lock);
+    arm_unlock(cs);
 }
 
 /* ------------------------------------------------ pthread_create interposer */

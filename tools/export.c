@@ -359,8 +359,8 @@ static int export_speedscope(FILE *out, const struct flamme_profile *p, int thre
     struct strtab keys = { 0 };
     if (!fidx)
         return -1;
-    /* Frame key "file\0name" flattened as "file\x01name" (neither contains \x01 in practice,
-     * and a collision would only merge two display frames). */
+    /* Frame key "<length of file>:<file><name>": a profile's names may hold
+     * any byte but NUL, so no separator would do. */
     char name[4096], key[8192];
     for (size_t i = 0; i < nall; i++) {
         const char *file = "";
@@ -369,7 +369,8 @@ static int export_speedscope(FILE *out, const struct flamme_profile *p, int thre
             file = base_name(p->frames[i].module);
         } else
             snprintf(name, sizeof name, "%s", pseudo_names[i - p->nframes]);
-        snprintf(key, sizeof key, "%s\x01%s", file, name);
+        int flen = (int)strnlen(file, 2048); /* the key always holds the whole file part */
+        snprintf(key, sizeof key, "%d:%.*s%s", flen, flen, file, name);
         int64_t ix = strtab_get(&keys, key);
         if (ix < 0)
             goto out;
@@ -380,16 +381,17 @@ static int export_speedscope(FILE *out, const struct flamme_profile *p, int thre
     json_str(out, title);
     fputs(",\"activeProfileIndex\":0,\"shared\":{\"frames\":[", out);
     for (size_t i = 0; i < keys.n; i++) {
-        char *sep = strchr(keys.s[i], '\x01');
-        *sep = '\0';
+        char *file = strchr(keys.s[i], ':') + 1;
+        char *fname = file + strtoull(keys.s[i], NULL, 10), c = *fname;
         fputs(i ? ",{\"name\":" : "{\"name\":", out);
-        json_str(out, sep + 1);
-        if (keys.s[i][0]) {
+        json_str(out, fname);
+        if (fname > file) {
+            *fname = '\0';
             fputs(",\"file\":", out);
-            json_str(out, keys.s[i]);
+            json_str(out, file);
+            *fname = c;
         }
         fputc('}', out);
-        *sep = '\x01';
     }
     fputs("]},\"profiles\":[", out);
     uint64_t period = p->hdr.hz ? 1000000000ull / p->hdr.hz : 0;

@@ -190,6 +190,58 @@ def report_escapes_what_the_profile_carries():
     assert b"killed \\x1b]0;x\\x07" in out, out
 
 
+# a frame and module name carrying markup, quotes, escape sequences, C0/C1
+# controls, the folded separator and invalid UTF-8
+EVIL = b"f</title><script>alert(1)</script>&\"' \x1b]0;t\x07\x1b[2J\xc2\x9b1m\xff\xfe;x\x7f\x01 caf\xc3\xa9"
+
+
+@test
+def names_the_profile_carries_are_safe_in_every_output():
+    p = (prof.info("cmdline", b"prog " + EVIL) +
+         prof.thread13(10, 1, 1, 0, 0, b"main") + prof.thread13(11, 2, 3, 0, 0, b"T" + EVIL) +
+         prof.frame(0, 0x1000, 0x1000, b"main", b"/bin/prog") +
+         prof.frame(1, 0x2000, 0x2000, EVIL, b"/lib/" + EVIL) +
+         prof.stack(0, [1, 0]) + prof.sample13(0, 10, 1, 3, 0, 0, 100) + prof.sample13(0, 11, 2, 2, 0, 0, 200) +
+         prof.end(2, 0, 400, 2))
+    src = write("names.flm", prof.profile(p, minor=4))
+    # terminal: report and collapse send no escape sequence, BEL or C1 control
+    for args in (["report"], ["collapse"], ["collapse", "--threads"]):
+        rc, out, err = flamme(*args, src)
+        assert rc == 0 and b"alert(1)" in out, (args, err)
+        for bad in (b"\x1b", b"\x07", b"\xc2\x9b", b"\x7f", b"\x01"):
+            assert bad not in out, (args, bad, out)
+    # SVG: well-formed XML, the program's one script, the name as text of a title
+    import xml.etree.ElementTree as ET
+    for args in ([], ["--threads"]):
+        rc, _, err = flamme("svg", src, *args, "-o", path("names.svg"))
+        assert rc == 0, err
+        root = ET.parse(path("names.svg")).getroot()
+        assert [e.tag for e in root.iter() if e.tag.endswith("script")] == ["{http://www.w3.org/2000/svg}script"]
+        titles = [e.text for e in root.iter() if e.tag.endswith("title") and "alert(1)" in (e.text or "")]
+        assert titles and all(t.startswith("f</title><script>alert(1)</script>&\"'") for t in titles), titles
+    # speedscope JSON: valid, each frame named as the profile names it, file = the module's base name
+    import json
+    for args in ([], ["--threads"]):
+        rc, out, err = flamme("export", src, "--format", "speedscope", *args)
+        assert rc == 0, err
+        frames = json.loads(out.decode("utf-8"))["shared"]["frames"]
+        evil = [f for f in frames if "alert(1)" in f["name"]]
+        want = EVIL.decode("utf-8", "replace")
+        assert len(evil) == 1 and evil[0]["name"] == want.replace("\ufffd\ufffd", "\ufffd" * 2), frames
+        assert evil[0]["file"] == "script>" + want.split("script>", 2)[2], evil[0]
+    # pprof: function names and mapping files are valid UTF-8 (proto3
+    # strings; system_name keeps the raw symbol, see tests/export)
+    rc, out, err = flamme("export", src, "--format", "pprof")
+    assert rc == 0, err
+    top = pb_fields(gzip.decompress(out))
+    strings = [v for f, v in top if f == 6]
+    shown = [strings[v] for f, m in top if f == 5 for g, v in pb_fields(m) if g == 2]
+    shown += [strings[v] for f, m in top if f == 3 for g, v in pb_fields(m) if g == 5]
+    for b in shown:
+        b.decode("utf-8")
+    assert any(b"alert(1)" in b for b in shown), shown
+
+
 @test
 def svg_notes_keep_non_ascii():
     src = write("notes.folded", "a;b 3\n")

@@ -14,6 +14,7 @@ import argparse
 import os
 import re
 import shutil
+import stat
 import sys
 import tempfile
 
@@ -98,11 +99,25 @@ def phases_checks(ctx, prof, what):
 
 
 def test_phases(ctx):
-    """Flamme.start/stop around the middle phase only."""
+    """Flamme.start/stop around the middle phase only. The output path is a
+    link planted to another file: Flamme.start replaces the link with a
+    fresh 0600 profile (umask 022) and leaves the link's target alone."""
     prof = ctx.path("phases.flm")
-    rc, so, se = run([ctx.exe("phases"), prof, str(HZ)])
+    victim = ctx.path("victim")
+    with open(victim, "w") as f:
+        f.write("precious\n")
+    os.symlink(victim, prof)
+    old = os.umask(0o022)
+    try:
+        rc, so, se = run([ctx.exe("phases"), prof, str(HZ)])
+    finally:
+        os.umask(old)
     check(rc == 0, "phases: exit status %d, stderr:\n%s" % (rc, se))
     check("phases: profiled_cpu=" in so, "phases: unexpected output %r" % so)
+    check(open(victim, "rb").read() == b"precious\n", "phases: Flamme.start wrote through the link at %s" % prof)
+    st = os.lstat(prof)
+    check(stat.S_ISREG(st.st_mode) and stat.S_IMODE(st.st_mode) == 0o600,
+          "phases: %s is not a regular 0600 file: %o" % (prof, st.st_mode))
     complete_profile(ctx, prof, "phases")
     phases_checks(ctx, prof, "phases")
 

@@ -3,8 +3,10 @@
 # follow links or clobber, hostile profiles cost work in proportion to their
 # size (owner: tests/files/). Target: files-test (part of make test).
 .PHONY: files-test
+# The files it writes and records are kept as make fuzz's seeds.
 files-test: $(BUILD)/flamme $(BUILD)/libflamme.so $(BUILD)/e2e/split/split.exe
-	python3 tests/files/run.py $(BUILD)
+	rm -rf $(BUILD)/fuzz/recorded
+	FLAMME_FUZZ_SEEDS=$(BUILD)/fuzz/recorded python3 tests/files/run.py $(BUILD)
 TEST_TARGETS += files-test
 HELP_LINES += "make files-test  hostile and odd profiles: numbers, escaping, output files, bounds"
 LIB_SRCS += common/outfile.c

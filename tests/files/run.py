@@ -17,6 +17,7 @@ import struct
 import subprocess
 import sys
 import tempfile
+import time
 import traceback
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -42,11 +43,16 @@ def write(name, data):
     p = path(name)
     with open(p, "wb") as f:
         f.write(data if isinstance(data, bytes) else data.encode())
-    if SEEDS:
-        kind = "prof" if data[:8] == b"FLAMMEPF" else "folded"
-        os.makedirs(os.path.join(SEEDS, kind), exist_ok=True)
-        shutil.copy(p, os.path.join(SEEDS, kind, name))
+    keep_seed(p)
     return p
+
+
+def keep_seed(p):
+    """make fuzz: every profile and folded file the tests write or record is a seed."""
+    if SEEDS:
+        kind = "prof" if open(p, "rb").read(8) == b"FLAMMEPF" else "folded"
+        os.makedirs(os.path.join(SEEDS, kind), exist_ok=True)
+        shutil.copy(p, os.path.join(SEEDS, kind, os.path.basename(p)))
 
 
 def flamme(*args, stdin=None, timeout=120, env=None, cwd=None):
@@ -362,6 +368,7 @@ def record_refuses_a_link_as_output_and_blames_no_one():
     good = path("rec.flm")
     rc, out, err = flamme("record", "-o", good, "--", SPLIT, "1")
     assert rc == 0 and is_profile(good) and stat.S_IMODE(os.stat(good).st_mode) == 0o600, err
+    keep_seed(good)
     rc, out, err = flamme("record", "-o", good, "--", SPLIT, "1")
     assert rc == 0 and is_profile(good + ".old"), err
 
@@ -402,6 +409,11 @@ def tool_outputs_replace_links_and_keep_devices():
 VERBS = (["collapse"], ["collapse", "--threads"], ["report"], ["svg"], ["svg", "--threads"],
          ["export", "--format", "speedscope"], ["export", "--format", "speedscope", "--threads"],
          ["export", "--format", "pprof"], ["export", "--format", "folded"])
+if os.environ.get("FLAMME_SAN"):
+    # make san-test: each verb on a 64 MB stack takes ~8 s under ASan; one of
+    # each kind (reader only, threads, renderer, both exporters) keeps it short
+    VERBS = (["collapse", "--threads"], ["svg"], ["export", "--format", "speedscope"],
+             ["export", "--format", "pprof"])
 AS_LIMIT = 1 << 30  # every verb on a small crafted file fits in 1 GiB of address space
 
 
@@ -544,6 +556,7 @@ def recorded_profiles_give_each_thread_a_serial():
     out = path("serial.flm")
     rc, err = preload(out)
     assert rc == 0, err
+    keep_seed(out)
     data = open(out, "rb").read()
     import struct
     assert struct.unpack_from("<H", data, 10)[0] >= 4
@@ -565,10 +578,11 @@ def main():
     for fn in results:
         if only and only not in fn.__name__:
             continue
+        t0 = time.time()
         try:
             fn()
             passed += 1
-            print("ok %s" % fn.__name__)
+            print("ok %s (%.1f s)" % (fn.__name__, time.time() - t0), flush=True)
         except Exception:
             failed += 1
             print("FAIL %s" % fn.__name__)

@@ -120,14 +120,17 @@ static int any_word(const struct walk *w, uintptr_t addr, uintptr_t *v)
 
 /* When the sampled pc sits at a point where rbp does not yet (or no longer)
  * describe the current function's frame, returns the caller's return address
- * read from the stack pointer and sets *ok; otherwise *ok = 0. Recognises
+ * read from the stack pointer, sets *ok and *ra_slot (where it was read);
+ * otherwise *ok = 0. At each of these points the callee-saved registers
+ * still hold the caller's values (nothing pushed yet but rbp, or all
+ * restored). Recognises
  * OCaml's (and gcc's) frame-pointer code: the stack-overflow check before
  * the prologue, push %rbp, mov %rsp,%rbp, and ret or a tail-call jmp right
  * after pop %rbp; and PLT entries (jmp through the GOT, endbr64). Reads the
  * code bytes around pc, which are mapped since the thread was executing them
  * (backwards only within pc's page). */
 static uintptr_t leaf_caller(uintptr_t pc, uintptr_t sp, const struct flamme_range *r, int n,
-                             int *ok)
+                             int *ok, uintptr_t *ra_slot)
 {
     const unsigned char *c = (const unsigned char *)pc;
     int back = (pc & 0xfff) >= 4; /* c[-1..-4] readable */
@@ -156,6 +159,7 @@ static uintptr_t leaf_caller(uintptr_t pc, uintptr_t sp, const struct flamme_ran
     if (find_range(r, n, slot, 8, -1) < 0)
         return 0;
     *ok = 1;
+    *ra_slot = slot;
     return *(const uintptr_t *)slot;
 }
 
@@ -295,13 +299,22 @@ static uint32_t walk(struct walk *w, uintptr_t pc, uint64_t *frames, uint32_t ma
             /* Frame-pointer code interrupted where rbp does not describe the
              * current function yet (entry) or any more (just before ret). */
             int ok;
-            uintptr_t caller = leaf_caller(pc, w->g.r[R_RSP], w->ranges, w->nranges, &ok);
+            uintptr_t slot = 0;
+            uintptr_t caller = leaf_caller(pc, w->g.r[R_RSP], w->ranges, w->nranges, &ok, &slot);
             leaf = 0;
             if (ok && caller) {
                 frames[n++] = caller;
                 pc = caller;
                 if (n >= max)
                     break;
+                /* The caller's frame is known exactly (rsp just above the
+                 * return address, callee-saved registers as they are): go
+                 * on by its CFI when it has some (OCaml without frame
+                 * pointers calling through a PLT entry), else by rbp. */
+                w->g.r[R_RSP] = slot + 8;
+                w->g.valid = (w->g.valid & KEPT_MASK) | BIT(R_RSP);
+                w->cur = find_range(w->ranges, w->nranges, slot, 8, -1);
+                continue;
             }
         }
         c = fp_step(w, &pc);

@@ -66,7 +66,6 @@ static struct {
     uint64_t last_cfi_ns;
     struct rawent *raw; /* raw-stack cache (see on_record) */
     size_t raw_n, raw_cap;
-    const char *cfi_skip_exe; /* "/proc/self/exe" when it has frame pointers (stack-switch rows only) */
     char exe_path[4096];      /* the executable, as /proc/self/maps names it */
     flamme_lines *lines;      /* its line table (kept across profiles), NULL if none */
     int lines_tried;
@@ -357,7 +356,7 @@ static void follow_libraries(void)
     seen[0] = c[0];
     seen[1] = c[1];
     flamme_symtab_refresh(W.syms);
-    flamme_cfi_add_from_maps(W.cfi_skip_exe, W.self_module);
+    flamme_cfi_add_from_maps(NULL, W.self_module);
 }
 
 /* One sweep over all slots: drain rings, report losses, retire dead threads. */
@@ -402,7 +401,7 @@ static void sweep(void)
     uint64_t now = flamme_now_sigsafe();
     /* Libraries loaded since (dlopen) get their unwind tables too. */
     if (now - W.last_cfi_ns >= CFI_RESCAN_NS) {
-        flamme_cfi_add_from_maps(W.cfi_skip_exe, W.self_module);
+        flamme_cfi_add_from_maps(NULL, W.self_module);
         W.last_cfi_ns = now;
     }
     if (flamme_pw_pending(W.pw) >= CHUNK_MAX_RAW ||
@@ -574,7 +573,7 @@ void flamme_writer_libraries_changed(void)
     atomic_fetch_add_explicit(&maps_gen, 1, memory_order_release);
     if (atomic_load_explicit(&wake_fd, memory_order_acquire) < 0)
         return;
-    flamme_cfi_add_from_maps(W.cfi_skip_exe, W.self_module);
+    flamme_cfi_add_from_maps(NULL, W.self_module);
     flamme_writer_wake_sigsafe();
 }
 
@@ -713,11 +712,11 @@ int flamme_writer_start(int fd, const char *path, const char *cmdline)
         flamme_symtab_lookup(W.syms, (uint64_t)(uintptr_t)flamme_writer_start, &fn, &mod, &off);
         W.self_module = *mod ? mod : NULL;
     }
-    /* Unwind tables for code without frame pointers, built before sampling
-     * starts: every library, and the executable too when its OCaml was built
-     * without frame pointers (a default opam switch). */
-    W.cfi_skip_exe = flamme_ocaml_has_frame_pointers() == 0 ? NULL : "/proc/self/exe";
-    flamme_cfi_add_from_maps(W.cfi_skip_exe, W.self_module);
+    /* Unwind tables, built before sampling starts: every library and the
+     * executable, whether or not its OCaml has frame pointers: its C code
+     * (stubs, the runtime) is sampled inside prologues and epilogues where
+     * rbp is the caller's, and its rows are exact there. */
+    flamme_cfi_add_from_maps(NULL, W.self_module);
     W.last_cfi_ns = flamme_now_sigsafe();
     char buf[32];
     flamme_pw_info(W.pw, "agent", "flamme " "1.0");
@@ -727,7 +726,7 @@ int flamme_writer_start(int fd, const char *path, const char *cmdline)
     flamme_pw_info(W.pw, "depth", buf);
     flamme_pw_info(W.pw, "engine", flamme_engine_name());
     flamme_pw_info(W.pw, "mode", flamme_cfg.wall ? "wall" : "cpu");
-    flamme_pw_info(W.pw, "unwind", W.cfi_skip_exe ? "frame pointers + CFI for libraries" : "CFI (OCaml without frame pointers)");
+    flamme_pw_info(W.pw, "unwind", flamme_ocaml_has_frame_pointers() == 0 ? "CFI (OCaml without frame pointers)" : "CFI, frame pointers where there is none");
     if (cmdline)
         flamme_pw_info(W.pw, "cmdline", cmdline);
     W.last_chunk_ns = flamme_now_sigsafe();

@@ -8,7 +8,7 @@
 static const char *const thread_roots[] = {"main",         "__libc_start_call_main",
                                            "__libc_start_main", "start_thread",
                                            "clone3",       "clone",
-                                           "_start"};
+                                           "_start",       "_dl_start_user"};
 
 int flamme_is_thread_root(const char *s, size_t n)
 {

@@ -8,7 +8,9 @@
 #include <stddef.h>
 
 /* 1 if s[0..n) names a thread's first function: main, __libc_start_call_main,
- * __libc_start_main, _start, start_thread, clone, clone3 — or "[libc.so.N]",
+ * __libc_start_main, _start, start_thread, clone, clone3, _dl_start_user (the
+ * loader's entry, under the constructors of the program and its libraries) —
+ * or "[libc.so.N]",
  * the display of an unnamed libc frame (glibc's static thread entries have no
  * symbol without debug files; a walk only ends there cleanly, since a broken
  * one is marked [broken]). */

@@ -13,7 +13,7 @@ import time
 # A stack is complete when its root-most frame is one of these (the same
 # rule as `flamme report` / the record summary).
 ROOTS = {"_start", "__libc_start_main", "__libc_start_call_main", "main",
-         "clone3", "clone", "start_thread"}
+         "clone3", "clone", "start_thread", "_dl_start_user"}
 
 SUMMARY = re.compile(r"^flamme: (\d+) samples, (\d+) threads, (\d+) lost, "
                      r"complete ([0-9.]+)%, engine (\w+)")

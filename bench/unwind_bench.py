@@ -22,7 +22,8 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 import fidlib  # noqa: E402
 
 GOAL = {"fp": 99.9, "nofp": 99.5}
-PROGRAMS = ["atomq", "hashstr", "effdeep", "yielder", "dlprog", "vclock", "breakwalk"]
+PROGRAMS = ["atomq", "hashstr", "effdeep", "yielder", "dlprog", "vclock", "gcalloc", "rewrite",
+            "sched", "steal", "churn", "dthreads", "cback", "minicc", "breakwalk"]
 MARKERS = {"[broken]", "[truncated]"}
 
 

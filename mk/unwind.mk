@@ -4,14 +4,17 @@
 # outputs next to them). Targets: unwind-test (part of make test),
 # unwind-progs.
 
-UNW_PROGS := atomq hashstr effdeep yielder breakwalk dlprog vclock
+UNW_PROGS := atomq hashstr effdeep yielder breakwalk dlprog vclock \
+             gcalloc rewrite sched steal churn dthreads cback minicc
 UNW_NOFP_OCAMLOPT ?= $(FLAMME_CACHE)/ocaml-$(OCAML_VERSION)-nofp/bin/ocamlopt
 UNW_OCAMLOPT_fp   = $(OCAMLOPT)
 UNW_OCAMLOPT_nofp = $(UNW_NOFP_OCAMLOPT)
 UNW_LIBS_yielder := -I +unix -I +threads unix.cmxa threads.cmxa
 UNW_LIBS_vclock  := -I +unix unix.cmxa
+UNW_LIBS_dthreads := -I +unix -I +threads unix.cmxa threads.cmxa
 UNW_C_breakwalk  := breakwalk_stubs.c
 UNW_C_dlprog     := dlprog_stubs.c
+UNW_C_cback      := cback_stubs.c
 UNW_EXES := $(foreach v,fp nofp,$(foreach p,$(UNW_PROGS),$(BUILD)/unwind/$(v)/$(p)/$(p).exe))
 
 define UNW_PROG_RULE

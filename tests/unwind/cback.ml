@@ -1,0 +1,34 @@
+(* tests/unwind/cback.ml — OCaml code over C bindings: a [@@noalloc]
+   checksum, sorting through glibc's qsort with an OCaml comparison called
+   back from C, a C fold driving an OCaml closure, and a stub that
+   allocates a string per call.
+   Usage: cback.exe [SCALE] *)
+
+external checksum : Bytes.t -> int = "cb_checksum" [@@noalloc]
+external sort_keys : int array -> (int -> int -> int) -> int array = "cb_sort_keys"
+external fold : int -> ('a -> int -> 'a) -> 'a -> 'a = "cb_fold"
+external render : int -> string = "cb_render"
+
+let scale = if Array.length Sys.argv > 1 then float_of_string Sys.argv.(1) else 1.0
+let rounds = max 1 (int_of_float (scale *. 500.))
+
+let weights = Array.init 4096 (fun i -> (i * 7919) mod 1000)
+
+let[@inline never] by_weight a b =
+  let c = compare weights.(a land 4095) weights.(b land 4095) in
+  if c <> 0 then c else compare a b
+
+let[@inline never] step acc i = acc + String.length (render (acc lxor i)) + (i land 3)
+
+let[@inline never] one_round r =
+  let keys = Array.init 3000 (fun i -> (i * 31 + r) land 4095) in
+  let sorted = sort_keys keys by_weight in
+  let b = Bytes.make 20_000 (Char.chr (r land 255)) in
+  let c = checksum b in
+  let f = fold 40_000 step r in
+  sorted.(0) + c + f
+
+let () =
+  let acc = ref 0 in
+  for r = 1 to rounds do acc := !acc + one_round r done;
+  Printf.printf "cback: %d\n" (!acc land 0xffff)

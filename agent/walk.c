@@ -163,16 +163,53 @@ static uintptr_t leaf_caller(uintptr_t pc, uintptr_t sp, const struct flamme_ran
     return *(const uintptr_t *)slot;
 }
 
-/* One step of the walk by call-frame information. Returns 1 and moves w's
- * registers to the caller's frame (*pc = its return address), 0 when
- * lookup_pc has no usable rule (then frame pointers are used), -1 when the
- * rule needs a register the walk does not know or leads outside the
- * readable stacks, or back to younger frames of the same stack. */
-static int cfi_step(struct walk *w, uintptr_t lookup_pc, uintptr_t *pc)
+/* OCaml's out-of-line stack check: at a function's entry, before its
+ * frame exists, `push $framesize; call caml_call_realloc_stack; pop %r10;
+ * jmp back`. The compiler's rows there describe the frame as allocated
+ * (the CFA too high by its size: the walk read a word of the caller's
+ * frame as the return address, an [unknown] frame under the function).
+ * 1 if ra (a return address, not yet known to be mapped) is that pop: the
+ * row for the call starts at the call (after the push) and the next at
+ * ra + 2 (after the pop), 8 lower; then the code bytes, read checked,
+ * are those instructions. Else 0. */
+static int realloc_stub_at(uintptr_t ra, const struct flamme_cfi_row *row)
+{
+    struct flamme_cfi_row next;
+    unsigned char c[12];
+    if (row->cfa_reg != FLAMME_CFA_RSP || row->pc != ra - 5 ||
+        !flamme_cfi_lookup_sigsafe(ra + 2, &next) || next.pc != ra + 2 ||
+        next.cfa_reg != FLAMME_CFA_RSP || next.cfa_off != row->cfa_off - 8 ||
+        flamme_safe_read_sigsafe(c, ra - 10, sizeof c) != 0)
+        return 0;
+    /* c[10] = ra[0] */
+    return c[10] == 0x41 && c[11] == 0x5a && c[5] == 0xe8 && (c[3] == 0x6a || c[0] == 0x68);
+}
+
+/* One step of the walk by call-frame information (leaf: w is the
+ * interrupted frame). Returns 1 and moves w's registers to the caller's
+ * frame (*pc = its return address), 0 when lookup_pc has no usable rule
+ * (then frame pointers are used), -1 when the rule needs a register the
+ * walk does not know or leads outside the readable stacks, or back to
+ * younger frames of the same stack. */
+static int cfi_step(struct walk *w, uintptr_t lookup_pc, uintptr_t *pc, int leaf)
 {
     struct flamme_cfi_row row;
     if (!flamme_cfi_lookup_sigsafe(lookup_pc, &row) || row.cfa_reg == FLAMME_CFA_UNKNOWN)
         return 0;
+    /* CFA = rsp + 0 puts the return address below the stack pointer: no
+     * function is ever there. It is the OCaml runtime's row right after
+     * the pop %rbp that ends a stack switch in frame-pointer builds
+     * (caml_perform, caml_resume count the pop twice); the return address
+     * is on top of the stack. Only the interrupted frame can be there. */
+    if (leaf && row.cfa_reg == FLAMME_CFA_RSP && row.cfa_off == 0)
+        row.cfa_off = 8;
+    if (!leaf && realloc_stub_at(lookup_pc + 1, &row)) {
+        /* The caller's return address is above the pushed frame size;
+         * nothing else is saved yet. */
+        row.cfa_off = 16;
+        for (int i = 0; i < FLAMME_CFI_NSAVED; i++)
+            row.save[i] = FLAMME_SAVE_SAME;
+    }
     if (row.dwreg > 15 || !(w->g.valid & BIT(row.dwreg)))
         return -1;
     uintptr_t sp = w->g.r[R_RSP], base = w->g.r[row.dwreg], cfa;
@@ -285,7 +322,22 @@ static uint32_t walk(struct walk *w, uintptr_t pc, uint64_t *frames, uint32_t ma
     frames[n++] = pc;
     while (n < max) {
         /* A return address points after its call: look up the call itself. */
-        int c = cfi_step(w, leaf ? pc : pc - 1, &pc);
+        struct walk before;
+        if (leaf)
+            before = *w;
+        uintptr_t at = pc;
+        int c = cfi_step(w, leaf ? pc : pc - 1, &pc, leaf);
+        if (leaf && (c < 0 || (c > 0 && (pc < 4096 ||
+                                         find_range(w->ranges, w->nranges, pc, 1, -1) >= 0)))) {
+            /* The interrupted function's rows fail, or lead to a "return
+             * address" that is a stack address: the OCaml runtime's stack
+             * switches in frame-pointer builds (caml_perform, caml_resume:
+             * their rows do not follow the push and pop of rbp around the
+             * switch). The leaf fix-up and rbp are the second chance. */
+            *w = before;
+            pc = at;
+            c = 0;
+        }
         if (c < 0)
             goto broken;
         if (c > 0) {

@@ -444,7 +444,7 @@ def t_cback(ctx, v, tmp, hz):
     st = recorded(ctx, v, tmp, hz, "cback")
     placed(st, "cback/" + v, "comparisons called back from qsort", has("Cback.by_weight"),
            ["Cback.one_round", "cb_sort_keys", "qsort_r", "cmp_ocaml", "caml_callback2",
-            "Cback.by_weight"], 50)
+            "Cback.by_weight"], 20)
     placed(st, "cback/" + v, "fold steps", has("Cback.step"),
            ["Cback.one_round", "cb_fold", "Cback.step"], 20)
     placed(st, "cback/" + v, "noalloc checksum", has("cb_checksum"),

@@ -53,9 +53,16 @@ static long first_delay_ns(pid_t tid)
 
 /* ---------------------------------------------------------------- perf */
 
-/* Opens a task-clock event counting thread tid's user-space CPU time,
- * overflowing first after `first` ns (the handler then sets the period,
- * see perf_first in threads.h). Returns the fd or -1 (errno). */
+/* Whether perf events overflow in kernel mode too (perf_event_paranoid <= 1,
+ * or CAP_PERFMON): set by flamme_engine_init. The perf engine runs only
+ * then: an event that excludes the kernel drops every overflow that falls
+ * in a system call or a page fault, and the profile would lose the
+ * thread's kernel time, which the timer engines count. */
+static int perf_kernel = 1;
+
+/* Opens a task-clock event counting thread tid's CPU time, overflowing
+ * first after `first` ns (the handler then sets the period, see perf_first
+ * in threads.h). Returns the fd or -1 (errno). */
 static int perf_open(pid_t tid, long first)
 {
     struct perf_event_attr a;
@@ -65,10 +72,12 @@ static int perf_open(pid_t tid, long first)
     a.config = PERF_COUNT_SW_TASK_CLOCK;
     a.sample_period = (uint64_t)first;
     a.disabled = 1;
-    a.exclude_kernel = 1; /* allowed at perf_event_paranoid 2 */
+    a.exclude_kernel = !perf_kernel;
     a.exclude_hv = 1;
     a.wakeup_events = 1;
-    a.sample_type = 0; /* records are bare headers: only the wake-up matters */
+    /* Records are bare headers: the wake-up matters, and the header's
+     * cpumode, which says whether the overflow fell in the kernel. */
+    a.sample_type = 0;
     return (int)syscall(SYS_perf_event_open, &a, tid, -1, -1, PERF_FLAG_FD_CLOEXEC);
 }
 
@@ -195,16 +204,30 @@ int flamme_engine_init(void)
         flamme_engine = FLAMME_ENGINE_TIMER;
         return 0;
     }
-    int fd = perf_open((pid_t)syscall(SYS_gettid), period_ns());
+    pid_t self = (pid_t)syscall(SYS_gettid);
+    perf_kernel = 1;
+    int fd = perf_open(self, period_ns());
     if (fd >= 0) {
         close(fd);
         flamme_engine = FLAMME_ENGINE_PERF;
         return 0;
     }
-    if (!strcmp(want, "perf"))
+    int e = errno;
+    /* User space only (perf_event_paranoid 2): the timer engine, which
+     * counts kernel time, so that the rate never changes the answer. */
+    perf_kernel = 0;
+    fd = perf_open(self, period_ns());
+    if (fd >= 0) {
+        close(fd);
+        if (!strcmp(want, "perf"))
+            flamme_agent_warn(1, "perf events may not sample the kernel here (see "
+                                 "/proc/sys/kernel/perf_event_paranoid), so kernel time would be "
+                                 "lost; using the timer engine");
+    } else if (!strcmp(want, "perf")) {
         flamme_agent_warn(1, "perf_event_open refused (%s; see /proc/sys/kernel/perf_event_paranoid); "
                              "using the timer engine",
-                          strerror(errno));
+                          strerror(e));
+    }
     flamme_engine = FLAMME_ENGINE_TIMER;
     return 0;
 }
@@ -314,8 +337,10 @@ void flamme_engine_stop(void)
  * marks them consumed, so the buffer never fills and wake-ups continue.
  * A wake-up signal can stand for several overflows (while the signal was
  * blocked), and several queued signals for overflows already counted: the
- * count, not the signal, is the sample's weight (0: nothing new). */
-static unsigned perf_consume(struct perf_event_mmap_page *mp)
+ * count, not the signal, is the sample's weight (0: nothing new). *kernel:
+ * how many of them fell in kernel mode (a record's cpumode; lost ones
+ * count as user). */
+static unsigned perf_consume(struct perf_event_mmap_page *mp, unsigned *kernel)
 {
     /* Pairs with the kernel's write of data_head: the records below it are
      * written. */
@@ -323,7 +348,8 @@ static unsigned perf_consume(struct perf_event_mmap_page *mp)
     uint64_t tail = mp->data_tail;
     const unsigned char *data = (const unsigned char *)mp + mp->data_offset;
     uint64_t size = mp->data_size;
-    uint64_t n = 0;
+    uint64_t n = 0, k = 0;
+    *kernel = 0;
     if (!size) { /* a kernel before 4.1 (no data_size): count the signal */
         __atomic_store_n(&mp->data_tail, head, __ATOMIC_RELEASE);
         return 1;
@@ -332,8 +358,10 @@ static unsigned perf_consume(struct perf_event_mmap_page *mp)
         const struct perf_event_header *h = (const void *)(data + tail % size);
         if (h->size < sizeof *h || (h->size & 7))
             break; /* not a record: count what we have */
-        if (h->type == PERF_RECORD_SAMPLE)
+        if (h->type == PERF_RECORD_SAMPLE) {
             n++;
+            k += (h->misc & PERF_RECORD_MISC_CPUMODE_MASK) == PERF_RECORD_MISC_KERNEL;
+        }
         else if (h->type == PERF_RECORD_LOST && h->size >= sizeof *h + 16 &&
                  (tail % size) + sizeof *h + 16 <= size)
             n += ((const uint64_t *)(h + 1))[1]; /* {id, lost} */
@@ -341,12 +369,19 @@ static unsigned perf_consume(struct perf_event_mmap_page *mp)
     }
     /* Pairs with the kernel's read of data_tail: the space may be reused. */
     __atomic_store_n(&mp->data_tail, head, __ATOMIC_RELEASE);
-    return n > PERF_MAX_UNCONSUMED * 4 ? PERF_MAX_UNCONSUMED * 4 : (unsigned)n;
+    if (n > PERF_MAX_UNCONSUMED * 4) {
+        k = k * PERF_MAX_UNCONSUMED * 4 / n;
+        n = PERF_MAX_UNCONSUMED * 4;
+    }
+    *kernel = (unsigned)k;
+    return (unsigned)n;
 }
 
-int flamme_engine_accept_sigsafe(struct flamme_slot *s, const siginfo_t *si, unsigned *weight)
+int flamme_engine_accept_sigsafe(struct flamme_slot *s, const siginfo_t *si, unsigned *weight,
+                                 unsigned *kernel)
 {
     *weight = 1;
+    *kernel = FLAMME_KERNEL_UNKNOWN;
     if (!s)
         return 0;
     switch (flamme_engine) {
@@ -356,13 +391,22 @@ int flamme_engine_accept_sigsafe(struct flamme_slot *s, const siginfo_t *si, uns
         if ((si->si_code != POLL_HUP && si->si_code != POLL_IN) || si->si_fd != s->perf_fd ||
             s->perf_fd < 0)
             return 0;
-        if (s->perf_first) {
+        int first = s->perf_first;
+        if (first) {
             uint64_t p = (uint64_t)period_ns();
             ioctl(s->perf_fd, PERF_EVENT_IOC_PERIOD, &p); /* from now on, every period */
             s->perf_first = 0;
         }
         if (s->perf_meta) {
-            *weight = perf_consume(s->perf_meta);
+            *weight = perf_consume(s->perf_meta, kernel);
+            /* Until the period is set the event overflowed every `first` ns
+             * (as little as 10 us), e.g. again and again while the thread
+             * was still in the kernel arming it: only the first overflow
+             * stands for a period. */
+            if (first && *weight > 1) {
+                *kernel = *kernel * 2 > *weight;
+                *weight = 1;
+            }
             s->perf_used += *weight;
             /* POLL_HUP: the event disabled itself at its limit. */
             if (s->perf_used >= PERF_MAX_UNCONSUMED / 2 || si->si_code == POLL_HUP) {

@@ -6,6 +6,8 @@
  *           CLOCK_MONOTONIC (wall mode); at most one expiry per tick, with
  *           overruns counted into the sample's weight
  *   itimer  process-wide setitimer(ITIMER_PROF) (portable, cpu mode only)
+ * Every engine counts all of a thread's CPU time, user and kernel: perf runs
+ * only where its events may overflow in kernel mode (else timer instead).
  * Chosen at start (FLAMME_ENGINE, default auto: timer up to 100 Hz, where it
  * is exact and cheapest, perf above when the kernel allows it, else timer).
  * Arm/disarm run in any thread (start, thread start and exit); the _sigsafe function
@@ -41,10 +43,19 @@ void flamme_engine_disarm(struct flamme_slot *s);
 /* Process-wide stop (itimer), after every slot was disarmed. */
 void flamme_engine_stop(void);
 
+/* *kernel when the engine cannot tell kernel periods from user ones. */
+#define FLAMME_KERNEL_UNKNOWN (~0u)
+
 /* Decides whether a sample signal delivered to the thread of slot s (NULL
  * if the thread has none) was sent by the engine for it. Sets *weight to
  * the number of periods the sample stands for (0: none, the periods were
- * counted by an earlier signal; take no sample). async-signal-safe: yes. */
-int flamme_engine_accept_sigsafe(struct flamme_slot *s, const siginfo_t *si, unsigned *weight);
+ * counted by an earlier signal; take no sample) and *kernel to how many of
+ * them the thread spent in the kernel (perf: each overflow's mode), or
+ * FLAMME_KERNEL_UNKNOWN (the timers: their expiry is checked at a tick
+ * that does not say where it fell). Either way the signal arrives when the
+ * thread returns to user space: kernel periods land on the user stack that
+ * entered the kernel. async-signal-safe: yes. */
+int flamme_engine_accept_sigsafe(struct flamme_slot *s, const siginfo_t *si, unsigned *weight,
+                                 unsigned *kernel);
 
 #endif

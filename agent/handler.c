@@ -158,12 +158,47 @@ static void commit_sample(struct flamme_slot *s, uint64_t *rec, uint32_t n, uint
     atomic_fetch_add_explicit(&s->taken, 1, memory_order_relaxed);
 }
 
+/* Whether pc is right after a `syscall` instruction (or on one the kernel
+ * rewound to restart the call after this handler, SA_RESTART): the signal
+ * came as the thread left a system call. Only bytes within pc's page are
+ * read, which is mapped since the thread executes it. */
+static int after_syscall_sigsafe(uintptr_t pc)
+{
+    const unsigned char *c = (const unsigned char *)pc;
+    return (c[0] == 0x0f && (pc & 0xfff) != 0xfff && c[1] == 0x05) ||
+           ((pc & 0xfff) >= 2 && c[-2] == 0x0f && c[-1] == 0x05);
+}
+
+/* Commits the sample at rec (n frames, weight periods of which kernel were
+ * the kernel's): the kernel periods as their own sample flagged KERNEL,
+ * with the same frames (the user stack that entered the kernel), copied
+ * into a second record when the signal stands for both kinds. */
+static void commit_split(struct flamme_slot *s, uint64_t *rec, uint32_t n, uint32_t flags,
+                         uint64_t time, unsigned weight, unsigned kernel, int32_t domain)
+{
+    if (kernel == 0 || kernel >= weight) {
+        commit_sample(s, rec, n, flags | (kernel ? FLAMME_SAMPLE_KERNEL : 0), time, weight,
+                      domain);
+        return;
+    }
+    commit_sample(s, rec, n, flags, time, weight - kernel, domain);
+    /* Space the writer released may be reused, the committed record too:
+     * memmove. */
+    uint64_t *rec2 = flamme_ring_reserve_sigsafe(s->ring, (uint64_t)n + FLAMME_SAMPLE_HDR_WORDS);
+    if (!rec2) {
+        atomic_fetch_add_explicit(&s->lost, 1, memory_order_relaxed);
+        return;
+    }
+    memmove(rec2 + FLAMME_SAMPLE_HDR_WORDS, rec + FLAMME_SAMPLE_HDR_WORDS, n * sizeof *rec);
+    commit_sample(s, rec2, n, flags | FLAMME_SAMPLE_KERNEL, time, kernel, domain);
+}
+
 static void flamme_sigprof(int sig, siginfo_t *si, void *ucv)
 {
     int saved_errno = errno;
     struct flamme_slot *s = flamme_thread_self_sigsafe();
-    unsigned weight;
-    if (sig != flamme_sample_sig || !flamme_engine_accept_sigsafe(s, si, &weight)) {
+    unsigned weight, kernel;
+    if (sig != flamme_sample_sig || !flamme_engine_accept_sigsafe(s, si, &weight, &kernel)) {
         if (!s || !s->unblocked)
             forward(sig, si, ucv);
         errno = saved_errno;
@@ -218,15 +253,19 @@ static void flamme_sigprof(int sig, siginfo_t *si, void *ucv)
     uint32_t sflags = 0;
     if (nocaml)
         sflags |= FLAMME_SAMPLE_NO_OCAML;
-    /* In a system call (blocked, in wall mode): pc is right after the
-     * `syscall` instruction, or on it when the kernel rewound pc to restart
-     * the call after this handler (SA_RESTART). Only bytes within pc's page
-     * are read, which is mapped since the thread executes it. */
+    /* Leaving a system call: in wall mode the thread was blocked there; in
+     * cpu mode, for an engine that cannot tell kernel periods, the tick
+     * that fired fell in the call (one in user space would have stopped
+     * the thread right there, hardly ever just after a `syscall`). The
+     * periods the handler's own time took off were user time. */
     if (flamme_cfg.wall) {
-        const unsigned char *c = (const unsigned char *)pc;
-        if ((c[0] == 0x0f && (pc & 0xfff) != 0xfff && c[1] == 0x05) ||
-            ((pc & 0xfff) >= 2 && c[-2] == 0x0f && c[-1] == 0x05))
+        if (after_syscall_sigsafe(pc))
             sflags |= FLAMME_SAMPLE_SYSCALL;
+        kernel = 0;
+    } else if (kernel == FLAMME_KERNEL_UNKNOWN) {
+        kernel = after_syscall_sigsafe(pc) ? weight : 0;
+    } else if (kernel > weight) {
+        kernel = weight;
     }
 
     uint64_t *rec = flamme_ring_reserve_sigsafe(s->ring, (uint64_t)max + FLAMME_SAMPLE_HDR_WORDS);
@@ -246,7 +285,7 @@ static void flamme_sigprof(int sig, siginfo_t *si, void *ucv)
                                           rec + FLAMME_SAMPLE_HDR_WORDS, max, &wflags);
     sflags |= wflags;
     sflags |= flamme_gc_flags_sigsafe();
-    commit_sample(s, rec, n, sflags, t0, weight, domain);
+    commit_split(s, rec, n, sflags, t0, weight, kernel, domain);
     uint64_t b =
         flamme_budget_charge_sigsafe(&bc, n, (wflags & FLAMME_SAMPLE_TRUNCATED) != 0) / COST_BUCKET_NS;
     atomic_fetch_add_explicit(&cost_hist[b < COST_BUCKETS ? b : COST_BUCKETS - 1], 1,

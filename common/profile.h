@@ -23,8 +23,8 @@
 
 #define FLAMME_MAGIC "FLAMMEPF"     /* 8 bytes, no NUL in the file */
 #define FLAMME_VERSION_MAJOR 1
-#define FLAMME_VERSION_MINOR 4 /* 1.1: GC record; 1.2: FRAME_LINE record; 1.3: EXIT record;
-                                 1.4: thread serial */
+#define FLAMME_VERSION_MINOR 5 /* 1.1: GC record; 1.2: FRAME_LINE record; 1.3: EXIT record;
+                                 1.4: thread serial; 1.5: sample flag KERNEL */
 #define FLAMME_HEADER_SIZE 64
 #define FLAMME_CHUNK_MAGIC 0x434d4c46u /* "FLMC" as little-endian u32 */
 
@@ -91,6 +91,7 @@ enum flamme_thread_kind {
 #define FLAMME_SAMPLE_SYSCALL   0x8u /* (wall mode) the thread was blocked in a system call */
 #define FLAMME_SAMPLE_GC_MINOR  0x10u /* taken during a minor collection of the thread's domain */
 #define FLAMME_SAMPLE_GC_MAJOR  0x20u /* taken during a major GC slice of the thread's domain */
+#define FLAMME_SAMPLE_KERNEL    0x40u /* (cpu mode) time the kernel spent on behalf of this stack */
 
 /* What a reader accepts (doc/format.md "Limits"): no agent writes more
  * frames per stack (its --depth is at most 1,000,000), and a file's chunks

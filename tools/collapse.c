@@ -304,6 +304,7 @@ static struct key_ent *key_slot(struct key_ent **tab, size_t *cap, size_t *n, ui
 #define MARK_TRUNCATED 1u
 #define MARK_BROKEN 2u
 #define MARK_BLOCKED 4u /* wall mode: taken while the thread sat in a system call */
+#define MARK_KERNEL 8u  /* cpu mode: time the kernel spent for the stack (syscall, page fault) */
 
 /* Text of one level-1 entry, charged to *left; NULL on allocation failure
  * or (*over set) when the budget runs out. */
@@ -345,6 +346,8 @@ static char *stack_text(const struct flamme_profile *p, const struct flamme_coll
         sb_frame(&b, flamme_gc_class_label(gc));
     if (k->marker & MARK_BLOCKED)
         sb_frame(&b, "[blocked]");
+    else if (k->marker & MARK_KERNEL)
+        sb_frame(&b, "[kernel]");
     if (b.len == label_len)
         sb_frame(&b, "[no frames]");
     if (b.oom) {
@@ -375,6 +378,8 @@ int flamme_collapse_profile(const struct flamme_profile *p, const struct flamme_
                                                                : 0;
         if (s->flags & FLAMME_SAMPLE_SYSCALL)
             marker |= MARK_BLOCKED;
+        else if (s->flags & FLAMME_SAMPLE_KERNEL)
+            marker |= MARK_KERNEL;
         uint64_t key = (uint64_t)s->stack_id << 32 | (o->threads ? s->thread : 0);
         struct key_ent *k = key_slot(&keys, &kcap, &nkeys, key, marker);
         if (!k)

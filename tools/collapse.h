@@ -38,7 +38,8 @@ int flamme_collapse_error(const char *verb, const char *path, int r);
  * ';', names made safe for the folded format: no ';' or newline) with the sum
  * of sample weights. Stacks flagged TRUNCATED get a "[truncated]" root frame,
  * BROKEN ones "[broken]" below the last good frame; wall-mode samples taken
- * in a system call end with a "[blocked]" leaf. Order: sorted by stack
+ * in a system call end with a "[blocked]" leaf, cpu time the kernel spent
+ * for the stack with a "[kernel]" leaf. Order: sorted by stack
  * text. Returns 0, -1 on allocation failure, -2 when the text would pass the
  * profile's budget (flamme_profile_budget: 32 MiB + 512 bytes per byte of
  * file; only crafted files get there). */

@@ -9,7 +9,7 @@
  *
  * Naming follows `flamme collapse`: demangled function names, "[module]" for
  * frames without a symbol, and the same "[truncated]" / "[broken]" root
- * markers and "[blocked]" leaf, so every export shows what the flame graph
+ * markers and "[blocked]" / "[kernel]" leaves, so every export shows what the flame graph
  * shows. Weights: speedscope uses unit "nanoseconds" (weight * 1e9 / hz)
  * when the header has a rate, else "none" with raw weights; pprof carries
  * both (samples/count and cpu/nanoseconds).
@@ -31,8 +31,9 @@
 #define EXPORT_ERR "flamme export: "
 
 /* Pseudo frames appended after the profile's own frames. */
-enum { PSEUDO_TRUNCATED, PSEUDO_BROKEN, PSEUDO_BLOCKED, NPSEUDO };
-static const char *const pseudo_names[NPSEUDO] = { "[truncated]", "[broken]", "[blocked]" };
+enum { PSEUDO_TRUNCATED, PSEUDO_BROKEN, PSEUDO_BLOCKED, PSEUDO_KERNEL, NPSEUDO };
+static const char *const pseudo_names[NPSEUDO] = { "[truncated]", "[broken]", "[blocked]",
+                                                   "[kernel]" };
 
 static const char *base_name(const char *path)
 {
@@ -72,6 +73,8 @@ static size_t sample_path(const struct flamme_profile *p, const struct flamme_sa
             out[n++] = st->frames[i];
     if (s->flags & FLAMME_SAMPLE_SYSCALL)
         out[n++] = nf + PSEUDO_BLOCKED;
+    else if (s->flags & FLAMME_SAMPLE_KERNEL)
+        out[n++] = nf + PSEUDO_KERNEL;
     return n;
 }
 
@@ -508,7 +511,8 @@ static int agg_cmp(const void *a, const void *b)
 }
 
 /* The flags that change a sample's exported frames. */
-#define PATH_FLAGS (FLAMME_SAMPLE_TRUNCATED | FLAMME_SAMPLE_BROKEN | FLAMME_SAMPLE_SYSCALL)
+#define PATH_FLAGS \
+    (FLAMME_SAMPLE_TRUNCATED | FLAMME_SAMPLE_BROKEN | FLAMME_SAMPLE_SYSCALL | FLAMME_SAMPLE_KERNEL)
 
 /* weight ticks at hz as nanoseconds, computed in 128 bits and capped at
  * INT64_MAX (pprof values are int64); 0 when the rate is unknown. */

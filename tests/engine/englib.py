@@ -46,11 +46,14 @@ class Ctx(fidlib.Ctx):
         return self._own
 
 
-def record(ctx, exe, args, prof, hz=999, engine=None, env=None):
-    """`flamme record` of exe; returns the Run."""
+def record(ctx, exe, args, prof, hz=999, engine=None, env=None, user=None):
+    """`flamme record` of exe (as uid and gid `user` if given: root only);
+    returns the Run."""
     cmd = [ctx.flamme, "record", "-F", str(hz), "-o", prof]
     if engine:
         cmd += ["--engine", engine]
+    if user is not None:
+        cmd = ["setpriv", "--reuid=%d" % user, "--regid=%d" % user, "--clear-groups"] + cmd
     return run(cmd + ["--", exe] + list(args), clean_env(env), ctx.work)
 
 
@@ -76,13 +79,41 @@ def own_share(ctx, st):
     return 100.0 * mine / total if total else 0.0, mine, total
 
 
+KERNEL = "[kernel]"
+
+
+def leaf_of(fr):
+    """The user function a stack's time is charged to: its leaf, or for a
+    `[kernel]` leaf the function that entered the kernel."""
+    return fr[-2] if fr[-1] == KERNEL and len(fr) > 1 else fr[-1]
+
+
 def leaf_shares(st):
-    """{leaf function: percentage of the weight}."""
+    """{leaf function (see leaf_of): percentage of the weight}."""
     total = sum(w for _, w in st) or 1
     out = {}
     for fr, w in st:
-        out[fr[-1]] = out.get(fr[-1], 0) + w
+        leaf = leaf_of(fr)
+        out[leaf] = out.get(leaf, 0) + w
     return {k: 100.0 * v / total for k, v in out.items()}
+
+
+def kernel_share(st):
+    """Percentage of the weight under a `[kernel]` leaf."""
+    total = sum(w for _, w in st) or 1
+    return 100.0 * sum(w for fr, w in st if fr[-1] == KERNEL) / total
+
+
+def disagreement(a, b, top=20):
+    """(largest difference in percentage points, its leaf) among the top
+    leaves of two {leaf: %} maps (the top `top` of each)."""
+    keys = set(sorted(a, key=a.get, reverse=True)[:top]) | set(sorted(b, key=b.get, reverse=True)[:top])
+    worst = (0.0, None)
+    for k in keys:
+        d = abs(a.get(k, 0.0) - b.get(k, 0.0))
+        if d > worst[0]:
+            worst = (d, k)
+    return worst
 
 
 def report(ctx, prof):
@@ -96,3 +127,8 @@ def report(ctx, prof):
 def report_weight(text):
     m = re.search(r"samples: (\d+) records, weight (\d+)", text)
     return int(m.group(2)) if m else None
+
+
+def report_records(text):
+    m = re.search(r"samples: (\d+) records, weight (\d+)", text)
+    return int(m.group(1)) if m else None

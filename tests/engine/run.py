@@ -11,12 +11,27 @@
   (+1 period: where the first and last periods fall), the handler's own
   time not counted; `flamme report` says how many samples the budget
   shortened.
+- kern: three phases of equal CPU time, user only, page faults of a
+  growing heap, stat(2) calls (tests/engine/kern.ml). Under --engine perf,
+  --engine timer, and auto at 99 and 999 Hz (timer and perf): each phase's
+  share of the weight matches its share of the thread's CPU time (user and
+  kernel) within 3 pp (+3 samples), the top-20 leaves (a `[kernel]` leaf
+  counting for the function that entered the kernel; each run's phases
+  weighed alike, as their length varies from run to run) agree across
+  engines and rates within 5 pp, or the sampling noise of a run with few
+  samples (the benchmark prints how close), and the kernel's time is a
+  `[kernel]` leaf under the function that entered it: the page faults under
+  Kern.touch (perf, which knows each period's mode), the system calls under
+  libc's stat wrapper (every engine). Without kernel sampling rights (as
+  user nobody, perf_event_paranoid >= 2), --engine perf says why it uses the
+  timer engine instead.
 
-Usage: run.py --build DIR
+Usage: run.py --build DIR [--only gcloop|deepfx|kern]
 """
 import argparse
 import os
 import re
+import shutil
 import sys
 import tempfile
 
@@ -76,16 +91,158 @@ def test_deepfx(ctx, comp, hz):
     check("were shortened" in rep, "%s deepfx %d Hz: report says samples were shortened" % (comp, hz))
 
 
+KERN_PHASES = ("compute", "touch", "files")
+KERN_RUNS = (("perf", "perf", 999), ("timer", "timer", 999), ("auto", None, 99), ("auto", None, 999))
+
+
+def kern_phases(st):
+    """{phase: [weight, weight under [kernel], {function above [kernel]: weight},
+    {leaf (englib.leaf_of): weight}]}."""
+    out = {ph: [0, 0, {}, {}] for ph in KERN_PHASES}
+    for fr, w in st:
+        for ph in KERN_PHASES:
+            if "Kern." + ph in fr:
+                o = out[ph]
+                o[0] += w
+                leaf = englib.leaf_of(fr)
+                o[3][leaf] = o[3].get(leaf, 0) + w
+                if fr[-1] == englib.KERNEL and len(fr) > 1:
+                    o[1] += w
+                    o[2][fr[-2]] = o[2].get(fr[-2], 0) + w
+    return out
+
+
+def phase_leaf_shares(ph, share):
+    """{leaf: %} of a run with each phase weighed share[phase] (%) instead
+    of its own length: the program's phases last a little longer or shorter
+    from run to run (page faults cost what the machine makes them cost),
+    which is not the profiler's doing."""
+    out = {}
+    for p in KERN_PHASES:
+        w, leaves = ph[p][0], ph[p][3]
+        for leaf, lw in leaves.items():
+            out[leaf] = out.get(leaf, 0.0) + share[p] * lw / w
+    return out
+
+
+def test_kern(ctx, comp, prefix="", user=None):
+    exe = ctx.exe(comp, "kern")
+    runs = KERN_RUNS if user is None else (("perf", "perf", 999),)
+    runs_seen = {}
+    for label, eng, hz in runs:
+        what = "%s%s kern %s %d Hz" % (prefix, comp, label, hz)
+        prof = os.path.join(ctx.work, "kern-%s-%s-%d.flm" % (comp, label, hz))
+        r = englib.record(ctx, exe, ["30"], prof, hz=hz, engine=eng, user=user)
+        cpu = {m.group(1): (float(m.group(2)), float(m.group(3)))
+               for m in re.finditer(r"kern: phase (\w+) cpu ([0-9.]+) sys ([0-9.]+)", r.out)}
+        check(r.rc == 0 and len(cpu) == 3, what + ": runs under flamme", r.err.strip()[-300:])
+        if r.rc != 0 or len(cpu) != 3:
+            continue
+        m = re.search(r"engine (\w+)", r.err)
+        used = m.group(1) if m else "?"
+        if user is not None:
+            check(used == "timer" and "may not sample the kernel" in r.err,
+                  what + ": perf without kernel sampling says so and uses the timer engine",
+                  r.err.strip()[-300:])
+        elif eng is not None:
+            check(used == eng, what + ": engine %s used" % eng, used)
+        st = englib.stacks(ctx, prof)
+        ph = kern_phases(st)
+        wsum = sum(ph[p][0] for p in KERN_PHASES) or 1
+        csum = sum(cpu[p][0] for p in KERN_PHASES)
+        # 3 pp, plus 3 samples: where the phase's first and last fall
+        # (a timer engine sample may weigh several periods: few signals on
+        # a loaded machine).
+        nrec = englib.report_records(englib.report(ctx, prof)) or 1
+        tol = 3.0 + 300.0 / nrec
+        for p in KERN_PHASES:
+            got, want = 100.0 * ph[p][0] / wsum, 100.0 * cpu[p][0] / csum
+            ksh = 100.0 * ph[p][1] / ph[p][0] if ph[p][0] else 0.0
+            print("  %s %s: %.1f%% of the weight (CPU time: %.1f%%), %.1f%% of it [kernel]"
+                  " (system time: %.1f%%)" % (what, p, got, want, ksh,
+                                              100.0 * cpu[p][1] / cpu[p][0]))
+            check(abs(got - want) <= tol,
+                  "%s: %s's share of samples = its share of CPU time, kernel included, within"
+                  " %.1f pp" % (what, p, tol), "%.1f%% vs %.1f%%" % (got, want))
+        # The system calls: [kernel] under libc's wrapper, below Kern.files.
+        files = ph["files"]
+        check(files[0] and files[1] >= 0.4 * files[0],
+              what + ": stat(2) time is a [kernel] leaf (>= 40% of the files phase)",
+              "%d of %d" % (files[1], files[0]))
+        libc = max(files[2].values()) if files[2] else 0
+        top = max(files[2], key=files[2].get) if files[2] else ""
+        check(libc >= 0.9 * files[1] and not top.startswith(("Kern.", "caml")),
+              what + ": >= 90% of the system calls' [kernel] sits under the libc function"
+              " that made them", str(files[2]))
+        check(ph["compute"][1] <= 0.05 * max(ph["compute"][0], 1),
+              what + ": the user-only phase is not [kernel] (<= 5%)",
+              "%d of %d" % (ph["compute"][1], ph["compute"][0]))
+        if used == "perf":
+            # Page faults: [kernel] right under the function that touched
+            # the page.
+            touch = ph["touch"]
+            sys_pct = 100.0 * cpu["touch"][1] / cpu["touch"][0]
+            ksh = 100.0 * touch[1] / touch[0] if touch[0] else 0.0
+            # getrusage's system time is tick-sampled (and skewed on a
+            # loaded machine): only a bound.
+            check(ksh >= 20.0 and sys_pct >= 20.0,
+                  what + ": the page faults are >= 20% of the touch phase, as [kernel] and as"
+                  " system time", "[kernel] %.1f%%, system time %.1f%%" % (ksh, sys_pct))
+            check(touch[1] and touch[2].get("Kern.touch", 0) >= 0.7 * touch[1],
+                  what + ": >= 70% of the page faults' [kernel] sits right under Kern.touch",
+                  str(touch[2]))
+        runs_seen["%s %d Hz" % (label, hz)] = (ph, {p: 100.0 * cpu[p][0] / csum for p in cpu},
+                                                nrec)
+    keys = sorted(runs_seen)
+    for i, a in enumerate(keys):
+        for b in keys[i + 1:]:
+            share = {p: (runs_seen[a][1][p] + runs_seen[b][1][p]) / 2 for p in KERN_PHASES}
+            pp, leaf = englib.disagreement(phase_leaf_shares(runs_seen[a][0], share),
+                                           phase_leaf_shares(runs_seen[b][0], share))
+            # 5 pp, or twice the sampling noise of the run with fewer
+            # samples (a leaf's share varies by up to 50/sqrt(n) pp).
+            n = min(runs_seen[a][2], runs_seen[b][2])
+            tol = max(5.0, 150.0 / n ** 0.5)
+            print("  %s%s kern: top-20 leaves of %s and %s differ by at most %.1f pp (%s; %d"
+                  " samples in the smaller run)" % (prefix, comp, a, b, pp, leaf, n))
+            check(pp <= tol, "%s%s kern: top-20 leaves of %s and %s agree within %.1f pp"
+                  % (prefix, comp, a, b, tol), "%.1f pp at %s" % (pp, leaf))
+
+
+def paranoid():
+    try:
+        with open("/proc/sys/kernel/perf_event_paranoid") as f:
+            return int(f.read())
+    except (OSError, ValueError):
+        return None
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--build", default="build")
+    ap.add_argument("--only", choices=("gcloop", "deepfx", "kern"), help="one program's tests")
     a = ap.parse_args()
+    want = lambda name: a.only in (None, name)  # noqa: E731
     with tempfile.TemporaryDirectory(prefix="flamme-engine-") as tmp:
         ctx = englib.Ctx(a.build, tmp)
         for comp in englib.COMPILERS:
-            test_gcloop(ctx, comp)
-            for hz in (99, 999):
+            if want("gcloop"):
+                test_gcloop(ctx, comp)
+            for hz in (99, 999) if want("deepfx") else ():
                 test_deepfx(ctx, comp, hz)
+            if want("kern"):
+                test_kern(ctx, comp)
+        # Perf events that may not sample the kernel: an unprivileged user
+        # where perf_event_paranoid >= 2 (root may always).
+        lvl = paranoid()
+        if not want("kern"):
+            pass
+        elif os.geteuid() == 0 and lvl is not None and lvl >= 2 and shutil.which("setpriv"):
+            os.chmod(tmp, 0o777)
+            test_kern(ctx, "fp", prefix="nobody: ", user=65534)
+        else:
+            print("skip nobody: perf without kernel sampling (needs root, setpriv and "
+                  "perf_event_paranoid >= 2; have euid %d, paranoid %s)" % (os.geteuid(), lvl))
     print("engine: %d passed, %d failed" % (passed, failed))
     return 1 if failed else 0
 

@@ -126,7 +126,8 @@ TEST(folded_raw_and_addresses)
 }
 
 /* Wall mode: a sample taken in a system call ends in a [blocked] leaf, the
- * same stack on CPU does not. */
+ * same stack on CPU does not; CPU time the kernel spent for it (cpu mode)
+ * ends in a [kernel] leaf. */
 TEST(blocked_leaf)
 {
     char path[64] = "/tmp/flamme_test_blocked_XXXXXX";
@@ -143,16 +144,18 @@ TEST(blocked_leaf)
     flamme_pw_stack(w, 0, 2, st);
     flamme_pw_sample(w, 0, 7, 3, 0, FLAMME_SAMPLE_SYSCALL, 10);
     flamme_pw_sample(w, 0, 7, 1, 0, 0, 20);
-    CHECK(flamme_pw_close(w, 2, 0, 30, 1) == 0);
+    flamme_pw_sample(w, 0, 7, 2, 0, FLAMME_SAMPLE_KERNEL, 25);
+    CHECK(flamme_pw_close(w, 3, 0, 30, 1) == 0);
     struct flamme_profile p;
     char err[256];
     CHECK(flamme_profile_load(path, &p, err, sizeof err) == 0);
     struct lines l = { .n = 0 };
     struct flamme_collapse_opts o = { .threads = 0 };
     CHECK(flamme_collapse_profile(&p, &o, collect, &l) == 0);
-    CHECK(l.n == 2);
+    CHECK(l.n == 3);
     CHECK_STR(l.text[0], "main;read 1");
     CHECK_STR(l.text[1], "main;read;[blocked] 3");
+    CHECK_STR(l.text[2], "main;read;[kernel] 2");
     flamme_profile_free(&p);
     unlink(path);
 }

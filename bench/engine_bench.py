@@ -10,12 +10,22 @@ asserts nothing.
 - CPU budget: deepfx (stacks of ~400,000 frames) alone and under flamme at
   FLAMME_DEPTH=1000000, 99 and 999 Hz: wall and CPU slowdown (medians; goal
   <= 1.2x), handler CPU as a share of the thread's, samples shortened.
-Usage: engine_bench.py [--build DIR] [--rounds N]
+- Engine agreement: per program and compiler, the largest difference
+  (percentage points) among the top-20 leaf self-times of --engine perf and
+  --engine timer at 999 Hz (goal <= 2), and of each against `perf record
+  -e cpu-clock -g` (goal <= 3), whose leaf is the first user-space frame of
+  each sample (kernel time goes to the code that entered the kernel, as
+  flamme does; a `[kernel]` leaf counts for its caller); and the share of
+  the perf engine's weight that is a `[kernel]` leaf. One run each: the
+  differences include the program's own variation from run to run.
+Usage: engine_bench.py [--build DIR] [--rounds N] [--only gc,budget,agree]
 """
 import argparse
 import os
 import re
+import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 
@@ -82,15 +92,158 @@ def bench_budget(ctx, rounds):
                      med(hs) if hs else float("nan"), sh))
 
 
+# (suite, program, args, compilers): the engine suite's kernel-heavy and
+# GC-heavy programs, the unwind suite's (Atomic queue, Hashtbl and
+# String.equal, deep effects, yielding systhreads), both compilers; the
+# fidelity suite's (effects scheduler, work stealing, domains that join and
+# allocate, C stubs), built with the fp compiler only.
+AGREE = [
+    ("engine", "kern", ["40"], englib.COMPILERS),
+    ("engine", "gcloop", ["0.3"], englib.COMPILERS),
+    ("unwind", "atomq", ["1"], englib.COMPILERS),
+    ("unwind", "hashstr", ["1"], englib.COMPILERS),
+    ("unwind", "effdeep", ["1"], englib.COMPILERS),
+    ("unwind", "yielder", ["1"], englib.COMPILERS),
+    ("fidelity", "split", [], ("fp",)),
+    ("fidelity", "sched", [], ("fp",)),
+    ("fidelity", "steal", [], ("fp",)),
+    ("fidelity", "joinalloc", [], ("fp",)),
+    ("fidelity", "cstub", [], ("fp",)),
+]
+
+
+def bench_exe(ctx, suite, prog, comp):
+    if suite == "fidelity":
+        path = os.path.join(ctx.build, "fidelity", prog, prog + ".exe")
+    else:
+        path = os.path.join(ctx.build, suite, comp, prog, prog + ".exe")
+    path = os.path.abspath(path)
+    return path if os.access(path, os.X_OK) else None
+
+
+def same_name(sym):
+    """A symbol as both tools may spell it: OCaml's `Mod.f_123` without its
+    stamp and `Mod.fun_123` as `Mod.(fun)` (flamme's names), glibc's
+    aliases (`__GI___fstatat64`, `fstatat`) alike."""
+    if "." in sym and not sym.startswith("."):
+        sym = re.sub(r"_\d+$", "", sym).replace("__", ".")
+        sym = re.sub(r"\.fun$", ".(fun)", sym)
+    sym = re.sub(r"^(__GI_)?_*", "", sym)
+    return re.sub(r"(64)?(_ifunc)?$", "", sym) or sym
+
+
+def code_begin_aliases(exe):
+    """{`Mod.code_begin`: the function at the same address}: perf names a
+    module's first function by the module's start marker."""
+    p = subprocess.run(["nm", "--defined-only", exe], capture_output=True, text=True)
+    at = {}
+    for line in p.stdout.splitlines():
+        f = line.split()
+        if len(f) == 3 and f[1] in "Tt" and f[2].startswith("caml"):
+            at.setdefault(f[0], []).append(f[2][4:])
+    out = {}
+    for names in at.values():
+        funcs = [n for n in names if not n.endswith((".code_begin", ".code_end"))]
+        for n in names:
+            if n.endswith(".code_begin") and funcs:
+                out[n] = out[n.replace("__", ".")] = funcs[0]
+    return out
+
+
+def renamed(shares):
+    out = {}
+    for k, v in shares.items():
+        out[same_name(k)] = out.get(same_name(k), 0.0) + v
+    return out
+
+
+def perf_record_leaves(ctx, exe, args):
+    """{leaf: %} from `perf record -e cpu-clock -g` at 999 Hz, the leaf
+    being each sample's first user-space frame; None without perf."""
+    if not shutil.which("perf"):
+        return None
+    data = os.path.join(ctx.work, "perf.data")
+    r = englib.run(["perf", "record", "-q", "-e", "cpu-clock", "-F", "999", "-g", "-o", data, "--",
+                    exe] + args, englib.clean_env(), ctx.work)
+    if r.rc != 0:
+        return None
+    p = subprocess.run(["perf", "script", "-i", data, "-F", "period,ip,sym,dso"],
+                       capture_output=True, text=True, timeout=englib.RUN_TIMEOUT)
+    alias = code_begin_aliases(exe)
+    shares, total = {}, 0
+    for block in p.stdout.split("\n\n"):
+        lines = [line for line in block.splitlines() if line.strip()]
+        if len(lines) < 2 or not lines[0].split()[0].isdigit():
+            continue
+        period = int(lines[0].split()[0])
+        leaf = "[kernel only]"
+        for line in lines[1:]:
+            f = line.split(None, 1)
+            if len(f) == 2 and "[kernel.kallsyms]" not in f[1]:
+                leaf = f[1].rsplit(" (", 1)[0]
+                leaf = alias.get(leaf, leaf)
+                break
+        shares[leaf] = shares.get(leaf, 0) + period
+        total += period
+    return {k: 100.0 * v / total for k, v in shares.items()} if total else None
+
+
+def bench_agreement(ctx):
+    print("Engine agreement (999 Hz; largest difference among the top-20 leaf self-times, in"
+          " percentage points, and its leaf; a [kernel] leaf counts for the function that entered"
+          " the kernel; goals: perf~timer <= 2, each ~ perf record <= 3)")
+    print("  %-10s %-5s %-22s %-22s %-22s %8s" % ("program", "build", "perf~timer", "perf~record",
+                                                  "timer~record", "[kernel]"))
+    for suite, prog, args, comps in AGREE:
+        for comp in comps:
+            exe = bench_exe(ctx, suite, prog, comp)
+            if not exe:
+                print("  %-10s %-5s not built (make %s-progs)" % (prog, comp, suite))
+                continue
+            sh, kern, err = {}, 0.0, ""
+            for eng in ("perf", "timer"):
+                prof = os.path.join(ctx.work, "agree-%s.flm" % eng)
+                env = {"LD_LIBRARY_PATH": os.path.dirname(exe)}
+                r = englib.record(ctx, exe, args, prof, hz=999, engine=eng, env=env)
+                if r.rc != 0:
+                    err = r.err.strip()[-200:]
+                    break
+                st = englib.stacks(ctx, prof)
+                sh[eng] = renamed(englib.leaf_shares(st))
+                if eng == "perf":
+                    kern = englib.kernel_share(st)
+            if len(sh) < 2:
+                print("  %-10s %-5s failed to record: %s" % (prog, comp, err))
+                continue
+            ref = perf_record_leaves(ctx, exe, args)
+            ref = renamed(ref) if ref else None
+
+            def fmt(a, b):
+                if b is None:
+                    return "-"
+                pp, leaf = englib.disagreement(a, b)
+                return "%5.1f %s" % (pp, (leaf or "")[:16])
+            print("  %-10s %-5s %-22s %-22s %-22s %7.1f%%" % (
+                prog, comp, fmt(sh["perf"], sh["timer"]), fmt(sh["perf"], ref),
+                fmt(sh["timer"], ref), kern))
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--build", default="build")
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--only", default="", help="comma-separated: gc, budget, agree")
     a = ap.parse_args()
+    only = set(a.only.split(",")) if a.only else None
+    want = lambda part: only is None or part in only  # noqa: E731
     with tempfile.TemporaryDirectory(prefix="flamme-engine-bench-") as tmp:
         ctx = englib.Ctx(a.build, tmp)
-        bench_gc_hooks(ctx, a.rounds)
-        bench_budget(ctx, a.rounds)
+        if want("gc"):
+            bench_gc_hooks(ctx, a.rounds)
+        if want("budget"):
+            bench_budget(ctx, a.rounds)
+        if want("agree"):
+            bench_agreement(ctx)
     return 0
 
 

@@ -28,7 +28,10 @@ engine-test: $(BUILD)/libflamme.so $(BUILD)/flamme $(ENG_EXES)
 	python3 tests/engine/run.py --build $(BUILD)
 TEST_TARGETS += engine-test
 
-bench-engine: $(BUILD)/libflamme.so $(BUILD)/flamme $(ENG_EXES)
+# Engine agreement also runs programs of the unwind and fidelity suites.
+ENG_BENCH_EXES := $(foreach c,fp nofp,$(foreach p,atomq hashstr effdeep yielder,$(BUILD)/unwind/$(c)/$(p)/$(p).exe)) \
+                  $(foreach p,split sched steal joinalloc cstub,$(BUILD)/fidelity/$(p)/$(p).exe)
+bench-engine: $(BUILD)/libflamme.so $(BUILD)/flamme $(ENG_EXES) $(ENG_BENCH_EXES)
 	python3 bench/engine_bench.py --build $(BUILD)
 BENCH_TARGETS += bench-engine
 

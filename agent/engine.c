@@ -97,7 +97,7 @@ static int perf_open(pid_t tid, long first)
 
 /* Maps the event's buffer, routes its wake-ups to the sample signal on thread tid and
  * enables it. Returns 0 or -1 (errno). */
-static int perf_route(struct flamme_slot *s, int fd, pid_t tid)
+static int perf_route(struct flamme_slot *s, int fd, pid_t tid, long first)
 {
     long page = sysconf(_SC_PAGESIZE);
     if (s->perf_meta) { /* left by a stop that disarmed s from another thread */
@@ -109,7 +109,7 @@ static int perf_route(struct flamme_slot *s, int fd, pid_t tid)
         return -1;
     s->perf_meta = m;
     s->perf_used = 0;
-    s->perf_first = 1;
+    s->perf_first = (int)(first < 10000 ? 10000 : first); /* the hrtimer's least period */
     s->perf_map_len = (size_t)page * PERF_MMAP_PAGES;
     struct f_owner_ex owner = {F_OWNER_TID, tid};
     if (fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_ASYNC) != 0 || fcntl(fd, F_SETSIG, flamme_sample_sig) != 0 ||
@@ -248,13 +248,14 @@ int flamme_engine_arm(struct flamme_slot *s)
          * engine's, the first overflow comes after a random part of a
          * period: threads (and runs) shorter than one period get their fair
          * share instead of none. */
-        int fd = flamme_fd_high(perf_open(s->tid, first_delay_ns(s->tid)), &s->perf_id);
+        long first = first_delay_ns(s->tid);
+        int fd = flamme_fd_high(perf_open(s->tid, first), &s->perf_id);
         if (fd < 0)
             atomic_fetch_sub(&perf_armed, 1);
         if (fd < 0)
             return -1;
         s->perf_fd = fd;
-        if (perf_route(s, fd, s->tid) != 0) {
+        if (perf_route(s, fd, s->tid, first) != 0) {
             int e = errno;
             s->perf_fd = -1;
             close(fd);
@@ -401,11 +402,14 @@ int flamme_engine_accept_sigsafe(struct flamme_slot *s, const siginfo_t *si, uns
             *weight = perf_consume(s->perf_meta, kernel);
             /* Until the period is set the event overflowed every `first` ns
              * (as little as 10 us), e.g. again and again while the thread
-             * was still in the kernel arming it: only the first overflow
-             * stands for a period. */
+             * was still in the kernel arming it, or had the signal blocked:
+             * the first overflow stands for a period (a random start within
+             * one), each later one for `first` ns. */
             if (first && *weight > 1) {
-                *kernel = *kernel * 2 > *weight;
-                *weight = 1;
+                uint64_t n = *weight, w = 1 + ((n - 1) * (uint64_t)first + period_ns() / 2) /
+                                                  (uint64_t)period_ns();
+                *kernel = (unsigned)(*kernel * w / n);
+                *weight = (unsigned)w;
             }
             s->perf_used += *weight;
             /* POLL_HUP: the event disabled itself at its limit. */

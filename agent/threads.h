@@ -38,7 +38,8 @@ struct flamme_slot {
     int perf_fallback;         /* perf engine past its cap: this thread has a timer */
     void *perf_meta;           /* perf engine: the event's mapped buffer, or NULL */
     size_t perf_map_len;
-    int perf_first;            /* perf engine, handler-private: the first overflow (a random delay) is next */
+    int perf_first;            /* perf engine, handler-private: the first overflow's delay in ns (a random
+                                  part of a period) while the period is not set yet, else 0 */
     unsigned perf_used;        /* perf engine, handler-private: overflows counted since the last refresh */
     int sig_blocked;           /* the sample signal blocked in the thread: no timer */
     int unblocked;             /* started with it blocked, unblocked by the agent */

@@ -710,7 +710,10 @@ int flamme_writer_start(int fd, const char *path, const char *cmdline)
         const char *fn = "", *mod = "";
         uint64_t off;
         flamme_symtab_lookup(W.syms, (uint64_t)(uintptr_t)flamme_writer_start, &fn, &mod, &off);
-        W.self_module = *mod ? mod : NULL;
+        /* Linked into the program (the OCaml library), our module is the
+         * executable, whose unwind rows a program without frame pointers
+         * needs: nothing to skip then. */
+        W.self_module = *mod && strcmp(mod, W.exe_path) != 0 ? mod : NULL;
     }
     /* Unwind tables, built before sampling starts: every library and the
      * executable, whether or not its OCaml has frame pointers: its C code

@@ -316,6 +316,19 @@ int flamme_pw_exit(flamme_pw *w, uint8_t how, int32_t code, uint64_t time_ns, co
     return 0;
 }
 
+int flamme_pw_segment(flamme_pw *w, uint32_t seq, uint64_t from_ns, uint64_t until_ns,
+                      uint64_t period_ns)
+{
+    uint8_t *p = rec_begin(w, FLAMME_REC_SEGMENT, 4 + 8 + 8 + 8);
+    if (!p)
+        return -1;
+    put_u32(p, seq);
+    put_u64(p + 4, from_ns);
+    put_u64(p + 12, until_ns);
+    put_u64(p + 20, period_ns);
+    return 0;
+}
+
 int flamme_pw_stack(flamme_pw *w, uint32_t stack_id, uint32_t n, const uint32_t *frame_ids)
 {
     if ((uint64_t)n * 4 + 8 > MAX_BODY) {
@@ -811,6 +824,17 @@ static int apply_record(struct loader *L, uint8_t type, const uint8_t *body, siz
         p->exit_detail = detail;
         return 0;
     }
+    case FLAMME_REC_SEGMENT: {
+        uint32_t seq;
+        uint64_t from, until, period;
+        if (cur_u32(&c, &seq) || cur_u64(&c, &from) || cur_u64(&c, &until) || cur_u64(&c, &period))
+            return -1;
+        p->segment_seq = seq;
+        p->segment_from_ns = from;
+        p->segment_until_ns = until;
+        p->segment_period_ns = period;
+        return 0;
+    }
     case FLAMME_REC_GC: {
         struct flamme_gc_event g;
         uint32_t dom;
@@ -1087,6 +1111,7 @@ int flamme_profile_load(const char *path, struct flamme_profile *p, char *err, s
         return fail(err, errlen, "%s: out of memory while loading", path);
     }
     p->file_bytes = len;
+    p->nfiles = 1;
     if (sort_threads(p) != 0) {
         flamme_profile_free(p);
         return fail(err, errlen, "%s: out of memory while loading", path);
@@ -1133,6 +1158,11 @@ const struct flamme_thread *flamme_profile_thread(const struct flamme_profile *p
             hi = mid;
     }
     return lo < p->nthreads && p->threads[lo].tid == tid ? &p->threads[lo] : NULL;
+}
+
+int flamme_profile_sort_threads(struct flamme_profile *p)
+{
+    return sort_threads(p);
 }
 
 const char *flamme_profile_info(const struct flamme_profile *p, const char *key)

@@ -12,14 +12,15 @@ let () =
 
 type mode = [ `Cpu | `Wall ]
 
-(* output ("" = default), hz (0 = default), mode (-1 default, 0 cpu, 1 wall). *)
-external start_ : string -> int -> int -> string = "caml_flamme_start"
+(* output ("" = default), hz (0 = default), mode (-1 default, 0 cpu, 1 wall),
+   period in ms (0 = FLAMME_PERIOD or none). *)
+external start_ : string -> int -> int -> int -> string = "caml_flamme_start"
 external stop_ : unit -> string = "caml_flamme_stop"
 external is_running_ : unit -> bool = "caml_flamme_is_running"
 
 let check = function "" -> () | msg -> raise (Error msg)
 
-let start ?hz ?output ?mode () =
+let start ?hz ?output ?mode ?period () =
   let hz =
     match hz with
     | None -> 0
@@ -34,14 +35,20 @@ let start ?hz ?output ?mode () =
     | Some p -> p
   in
   let mode = match mode with None -> -1 | Some `Cpu -> 0 | Some `Wall -> 1 in
-  check (start_ output hz mode)
+  let period =
+    match period with
+    | None -> 0
+    | Some s when s >= 0.1 && s <= 86400. -> int_of_float (s *. 1000. +. 0.5)
+    | Some s -> raise (Error (Printf.sprintf "period must be in 0.1..86400 seconds, got %g" s))
+  in
+  check (start_ output hz mode period)
 
 let stop () = check (stop_ ())
 
 let is_running () = is_running_ ()
 
-let with_profile ?hz ?output ?mode f =
-  start ?hz ?output ?mode ();
+let with_profile ?hz ?output ?mode ?period f =
+  start ?hz ?output ?mode ?period ();
   match f () with
   | v ->
       stop ();

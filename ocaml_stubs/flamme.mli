@@ -25,12 +25,18 @@ type mode = [ `Cpu | `Wall ]
     time it uses. [`Wall]: every thread is sampled [hz] times per second of
     wall-clock time, blocked ones included. *)
 
-val start : ?hz:int -> ?output:string -> ?mode:mode -> unit -> unit
+val start : ?hz:int -> ?output:string -> ?mode:mode -> ?period:float -> unit -> unit
 (** Starts profiling every thread of the process into a new profile file.
     [hz] (1..10000) defaults to [FLAMME_HZ] or 99; [output] (["%p"] is
     replaced by the process id) defaults to [FLAMME_OUTPUT] or
     ["flamme.%p.flm"]; [mode] defaults to [FLAMME_MODE] or [`Cpu].
     An existing file is overwritten.
+    [period] (seconds, 0.1..86400; default [FLAMME_PERIOD], else none)
+    makes a continuous profile: one complete file (segment) per period,
+    named after [output] with ["%n"] replaced by the segment's number
+    (000001, 000002, ...), or with [".NNNNNN"] put before a final [".flm"];
+    [flamme report/collapse/svg/export] read several segments as one. A
+    period once given stays for later starts of the process.
     @raise Error when a profile is already running, the output cannot be
     created, [hz] is out of range or profiling is unavailable. *)
 
@@ -43,7 +49,8 @@ val stop : unit -> unit
 val is_running : unit -> bool
 (** [true] between a successful {!start} and the next {!stop}. *)
 
-val with_profile : ?hz:int -> ?output:string -> ?mode:mode -> (unit -> 'a) -> 'a
+val with_profile :
+  ?hz:int -> ?output:string -> ?mode:mode -> ?period:float -> (unit -> 'a) -> 'a
 (** [with_profile f] profiles the call [f ()]: {!start}, [f ()], {!stop}. The
     profile is completed even when [f] raises; the exception is then
     re-raised with its original backtrace (an error while stopping is

@@ -443,7 +443,7 @@ static void emit_line(void *ctx, const char *stack, uint64_t count)
 
 static int usage(void)
 {
-    fprintf(stderr, "usage: flamme collapse FILE [--threads] [--raw] [--addresses] [--fold-gc] [--lines] [-o OUT]\n");
+    fprintf(stderr, "usage: flamme collapse FILE... [--threads] [--raw] [--addresses] [--fold-gc] [--lines] [-o OUT]\n");
     return 2;
 }
 
@@ -451,6 +451,9 @@ int flamme_cmd_collapse(int argc, char **argv)
 {
     struct flamme_collapse_opts o = { 0 };
     const char *in = NULL, *outpath = NULL;
+    /* Inputs are gathered in argv's own front (never past what was read). */
+    const char **ins = (const char **)argv;
+    size_t nin = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (strcmp(a, "--threads") == 0)
@@ -471,25 +474,25 @@ int flamme_cmd_collapse(int argc, char **argv)
         } else if (a[0] == '-' && a[1]) {
             fprintf(stderr, "flamme collapse: unknown option: %s\n", a);
             return 2;
-        } else if (!in)
-            in = a;
-        else {
-            fprintf(stderr, "flamme collapse: more than one input file: %s\n", a);
-            return 2;
-        }
+        } else
+            ins[nin++] = a;
     }
-    if (!in)
+    if (!nin) {
         return usage();
+    }
+    in = ins[0];
 
     struct flamme_profile p;
     char err[512];
-    if (flamme_profile_load(in, &p, err, sizeof err) != 0) {
+    const char *trunc;
+    int lr = flamme_profile_load_many(ins, nin, &p, &trunc, err, sizeof err);
+    if (lr != 0) {
         fprintf(stderr, "flamme collapse: %s\n", err);
         return 2;
     }
-    if (p.truncated)
+    if (trunc)
         fprintf(stderr, "flamme collapse: %s: file is truncated or damaged; using what was readable\n",
-                in);
+                trunc);
 
     FILE *out = stdout;
     char tmp[PATH_MAX + 8];

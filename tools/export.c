@@ -757,7 +757,7 @@ enum fmt { FMT_NONE, FMT_SPEEDSCOPE, FMT_PPROF, FMT_FOLDED };
 
 static int usage(FILE *f)
 {
-    fprintf(f, "usage: flamme export FILE --format speedscope|pprof|folded [-o OUT] [--threads]\n"
+    fprintf(f, "usage: flamme export FILE... --format speedscope|pprof|folded [-o OUT] [--threads]\n"
                "  speedscope  JSON for https://www.speedscope.app (unit: nanoseconds from the rate)\n"
                "  pprof       gzip'd profile.proto for `pprof` (samples/count and cpu/nanoseconds)\n"
                "  folded      folded stacks, as `flamme collapse`\n"
@@ -783,6 +783,9 @@ int flamme_cmd_export(int argc, char **argv)
     const char *in = NULL, *outpath = NULL;
     enum fmt fmt = FMT_NONE;
     int threads = 0;
+    /* Inputs are gathered in argv's own front (never past what was read). */
+    const char **ins = (const char **)argv;
+    size_t nin = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (strcmp(a, "--threads") == 0)
@@ -806,13 +809,10 @@ int flamme_cmd_export(int argc, char **argv)
         } else if (a[0] == '-' && a[1]) {
             fprintf(stderr, EXPORT_ERR "unknown option: %s\n", a);
             return 2;
-        } else if (!in)
-            in = a;
-        else {
-            fprintf(stderr, EXPORT_ERR "more than one input file: %s\n", a);
-            return 2;
-        }
+        } else
+            ins[nin++] = a;
     }
+    in = nin ? ins[0] : NULL;
     if (!in)
         return usage(stderr);
     if (fmt == FMT_NONE) {
@@ -822,12 +822,14 @@ int flamme_cmd_export(int argc, char **argv)
 
     struct flamme_profile p;
     char err[512];
-    if (flamme_profile_load(in, &p, err, sizeof err) != 0) {
+    const char *trunc;
+    int lr = flamme_profile_load_many(ins, nin, &p, &trunc, err, sizeof err);
+    if (lr != 0) {
         fprintf(stderr, EXPORT_ERR "%s\n", err);
         return 2;
     }
-    if (p.truncated)
-        fprintf(stderr, EXPORT_ERR "%s: file is truncated or damaged; using what was readable\n", in);
+    if (trunc)
+        fprintf(stderr, EXPORT_ERR "%s: file is truncated or damaged; using what was readable\n", trunc);
 
     FILE *out = stdout;
     char tmp[PATH_MAX + 8];

@@ -204,6 +204,25 @@ static int print_threads(const struct flamme_profile *p, uint64_t weight)
     return 0;
 }
 
+/* Where a segment (or the merged segments) of a continuous profile lie. */
+static void print_segments(const struct flamme_profile *p)
+{
+    if (p->nfiles > 1)
+        printf("  %u files read as one\n", (unsigned)p->nfiles);
+    if (!p->segment_seq)
+        return;
+    uint64_t until = p->segment_until_ns ? p->segment_until_ns : p->end_ns;
+    if (p->nfiles > 1)
+        printf("  segments %u to %u of a continuous profile (period %.2f s), %u missing\n",
+               (unsigned)p->segment_seq, (unsigned)p->segment_last_seq,
+               (double)p->segment_period_ns / 1e9, (unsigned)p->segment_missing);
+    else
+        printf("  segment %u of a continuous profile (period %.2f s), %.3f s long%s\n",
+               (unsigned)p->segment_seq, (double)p->segment_period_ns / 1e9,
+               until > p->segment_from_ns ? (double)(until - p->segment_from_ns) / 1e9 : 0.0,
+               p->segment_until_ns ? "" : " (cut short)");
+}
+
 static void print_header(const char *path, const struct flamme_profile *p)
 {
     fputs("profile: ", stdout);
@@ -232,6 +251,7 @@ static void print_header(const char *path, const struct flamme_profile *p)
                "agent cannot see, such as SIGKILL, or the profile could not be written)\n");
     else
         printf("  status: complete\n");
+    print_segments(p);
     if (p->exit_detail) {
         fputs("  ended: ", stdout);
         flamme_put_term_safe(stdout, p->exit_detail);
@@ -261,29 +281,31 @@ static void print_budget(const struct flamme_profile *p)
 int flamme_cmd_report(int argc, char **argv)
 {
     const char *in = NULL;
+    /* Inputs are gathered in argv's own front (never past what was read). */
+    const char **ins = (const char **)argv;
+    size_t nin = 0;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
-            fprintf(stderr, "usage: flamme report FILE\n");
+            fprintf(stderr, "usage: flamme report FILE...\n");
             return 0;
         }
         if (argv[i][0] == '-' && argv[i][1]) {
             fprintf(stderr, "flamme report: unknown option: %s\n", argv[i]);
             return 2;
         }
-        if (in) {
-            fprintf(stderr, "flamme report: more than one input file: %s\n", argv[i]);
-            return 2;
-        }
-        in = argv[i];
+        ins[nin++] = argv[i];
     }
-    if (!in) {
-        fprintf(stderr, "usage: flamme report FILE\n");
+    if (!nin) {
+        fprintf(stderr, "usage: flamme report FILE...\n");
         return 2;
     }
+    in = ins[0];
 
     struct flamme_profile p;
     char err[512];
-    if (flamme_profile_load(in, &p, err, sizeof err) != 0) {
+    const char *trunc;
+    int lr = flamme_profile_load_many(ins, nin, &p, &trunc, err, sizeof err);
+    if (lr != 0) {
         fprintf(stderr, "flamme report: %s\n", err);
         return 2;
     }

@@ -29,3 +29,11 @@ live-test: $(BUILD)/flamme $(BUILD)/libflamme.so $(LIVE_EXES)
 	python3 tests/live/run.py --build $(BUILD)
 TEST_TARGETS += live-test
 HELP_LINES += "make live-test  continuous profiles: FLAMME_PERIOD segments, merged reading"
+
+# Timelines: perf-script and speedscope exports, opened in speedscope
+# (npm, $(FLAMME_CACHE)/speedscope, make deps) in headless chromium.
+.PHONY: timeline-test
+timeline-test: $(BUILD)/flamme $(BUILD)/libflamme.so $(LIVE_DIR)/fp/phases_main.exe $(LIVE_DIR)/nofp/phases_main.exe
+	python3 tests/live/timeline.py --build $(BUILD)
+TEST_TARGETS += timeline-test
+HELP_LINES += "make timeline-test  perf-script and speedscope exports opened in speedscope (headless chromium)"

@@ -97,6 +97,19 @@ else
     echo "deps: OCaml $VER (no frame pointers) installed in $NOFP"
 fi
 
+# For the tests only: speedscope, to open flamme's exports in headless chromium.
+SPEEDSCOPE_VER=1.25.0
+if [ "$DEMO_ONLY" = 0 ]; then
+    if grep -qs "\"version\": \"$SPEEDSCOPE_VER\"" "$CACHE/speedscope/node_modules/speedscope/package.json"; then
+        echo "deps: speedscope $SPEEDSCOPE_VER present in $CACHE/speedscope"
+    else
+        mkdir -p "$CACHE/speedscope"
+        npm install --silent --no-audit --no-fund --prefix "$CACHE/speedscope" "speedscope@$SPEEDSCOPE_VER" >/dev/null \
+            || { echo "deps: npm speedscope@$SPEEDSCOPE_VER did not install" >&2; exit 1; }
+        echo "deps: speedscope $SPEEDSCOPE_VER installed in $CACHE/speedscope"
+    fi
+fi
+
 # The oldest release flamme supports (its runtime layout is checked by the
 # agent at start): the e2e, fidelity and library tests run on it too.
 OLD="$CACHE/ocaml-$OLD_VER-fp"

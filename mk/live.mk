@@ -1,7 +1,9 @@
 # mk/live.mk — continuous profiles (owner: common/merge.c, tests/live/):
 # segments written by the agent with FLAMME_PERIOD / Flamme.start ~period,
 # read back as one by every verb. Target: live-test (part of make test).
-TOOL_SRCS += common/merge.c
+TOOL_SRCS += common/merge.c tools/push.c
+# flamme push speaks HTTP(S) through libcurl (Debian libcurl4-openssl-dev).
+$(BUILD)/flamme: LIBS += -lcurl
 
 LIVE_DIR := $(BUILD)/live
 LIVE_OCAMLOPT_fp   := $(FLAMME_CACHE)/ocaml-$(OCAML_VERSION)-fp/bin/ocamlopt
@@ -27,6 +29,7 @@ LIVE_EXES := $(foreach c,fp nofp,$(LIVE_DIR)/$(c)/phases_main.exe $(LIVE_DIR)/$(
 .PHONY: live-test
 live-test: $(BUILD)/flamme $(BUILD)/libflamme.so $(LIVE_EXES)
 	python3 tests/live/run.py --build $(BUILD)
+	python3 tests/live/push.py --build $(BUILD)
 TEST_TARGETS += live-test
 HELP_LINES += "make live-test  continuous profiles: FLAMME_PERIOD segments, merged reading"
 

@@ -22,7 +22,7 @@ OLD_NPM=5.1.4
 OLD_VER=5.1.0
 
 need_pkgs=()
-for p in gcc make zlib1g-dev libunwind-dev pkg-config python3 binutils chromium libc6-dbg ocaml-dune; do
+for p in gcc make zlib1g-dev libunwind-dev libcurl4-openssl-dev pkg-config python3 binutils chromium libc6-dbg ocaml-dune; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || need_pkgs+=("$p")
 done
 # npm may come from Debian's nodejs/npm or another node install: test the command.

@@ -20,6 +20,7 @@
 #include "tools/cmds.h"
 #include "tools/collapse.h"
 #include "tools/demangle.h"
+#include "tools/export.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -902,6 +903,29 @@ static enum fmt parse_format(const char *s)
     if (strcmp(s, "perf-script") == 0 || strcmp(s, "perf") == 0)
         return FMT_PERF_SCRIPT;
     return FMT_NONE;
+}
+
+int flamme_export_pprof_gz(const struct flamme_profile *p, int threads, char **data, size_t *len)
+{
+    *data = NULL;
+    *len = 0;
+    struct pb b = { 0 };
+    int fail = pprof_encode(&b, p, threads);
+    if (fail) {
+        free(b.b);
+        return fail;
+    }
+    FILE *mem = open_memstream(data, len);
+    int rc = !mem || write_gzip(mem, b.b, b.len) != 0 ? -1 : 0;
+    if (mem && fclose(mem) != 0)
+        rc = -1;
+    free(b.b);
+    if (rc != 0) {
+        free(*data);
+        *data = NULL;
+        *len = 0;
+    }
+    return rc;
 }
 
 int flamme_cmd_export(int argc, char **argv)

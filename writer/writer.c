@@ -764,6 +764,11 @@ static void write_start_info(void)
     flamme_pw_info(W.pw, "unwind", flamme_ocaml_has_frame_pointers() == 0 ? "CFI (OCaml without frame pointers)" : "CFI, frame pointers where there is none");
     if (W.cmdline)
         flamme_pw_info(W.pw, "cmdline", W.cmdline);
+    char host[256];
+    if (gethostname(host, sizeof host - 1) == 0) {
+        host[sizeof host - 1] = 0;
+        flamme_pw_info(W.pw, "hostname", host);
+    }
     if (W.period_ns && flamme_pw_segment(W.pw, W.seq, W.seg_from, 0, W.period_ns) != 0)
         W.failed = 1;
 }

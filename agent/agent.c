@@ -11,6 +11,7 @@
  * completes the profile.
  */
 #include "agent/agent.h"
+#include "agent/control.h"
 
 #include <dlfcn.h>
 #include <errno.h>
@@ -355,6 +356,7 @@ static void on_main_thread_exit(void *slot)
 static void flamme_atfork_child(void)
 {
     pthread_mutex_init(&life_lock, NULL);
+    flamme_control_atfork_child();
     flamme_threads_atfork_child();
     flamme_gc_hooks_atfork_child();
     atomic_store_explicit(&flamme_agent_sampling, 0, memory_order_release);
@@ -407,6 +409,10 @@ __attribute__((constructor)) static void flamme_init(void)
             flamme_agent_warn(1, "%s; not profiling", err);
     }
 #endif
+    /* A dormant agent (FLAMME_AUTOSTART=0, the OCaml library) waits for
+     * `flamme attach` too (agent/control.c). */
+    if (!flamme_agent_running())
+        flamme_control_init();
 }
 
 /* ------------------------------------------------------------ exec family

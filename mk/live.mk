@@ -1,7 +1,10 @@
 # mk/live.mk — continuous profiles (owner: common/merge.c, tests/live/):
 # segments written by the agent with FLAMME_PERIOD / Flamme.start ~period,
 # read back as one by every verb. Target: live-test (part of make test).
-TOOL_SRCS += common/merge.c tools/push.c
+TOOL_SRCS += common/merge.c tools/push.c tools/attach.c
+LIB_SRCS  += common/lineio.c
+# mk/agent.mk's link rule was read before this file: name the object there too
+$(BUILD)/libflamme.so: $(BUILD)/so/common/lineio.o
 # flamme push speaks HTTP(S) through libcurl (Debian libcurl4-openssl-dev).
 $(BUILD)/flamme: LIBS += -lcurl
 
@@ -30,6 +33,7 @@ LIVE_EXES := $(foreach c,fp nofp,$(LIVE_DIR)/$(c)/phases_main.exe $(LIVE_DIR)/$(
 live-test: $(BUILD)/flamme $(BUILD)/libflamme.so $(LIVE_EXES)
 	python3 tests/live/run.py --build $(BUILD)
 	python3 tests/live/push.py --build $(BUILD)
+	python3 tests/live/attach.py --build $(BUILD)
 TEST_TARGETS += live-test
 HELP_LINES += "make live-test  continuous profiles: FLAMME_PERIOD segments, merged reading"
 

@@ -22,6 +22,7 @@ static void usage(FILE *f)
             "  diff BEFORE AFTER [-o OUT.svg] [--normalize] [--folded]  differential flamegraph of two runs\n"
             "  export FILE... --format speedscope|pprof|folded [-o OUT] [--threads]\n"
             "                                                         for speedscope, pprof and other tools\n"
+            "  attach PID [--duration S] [-F HZ] [-o FILE]            profile a running program (agent dormant)\n"
             "  push FILE... | --watch DIR [--url URL] [--delete]      send profiles to Grafana Pyroscope (pprof)\n"
             "  --version                                              this flamme's version and profile formats\n"
             "Several FILEs (e.g. the segments of FLAMME_PERIOD) are read as one profile.\n"
@@ -58,6 +59,8 @@ int main(int argc, char **argv)
         return flamme_cmd_export(argc - 1, argv + 1);
     if (!strcmp(verb, "push"))
         return flamme_cmd_push(argc - 1, argv + 1);
+    if (!strcmp(verb, "attach"))
+        return flamme_cmd_attach(argc - 1, argv + 1);
     if (!strcmp(verb, "diff"))
         return flamme_cmd_diff(argc - 1, argv + 1);
     if (!strcmp(verb, "--version") || !strcmp(verb, "version")) {

@@ -83,6 +83,7 @@ static struct {
     uint32_t seq;
     uint64_t *stash;          /* per record: slot index, nwords, the words */
     size_t stash_n, stash_cap;
+    int no_stash;             /* write samples into the current segment whatever their time */
     const char *cmdline;
 } W;
 
@@ -319,10 +320,9 @@ static void stash_record(struct flamme_slot *s, const uint64_t *rec, uint64_t nw
             nc *= 2;
         uint64_t *a = realloc(W.stash, nc * sizeof *a);
         if (!a) {
-            uint64_t keep = W.rot_at;
-            W.rot_at = 0;
+            W.no_stash = 1;
             on_record(NULL, rec, nwords);
-            W.rot_at = keep;
+            W.no_stash = 0;
             return;
         }
         W.stash = a;
@@ -334,17 +334,25 @@ static void stash_record(struct flamme_slot *s, const uint64_t *rec, uint64_t nw
     W.stash_n += nwords;
 }
 
-/* Writes the stashed samples into the current segment. */
-static void replay_stash(void)
+/* Writes the stashed samples into the current segment; those that belong
+ * to a later one still (a writer held up past a whole period) are stashed
+ * again, unless force (the run ends: everything goes into the last). */
+static void replay_stash(int force)
 {
+    uint64_t *st = W.stash;
+    size_t n = W.stash_n;
+    W.stash = NULL;
+    W.stash_n = W.stash_cap = 0;
     W.rot_at = 0;
-    for (size_t i = 0; i < W.stash_n;) {
-        W.cur = &flamme_slots[W.stash[i]];
-        uint64_t nw = W.stash[i + 1];
-        on_record(NULL, W.stash + i + 2, nw);
+    W.no_stash = force;
+    for (size_t i = 0; i < n;) {
+        W.cur = &flamme_slots[st[i]];
+        uint64_t nw = st[i + 1];
+        on_record(NULL, st + i + 2, nw);
         i += 2 + nw;
     }
-    W.stash_n = 0;
+    W.no_stash = 0;
+    free(st);
 }
 
 /* Ring callback: one sample record -> FRAME/STACK records as needed + SAMPLE. */
@@ -358,7 +366,11 @@ static void on_record(void *ctx, const uint64_t *rec, uint64_t nwords)
     int32_t domain = (int32_t)(uint32_t)(rec[2] >> 32);
     uint64_t n = nwords - FLAMME_SAMPLE_HDR_WORDS;
     const uint64_t *frames = rec + FLAMME_SAMPLE_HDR_WORDS;
-    if (W.rot_at && t >= W.rot_at) {
+    /* A sample from past the segment's end waits for the next segment,
+     * even when the sweep that drains it began before that end. */
+    if (W.period_ns && !W.no_stash && t >= W.seg_end) {
+        if (!W.rot_at)
+            W.rot_at = W.seg_end;
         stash_record(s, rec, nwords);
         return;
     }
@@ -652,8 +664,8 @@ static void *writer_main(void *arg)
         }
     }
     sweep(); /* final drain: sampling has stopped */
-    if (W.rot_at)
-        replay_stash(); /* the run ends within a segment's grace: its last samples stay in it */
+    if (W.stash_n)
+        replay_stash(1); /* the run ends within a segment's grace: its last samples stay in it */
     if (atomic_load_explicit(&W.finish, memory_order_acquire)) {
         finalize();
         /* Pairs with the acquire load in flamme_writer_wait_finished_sigsafe. */
@@ -803,7 +815,7 @@ static void rotate(void)
                              "period", (unsigned)W.seq + 1, path, strerror(e ? e : ENOMEM),
                           (unsigned)W.seq);
         W.seg_end += W.period_ns;
-        replay_stash();
+        replay_stash(0);
         return;
     }
     /* The old segment: completed up to the boundary. */
@@ -833,7 +845,7 @@ static void rotate(void)
     W.seg_from = at;
     W.seg_end = at + W.period_ns;
     write_start_info();
-    replay_stash();
+    replay_stash(0);
     W.last_chunk_ns = flamme_now_sigsafe();
 }
 
@@ -853,6 +865,7 @@ int flamme_writer_start(int fd, const char *path, const char *cmdline)
     free(W.ids);
     free(W.fact);
     free(W.raw);
+    free(W.stash);
     memset(&W, 0, sizeof W);
     flamme_writer_set_end_sigsafe(FLAMME_EXIT_STOPPED, 0);
     W.syms = keep_syms;

@@ -161,12 +161,14 @@ def check_segments(build, files, what, pid):
           "%s: every segment but the last is one period long" % what, str(bounds))
     inside = outside = 0
     seen, dup = set(), 0
-    for fa, (lo, hi) in zip(facts, bounds):
+    where = []
+    for k, (fa, (lo, hi)) in enumerate(zip(facts, bounds)):
         for tid, serial, tm, w in fa[2]:
             if lo <= tm < hi:
                 inside += w
             else:
                 outside += w
+                where.append("seg %d: %+.1f ms" % (k + 1, ((tm - lo) if tm < lo else (tm - hi)) / 1e6))
             key = (tid, serial, tm)
             dup += key in seen
             seen.add(key)
@@ -175,7 +177,7 @@ def check_segments(build, files, what, pid):
     # lands in the next segment (doc/format.md); that is rare: <= 0.5%.
     check(total > 0 and outside <= max(1, total // 200),
           "%s: samples lie inside their segment's bounds" % what,
-          "%d of %d outside" % (outside, total))
+          "%d of %d outside: %s" % (outside, total, ", ".join(where[:10])))
     check(dup == 0, "%s: no sample is in two segments" % what, "%d duplicates" % dup)
     serial_tid = {}
     for fa in facts:
@@ -269,6 +271,20 @@ def main():
             check_segments(build, lfiles, comp + " Flamme.start ~period", lpid)
         else:
             check(False, "%s: Flamme.start ~period wrote segments" % comp, se)
+    # flamme record --period: one summary line for all the segments.
+    exe = os.path.join(build, "live", "nofp", "phases_main.exe")
+    rdir = os.path.join(work, "record")
+    os.makedirs(rdir)
+    p = subprocess.run([os.path.join(build, "flamme"), "record", "--period", str(PERIOD), "-F", str(HZ),
+                        "-o", os.path.join(rdir, "r.flm"), "--", exe, str(SECS)], capture_output=True,
+                       text=True, timeout=120, env=clean_env({}))
+    rfiles = sorted(glob.glob(os.path.join(rdir, "r.*.flm")))
+    m = re.search(r"^flamme: (\d+) samples, .* wrote (\d+) segments, \S+ \.\. \S+$", p.stderr, re.M)
+    rc, w, st, rep = report_weight(build, rfiles) if rfiles else (1, None, None, "")
+    recs = re.search(r"samples: (\d+) records", rep)
+    check(p.returncode == 0 and m and int(m.group(2)) == len(rfiles) >= 5 and recs and
+          int(m.group(1)) == int(recs.group(1)),
+          "flamme record --period: one summary line counting every segment", p.stderr)
     # A bad period: one line, the program runs unprofiled-by-period.
     exe = os.path.join(build, "live", "fp", "phases_main.exe")
     bad = os.path.join(work, "bad.flm")

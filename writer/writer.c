@@ -84,6 +84,7 @@ static struct {
     uint64_t *stash;          /* per record: slot index, nwords, the words */
     size_t stash_n, stash_cap;
     int no_stash;             /* write samples into the current segment whatever their time */
+    int final;                /* the last sweep of a run: no segment begins */
     const char *cmdline;
 } W;
 
@@ -446,7 +447,7 @@ static void rotate(void);
 static void sweep(void)
 {
     uint64_t t0 = flamme_now_sigsafe();
-    if (W.period_ns && !W.rot_at && t0 >= W.seg_end)
+    if (W.period_ns && !W.rot_at && !W.final && t0 >= W.seg_end)
         W.rot_at = W.seg_end;
     follow_libraries();
     int hwm = atomic_load_explicit(&flamme_slots_hwm, memory_order_acquire);
@@ -458,8 +459,12 @@ static void sweep(void)
             continue;
         /* A dead thread's slot is ours to drain only once taken (its thread
          * may recycle it itself when no writer runs). */
-        if (st == FLAMME_SLOT_DEAD && !W.rot_at && !flamme_slot_take_dead(s))
-            continue;
+        int taken = 0;
+        if (st == FLAMME_SLOT_DEAD && !W.rot_at) {
+            if (!flamme_slot_take_dead(s))
+                continue;
+            taken = 1;
+        }
         W.cur = s;
         if (!s->writer_announced)
             announce(s, -1);
@@ -477,7 +482,11 @@ static void sweep(void)
         /* While a segment closes, a dead thread's slot stays DEAD (drained,
          * not taken: only the writer drains while it runs), so the samples
          * the stash holds for it keep their thread until replayed. */
-        if (st == FLAMME_SLOT_DEAD && !W.rot_at) {
+        if (taken && W.rot_at) {
+            /* Its last samples went to the stash in this very drain: it
+             * stays DEAD (only this writer takes DEAD slots while it runs). */
+            atomic_store_explicit(&s->state, FLAMME_SLOT_DEAD, memory_order_release);
+        } else if (taken) {
             if (flamme_pw_thread_end_serial(W.pw, (uint32_t)s->tid, serial_of(s), s->end_ns) != 0)
                 W.failed = 1;
             flamme_slot_release(s);
@@ -487,7 +496,7 @@ static void sweep(void)
         W.failed = 1;
     flamme_threads_arm_pending();
     flamme_safe_read_prepare_fallback();
-    if (W.rot_at && t0 >= W.rot_at + ROTATE_GRACE_NS)
+    if (W.rot_at && !W.final && t0 >= W.rot_at + ROTATE_GRACE_NS)
         rotate();
     uint64_t now = flamme_now_sigsafe();
     /* Libraries loaded since (dlopen) get their unwind tables too. */
@@ -664,8 +673,14 @@ static void *writer_main(void *arg)
         }
     }
     sweep(); /* final drain: sampling has stopped */
-    if (W.stash_n)
-        replay_stash(1); /* the run ends within a segment's grace: its last samples stay in it */
+    if (W.period_ns) {
+        /* The run ends within a segment's grace: its last samples stay in
+         * it, and the threads held for them end in it too. */
+        replay_stash(1);
+        W.final = W.no_stash = 1;
+        sweep();
+        W.final = W.no_stash = 0;
+    }
     if (atomic_load_explicit(&W.finish, memory_order_acquire)) {
         finalize();
         /* Pairs with the acquire load in flamme_writer_wait_finished_sigsafe. */

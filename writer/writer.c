@@ -55,7 +55,7 @@ static struct {
     flamme_pw *pw;
     flamme_dedup *dedup;
     flamme_symtab *syms;
-    const char *self_module; /* libflamme.so's path (no unwind tables needed: it has frame pointers) */
+    const char *self_module; /* libflamme.so's path (it has frame pointers); NULL when linked */
     uint32_t *ids;           /* scratch: frame ids of one sample */
     uint32_t ids_cap;
     uint64_t samples, lost;
@@ -928,6 +928,7 @@ int flamme_writer_start(int fd, const char *path, const char *cmdline)
         W.dedup = NULL;
         return -1;
     }
+#ifndef FLAMME_LINKED
     {
         /* Our own module, from /proc/self/maps (never the loader: see
          * agent/libc_next.h). */
@@ -939,6 +940,12 @@ int flamme_writer_start(int fd, const char *path, const char *cmdline)
          * needs: nothing to skip then. */
         W.self_module = *mod && strcmp(mod, W.exe_path) != 0 ? mod : NULL;
     }
+#else
+    /* Linked by the OCaml library, the agent shares its module with the
+     * program's own code: skipping it would leave a program built without
+     * frame pointers with no unwind tables for its OCaml code. */
+    W.self_module = NULL;
+#endif
     /* Unwind tables, built before sampling starts: every library and the
      * executable, whether or not its OCaml has frame pointers: its C code
      * (stubs, the runtime) is sampled inside prologues and epilogues where

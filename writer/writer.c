@@ -767,7 +767,7 @@ static int out_guard(int *fd)
         return 0;
     }
     if (nfd >= 0)
-        close(nfd);
+        flamme_close_checked(nfd, &id);
     flamme_agent_warn(1, "the program closed the profile's descriptor and %s cannot be reopened; "
                          "the profile ends here (incomplete)", W.path);
     *fd = -1;

@@ -103,7 +103,8 @@ static int absorb(struct merger *g, struct flamme_profile *q)
         reserve((void **)&m->info, &g->cap_info, m->ninfo + q->ninfo, sizeof *m->info) ||
         reserve((void **)&m->gc, &g->cap_gc, m->ngc + q->ngc, sizeof *m->gc))
         return -1;
-    memcpy(m->frames + m->nframes, q->frames, q->nframes * sizeof *q->frames);
+    if (q->nframes) /* q->frames may be NULL: memcpy from NULL is undefined even for 0 bytes */
+        memcpy(m->frames + m->nframes, q->frames, q->nframes * sizeof *q->frames);
     m->nframes += q->nframes;
     q->nframes = 0;
     for (size_t i = 0; i < q->nstacks; i++) {
@@ -158,10 +159,12 @@ static int absorb(struct merger *g, struct flamme_profile *q)
         m->samples[m->nsamples++] = s;
     }
     free(tmap);
-    memcpy(m->info + m->ninfo, q->info, q->ninfo * sizeof *q->info);
+    if (q->ninfo)
+        memcpy(m->info + m->ninfo, q->info, q->ninfo * sizeof *q->info);
     m->ninfo += q->ninfo;
     q->ninfo = 0;
-    memcpy(m->gc + m->ngc, q->gc, q->ngc * sizeof *q->gc);
+    if (q->ngc)
+        memcpy(m->gc + m->ngc, q->gc, q->ngc * sizeof *q->gc);
     m->ngc += q->ngc;
     m->lost += q->lost;
     m->complete = m->complete && q->complete;

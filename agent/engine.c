@@ -92,8 +92,28 @@ static int perf_open(pid_t tid, long first)
  * a real-time signal while the thread blocks the signal, and a full queue
  * (RLIMIT_SIGPENDING, shared by the user's processes) makes the kernel send
  * SIGIO instead, which would kill the program. The handler gives the
- * counted ones back every half of this. */
+ * counted ones back every quarter of this. */
 #define PERF_MAX_UNCONSUMED 64
+
+/* The CPU-time clock of thread tid, valid from any thread of the process:
+ * the kernel's per-thread CPU clock id (what pthread_getcpuclockid returns
+ * for that thread: ~tid << 3 | CPUCLOCK_PERTHREAD | CPUCLOCK_SCHED).
+ * CLOCK_THREAD_CPUTIME_ID would measure the thread calling timer_create,
+ * and a start arms the threads that already exist from the starting one. */
+static clockid_t thread_cpu_clock(pid_t tid)
+{
+    return (clockid_t)((~(unsigned)tid << 3) | 6u);
+}
+
+/* CPU ns clock clk has counted (async-signal-safe: clock_gettime is on the
+ * list). Returns 0 if it cannot be read. */
+static int64_t thread_cpu_ns(clockid_t clk)
+{
+    struct timespec ts;
+    if (clock_gettime(clk, &ts) != 0)
+        return 0;
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
 
 /* Maps the event's buffer, routes its wake-ups to the sample signal on thread tid and
  * enables it. Returns 0 or -1 (errno). */
@@ -110,6 +130,8 @@ static int perf_route(struct flamme_slot *s, int fd, pid_t tid, long first)
     s->perf_meta = m;
     s->perf_used = 0;
     s->perf_first = (int)(first < 10000 ? 10000 : first); /* the hrtimer's least period */
+    s->perf_given = 0;
+    s->perf_mark = thread_cpu_ns(thread_cpu_clock(tid)) + s->perf_first - period_ns();
     s->perf_map_len = (size_t)page * PERF_MMAP_PAGES;
     struct f_owner_ex owner = {F_OWNER_TID, tid};
     if (fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_ASYNC) != 0 || fcntl(fd, F_SETSIG, flamme_sample_sig) != 0 ||
@@ -126,15 +148,6 @@ static int perf_route(struct flamme_slot *s, int fd, pid_t tid, long first)
 
 /* ---------------------------------------------------------------- timer */
 
-/* The CPU-time clock of thread tid, valid from any thread of the process:
- * the kernel's per-thread CPU clock id (what pthread_getcpuclockid returns
- * for that thread: ~tid << 3 | CPUCLOCK_PERTHREAD | CPUCLOCK_SCHED).
- * CLOCK_THREAD_CPUTIME_ID would measure the thread calling timer_create,
- * and a start arms the threads that already exist from the starting one. */
-static clockid_t thread_cpu_clock(pid_t tid)
-{
-    return (clockid_t)((~(unsigned)tid << 3) | 6u);
-}
 
 static int timer_arm(struct flamme_slot *s)
 {
@@ -400,6 +413,10 @@ int flamme_engine_accept_sigsafe(struct flamme_slot *s, const siginfo_t *si, uns
         }
         if (s->perf_meta) {
             *weight = perf_consume(s->perf_meta, kernel);
+            /* The overflows the event counted against its limit: all of
+             * them, before the first-period scaling below shrinks the
+             * weight. */
+            s->perf_used += *weight;
             /* Until the period is set the event overflowed every `first` ns
              * (as little as 10 us), e.g. again and again while the thread
              * was still in the kernel arming it, or had the signal blocked:
@@ -411,11 +428,30 @@ int flamme_engine_accept_sigsafe(struct flamme_slot *s, const siginfo_t *si, uns
                 *kernel = (unsigned)(*kernel * w / n);
                 *weight = (unsigned)w;
             }
-            s->perf_used += *weight;
-            /* POLL_HUP: the event disabled itself at its limit. */
-            if (s->perf_used >= PERF_MAX_UNCONSUMED / 2 || si->si_code == POLL_HUP) {
+            s->perf_given += *weight;
+            /* The event reached its limit and disabled itself (POLL_HUP, or
+             * as many overflows as the limit since the last refresh): the
+             * thread had the signal blocked that long (or since before its
+             * first overflow, when they come every `first` ns) and the CPU
+             * time since went uncounted. The thread's CPU clock says how
+             * many periods went by since the last refresh; those not given
+             * yet go to this sample, as user time (the clock does not
+             * split). */
+            if (s->perf_used >= PERF_MAX_UNCONSUMED || si->si_code == POLL_HUP) {
+                int64_t now = thread_cpu_ns(CLOCK_THREAD_CPUTIME_ID), p = period_ns();
+                int64_t due = now > s->perf_mark ? (now - s->perf_mark) / p : 0;
+                if (now && due > (int64_t)s->perf_given && due - (int64_t)s->perf_given < (1 << 24))
+                    *weight += (unsigned)(due - (int64_t)s->perf_given);
+            }
+            /* Given back every quarter of the limit (an ioctl and a clock
+             * read per 16 samples), so that at least 48 overflows may wait
+             * while the thread blocks the signal before the clock has to
+             * make up for the rest. */
+            if (s->perf_used >= PERF_MAX_UNCONSUMED / 4 || si->si_code == POLL_HUP) {
                 ioctl(s->perf_fd, PERF_EVENT_IOC_REFRESH, s->perf_used ? (int)s->perf_used : 1);
                 s->perf_used = 0;
+                s->perf_given = 0;
+                s->perf_mark = thread_cpu_ns(CLOCK_THREAD_CPUTIME_ID);
             }
         }
         return 1;

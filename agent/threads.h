@@ -41,6 +41,9 @@ struct flamme_slot {
     int perf_first;            /* perf engine, handler-private: the first overflow's delay in ns (a random
                                   part of a period) while the period is not set yet, else 0 */
     unsigned perf_used;        /* perf engine, handler-private: overflows counted since the last refresh */
+    int64_t perf_mark;         /* perf engine, handler-private: thread CPU ns from which perf_given counts
+                                  (the last refresh; at arming, one period before the first overflow) */
+    uint64_t perf_given;       /* perf engine, handler-private: weight given since perf_mark */
     int sig_blocked;           /* the sample signal blocked in the thread: no timer */
     int unblocked;             /* started with it blocked, unblocked by the agent */
     uintptr_t start_routine;   /* what pthread_create was asked to run (0 for main) */

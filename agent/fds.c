@@ -26,6 +26,8 @@ int flamme_fd_high(int fd, struct flamme_fd_id *id)
 {
     if (fd < 0)
         return -1;
+    struct stat st; /* what the returned number is, once known */
+    int known = 0;
     int floor = floor_fd();
     if (fd < floor) {
         int hi = fcntl(fd, F_DUPFD_CLOEXEC, floor);
@@ -33,22 +35,19 @@ int flamme_fd_high(int fd, struct flamme_fd_id *id)
             /* The low number is closed only if it is still ours: a program
              * closing everything may have closed it and opened its own file
              * on it since (a window of two system calls). */
-            struct stat a, b;
-            if (fstat(hi, &a) == 0 && fstat(fd, &b) == 0 && a.st_dev == b.st_dev &&
-                a.st_ino == b.st_ino)
+            struct stat low;
+            known = fstat(hi, &st) == 0;
+            if (known && fstat(fd, &low) == 0 && low.st_dev == st.st_dev &&
+                low.st_ino == st.st_ino)
                 close(fd);
             fd = hi;
         }
     }
     if (id) {
-        struct stat st;
-        if (fstat(fd, &st) == 0) {
-            id->dev = st.st_dev;
-            id->ino = st.st_ino;
-        } else {
-            id->dev = 0;
-            id->ino = 0;
-        }
+        if (!known)
+            known = fstat(fd, &st) == 0;
+        id->dev = known ? st.st_dev : 0;
+        id->ino = known ? st.st_ino : 0;
     }
     return fd;
 }

@@ -758,9 +758,8 @@ static int out_guard(int *fd)
 {
     if (flamme_fd_same_sigsafe(*fd, &W.out_id))
         return 0;
-    int nfd = open(W.path, O_WRONLY | O_CLOEXEC);
     struct flamme_fd_id id;
-    nfd = flamme_fd_high(nfd, &id);
+    int nfd = flamme_open_high(W.path, O_WRONLY, &id);
     if (nfd >= 0 && id.dev == W.out_id.dev && id.ino == W.out_id.ino &&
         lseek(nfd, 0, SEEK_END) >= 0) {
         *fd = nfd;

@@ -11,6 +11,7 @@
  * completes the profile.
  */
 #include "agent/agent.h"
+#include "agent/alloc.h"
 
 #include <dlfcn.h>
 #include <errno.h>
@@ -285,7 +286,7 @@ int flamme_agent_running(void)
 /* The one data symbol a preloaded agent exports (see api.h). */
 __attribute__((visibility("default"))) const struct flamme_agent_api_v1 flamme_agent_api_v1 = {
     1, sizeof(struct flamme_agent_api_v1), flamme_agent_start, flamme_agent_stop,
-    flamme_agent_running};
+    flamme_agent_running, flamme_alloc_sample, flamme_alloc_event, flamme_alloc_set_mode};
 #endif
 
 /* Completes a running profile in the owning process (not a fork child) and

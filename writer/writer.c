@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "agent/agent.h"
+#include "agent/alloc.h"
 #include "agent/cfi.h"
 #include "agent/engine.h"
 #include "agent/fds.h"
@@ -283,10 +284,54 @@ static uint32_t stack_of(const uint64_t *frames, uint64_t n, int *root)
 }
 
 /* Ring callback: one sample record -> FRAME/STACK records as needed + SAMPLE. */
+/* Ring record of agent/alloc.c: ALLOC (its stack interned like a sample's,
+ * but never BROKEN: a Memprof callstack ends at the outermost OCaml frame,
+ * not at a thread root) or ALLOC_EVENT. */
+static void on_alloc_record(struct flamme_slot *s, uint32_t kind, const uint64_t *rec,
+                            uint64_t nwords)
+{
+    uint32_t flags = (uint32_t)(rec[0] >> 40);
+    if (kind == FLAMME_RING_ALLOC_EVENT) {
+        if (nwords >= FLAMME_ALLOC_EVENT_WORDS &&
+            flamme_pw_alloc_event(W.pw, rec[2], (uint8_t)flags, rec[1]) != 0)
+            W.failed = 1;
+        return;
+    }
+    if (nwords < FLAMME_ALLOC_HDR_WORDS)
+        return;
+    struct flamme_alloc a;
+    memset(&a, 0, sizeof a);
+    a.domain = (int32_t)(uint32_t)(rec[2] >> 32);
+    announce(s, a.domain);
+    int root;
+    a.stack_id = stack_of(rec + FLAMME_ALLOC_HDR_WORDS, nwords - FLAMME_ALLOC_HDR_WORDS, &root);
+    if (a.stack_id == UINT32_MAX) {
+        W.failed = 1;
+        return;
+    }
+    a.tid = (uint32_t)s->tid;
+    a.serial = serial_of(s);
+    a.flags = (flags >> 16) & 1 ? FLAMME_SAMPLE_TRUNCATED : 0;
+    a.time_ns = rec[1];
+    a.id = rec[4];
+    a.n_samples = (uint32_t)rec[2];
+    a.size_words = rec[3];
+    a.heap = (uint8_t)flags;
+    a.source = (uint8_t)(flags >> 8);
+    memcpy(&a.rate, &rec[5], sizeof a.rate);
+    if (flamme_pw_alloc(W.pw, &a) != 0)
+        W.failed = 1;
+}
+
 static void on_record(void *ctx, const uint64_t *rec, uint64_t nwords)
 {
     (void)ctx;
     struct flamme_slot *s = W.cur;
+    uint32_t kind = (uint32_t)(rec[0] >> 32) & 0xff;
+    if (kind == FLAMME_RING_ALLOC || kind == FLAMME_RING_ALLOC_EVENT) {
+        on_alloc_record(s, kind, rec, nwords);
+        return;
+    }
     uint32_t flags = (uint32_t)(rec[0] >> 40);
     uint64_t t = rec[1];
     uint32_t weight = (uint32_t)rec[2];
@@ -396,6 +441,15 @@ static void sweep(void)
     }
     if (flamme_gc_drain(W.pw) != 0)
         W.failed = 1;
+    double arate;
+    int alive;
+    if (flamme_alloc_mode_changed(&arate, &alive) && arate > 0) {
+        char v[40];
+        snprintf(v, sizeof v, "%.17g", arate);
+        if (flamme_pw_info(W.pw, "alloc_rate", v) != 0 ||
+            flamme_pw_info(W.pw, "alloc_live", alive ? "1" : "0") != 0)
+            W.failed = 1;
+    }
     flamme_threads_arm_pending();
     flamme_safe_read_prepare_fallback();
     uint64_t now = flamme_now_sigsafe();

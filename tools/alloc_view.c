@@ -31,6 +31,20 @@ int flamme_view_apply(struct flamme_profile *p, const struct flamme_view *v, con
 {
     if (!v->alloc)
         return 0;
+    struct flamme_sample *s;
+    size_t n;
+    if (flamme_view_samples(p, v, path, &s, &n, err, errlen) != 0)
+        return -1;
+    free(p->samples);
+    p->samples = s;
+    p->nsamples = n;
+    return 0;
+}
+
+int flamme_view_samples(const struct flamme_profile *p, const struct flamme_view *v,
+                        const char *path, struct flamme_sample **out, size_t *nout, char *err,
+                        size_t errlen)
+{
     if (!p->nallocs) {
         snprintf(err, errlen,
                  "%s: no sampled allocations in this profile (record with flamme record --alloc, "
@@ -71,8 +85,7 @@ int flamme_view_apply(struct flamme_profile *p, const struct flamme_view *v, con
                                         .serial = a->serial,
                                         .thread = a->thread};
     }
-    free(p->samples);
-    p->samples = s;
-    p->nsamples = n;
+    *out = s;
+    *nout = n;
     return 0;
 }

@@ -33,4 +33,10 @@ const char *flamme_view_unit(const struct flamme_view *v);
 int flamme_view_apply(struct flamme_profile *p, const struct flamme_view *v, const char *path,
                       char *err, size_t errlen);
 
+/* The samples v would give p (v->alloc set), as a new array in *out (n in
+ * *n), p unchanged. Returns 0, -1 with err as above. */
+int flamme_view_samples(const struct flamme_profile *p, const struct flamme_view *v,
+                        const char *path, struct flamme_sample **out, size_t *n, char *err,
+                        size_t errlen);
+
 #endif

@@ -19,6 +19,7 @@
 
 #include "common/outfile.h"
 #include "common/profile.h"
+#include "tools/alloc_view.h"
 #include "tools/collapse.h"
 #include "tools/flamegraph.h"
 #include "tools/folded.h"
@@ -65,6 +66,11 @@ static void usage(FILE *o)
           "  --encoding ENC      encoding named in the XML declaration (the bytes stay UTF-8)\n"
           "  --threads           profile input: one root frame per thread/domain, with a\n"
           "                      thread selector above the graph\n"
+          "  --alloc             profile input: sampled allocations (bytes allocated by each\n"
+          "                      stack) instead of CPU samples; palette mem, counts in bytes\n"
+          "  --live              profile input: the sampled blocks still alive when profiling\n"
+          "                      stopped (recorded with --live)\n"
+          "  --blocks            with --alloc or --live: count blocks instead of bytes\n"
           "  --lines             profile input: frames with a source position read\n"
           "                      \"function (file:line)\", one frame per source line\n"
           "  -h, --help          this help\n"
@@ -79,7 +85,7 @@ static void usage(FILE *o)
 enum { O_TITLE = 256, O_SUBTITLE, O_WIDTH, O_HEIGHT, O_MINWIDTH, O_FONTTYPE, O_FONTSIZE,
        O_FONTWIDTH, O_COUNTNAME, O_NAMETYPE, O_COLORS, O_HASH, O_CP, O_REVERSE, O_INVERTED,
        O_FLAMECHART, O_NEGATE, O_NOTES, O_THREADS, O_BGCOLORS, O_RANDOM, O_NAMEATTR, O_TOTAL,
-       O_FACTOR, O_ENCODING, O_LINES };
+       O_FACTOR, O_ENCODING, O_LINES, O_ALLOC, O_LIVE, O_BLOCKS };
 
 static const struct option longopts[] = {
     {"title", required_argument, 0, O_TITLE},
@@ -102,6 +108,9 @@ static const struct option longopts[] = {
     {"notes", required_argument, 0, O_NOTES},
     {"threads", no_argument, 0, O_THREADS},
     {"lines", no_argument, 0, O_LINES},
+    {"alloc", no_argument, 0, O_ALLOC},
+    {"live", no_argument, 0, O_LIVE},
+    {"blocks", no_argument, 0, O_BLOCKS},
     {"bgcolors", required_argument, 0, O_BGCOLORS},
     {"random", no_argument, 0, O_RANDOM},
     {"nameattr", required_argument, 0, O_NAMEATTR},
@@ -138,6 +147,9 @@ static int parse_num(const char *opt, const char *s, double *out, int *pct, int 
     return parse_num_max(opt, s, out, pct, integer, 1e9);
 }
 
+/* Which weight profile inputs give (--alloc, --live, --blocks). */
+static struct flamme_view view;
+
 static void collect(void *ctx, const char *stack, uint64_t count)
 {
     struct flamme_folded *f = ctx;
@@ -156,6 +168,11 @@ static int load_profile(struct flamme_folded *f, const char *path, const char *n
             fprintf(stderr, "flamme svg: %s%s\n", name, err + pl);
         else
             fprintf(stderr, "flamme svg: %s\n", err);
+        return 2;
+    }
+    if (flamme_view_apply(&p, &view, name, err, sizeof err) != 0) {
+        fprintf(stderr, "flamme svg: %s\n", err);
+        flamme_profile_free(&p);
         return 2;
     }
     if (p.truncated)
@@ -285,7 +302,8 @@ int flamme_cmd_svg(int argc, char **argv)
     double v;
     struct flamme_fg_nameattr *nameattr = NULL;
     int lines = 0;
-    int c;
+    int c, colors_set = 0, countname_set = 0;
+    memset(&view, 0, sizeof view);
     optind = 1;
     while ((c = getopt_long(argc, argv, "o:h", longopts, NULL)) != -1) {
         switch (c) {
@@ -309,7 +327,7 @@ int flamme_cmd_svg(int argc, char **argv)
         case O_FONTWIDTH:
             if (parse_num("fontwidth", optarg, &o.fontwidth, NULL, 0) || o.fontwidth <= 0) goto bad;
             break;
-        case O_COUNTNAME: o.countname = optarg; break;
+        case O_COUNTNAME: o.countname = optarg; countname_set = 1; break;
         case O_NAMETYPE: o.nametype = optarg; break;
         case O_COLORS:
             if (!flamme_fg_palette_ok(optarg)) {
@@ -317,6 +335,7 @@ int flamme_cmd_svg(int argc, char **argv)
                 goto bad;
             }
             o.colors = optarg;
+            colors_set = 1;
             break;
         case O_HASH: o.hash = 1; break;
         case O_CP: o.cp_file = optarg ? optarg : "palette.map"; break;
@@ -327,6 +346,9 @@ int flamme_cmd_svg(int argc, char **argv)
         case O_NOTES: o.notes = optarg; break;
         case O_THREADS: o.threads = 1; break;
         case O_LINES: lines = 1; break;
+        case O_ALLOC: flamme_view_option(&view, "--alloc"); break;
+        case O_LIVE: flamme_view_option(&view, "--live"); break;
+        case O_BLOCKS: flamme_view_option(&view, "--blocks"); break;
         case O_BGCOLORS:
             if (!flamme_fg_bgcolors_ok(optarg)) {
                 fprintf(stderr, "flamme svg: --bgcolors: unrecognized background: %s (yellow, blue, "
@@ -369,6 +391,14 @@ int flamme_cmd_svg(int argc, char **argv)
             fprintf(stderr, "flamme svg: bad option (see flamme svg --help)\n");
             goto bad;
         }
+    }
+    if (view.alloc) {
+        if (!colors_set)
+            o.colors = "mem";
+        if (!countname_set)
+            o.countname = flamme_view_unit(&view);
+        if (!o.title)
+            o.title = view.live ? "Live Heap Flame Graph" : "Allocation Flame Graph";
     }
     struct flamme_folded f;
     flamme_folded_init(&f);

@@ -1,0 +1,202 @@
+#!/usr/bin/env python3
+"""tests/alloc/run.py — allocation profiles, end to end, with both compilers.
+
+Owns: the checks of agent/alloc.c, runtime_hooks/frametable.c, the
+Gc.Memprof side of ocaml_stubs/ and the verbs' --alloc/--live views. Called
+by `make alloc-test` (mk/alloc.mk) after tests/alloc/split.ml was built with
+the frame-pointer and the default (no frame pointers) OCaml 5.3 into
+build/alloc/{fp,nofp}/split.exe, linked with the flamme library.
+
+split.ml allocates a known split of bytes: 50% small tuples (main domain),
+30% 2000-word arrays (major heap directly; half in each of two domains),
+20% 200-byte Bytes in the second domain inside a deep effect handler. The
+profile, sampled at 1e-3 per word (~20,000 samples), must give each function
+its share within 2 percentage points (the sampling error is ~0.4 pp), each
+stack must reach its thread's outermost OCaml frame, and with "live" the
+kept tenth of the small tuples (and the list cells holding them: 7.8% of
+the bytes) must be what the live view shows, within 2 pp.
+Usage: run.py [--build DIR] [--keep]
+"""
+import argparse
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+
+RATE = "1e-3"
+TOL = 2.0  # percentage points
+
+
+class Failure(Exception):
+    pass
+
+
+def check(cond, msg):
+    if not cond:
+        raise Failure(msg)
+
+
+def run(cmd):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("FLAMME_") and k != "LD_PRELOAD"}
+    p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
+    return p.returncode, p.stdout, p.stderr
+
+
+def folded(flamme, prof, *opts):
+    """[(frames root first, weight)] of `flamme collapse PROF OPTS`."""
+    rc, so, se = run([flamme, "collapse", prof] + list(opts))
+    check(rc == 0, "collapse %s %s failed (%d): %s" % (prof, " ".join(opts), rc, se.strip()))
+    out = []
+    for line in so.splitlines():
+        stack, _, w = line.rpartition(" ")
+        out.append((stack.split(";"), int(w)))
+    check(out, "collapse %s %s printed nothing" % (prof, " ".join(opts)))
+    return out
+
+
+def share(stacks, leaf):
+    tot = sum(w for _, w in stacks)
+    return 100.0 * sum(w for f, w in stacks if f[-1] == leaf) / tot if tot else 0.0
+
+
+def test_split(flamme, exe, work, comp):
+    prof = os.path.join(work, "split-%s.flm" % comp)
+    rc, so, se = run([exe, prof, RATE])
+    check(rc == 0, "%s: split.exe failed (%d): %s" % (comp, rc, se.strip()))
+    st = folded(flamme, prof, "--alloc")
+    got = {fn: share(st, "Split." + fn) for fn in ("small_tuples", "big_arrays", "mid_bytes")}
+    print("  %s: bytes by function: %s" % (comp, ", ".join("%s %.1f%%" % kv for kv in got.items())))
+    for fn, want in (("small_tuples", 50), ("big_arrays", 30), ("mid_bytes", 20)):
+        check(abs(got[fn] - want) <= TOL, "%s: %s has %.1f%% of the bytes, want %d%% +- %g pp"
+              % (comp, fn, got[fn], want, TOL))
+    # Two domains: the second domain's half of big_arrays and all of mid_bytes
+    # (inside the effect handler) reach its Domain.spawn'd function; the main
+    # domain's stacks reach the program's entry.
+    st_t = folded(flamme, prof, "--alloc", "--threads")
+    dom = [(f, w) for f, w in st_t if re.match(r"domain [1-9]", f[0])]
+    d_big = sum(w for f, w in dom if f[-1] == "Split.big_arrays")
+    d_mid = sum(w for f, w in dom if f[-1] == "Split.mid_bytes")
+    tot = sum(w for _, w in st_t)
+    print("  %s: second domain: big_arrays %.1f%%, mid_bytes %.1f%% of all bytes"
+          % (comp, 100.0 * d_big / tot, 100.0 * d_mid / tot))
+    check(abs(100.0 * d_big / tot - 15) <= TOL, "%s: second domain's big_arrays %.1f%%, want 15%%"
+          % (comp, 100.0 * d_big / tot))
+    check(abs(100.0 * d_mid / tot - 20) <= TOL, "%s: second domain's mid_bytes %.1f%%, want 20%%"
+          % (comp, 100.0 * d_mid / tot))
+    # Complete stacks: below the thread label, the root is the outermost OCaml
+    # frame of the thread (the program's entry, a spawned domain's body).
+    roots = {}
+    for f, w in st_t:
+        roots[f[1]] = roots.get(f[1], 0) + w
+    whole = sum(w for r, w in roots.items() if r in ("caml_program", "Stdlib.Domain.body"))
+    print("  %s: stacks reaching the thread's outermost OCaml frame: %.2f%% (roots: %s)"
+          % (comp, 100.0 * whole / tot, ", ".join(sorted(roots))))
+    check(whole >= 0.999 * tot, "%s: only %.2f%% of the bytes have a whole stack (roots %s)"
+          % (comp, 100.0 * whole / tot, roots))
+    mid_main = [f for f, w in st_t if f[-1] == "Split.mid_bytes" and f[1] != "Stdlib.Domain.body"]
+    check(not mid_main, "%s: mid_bytes (in the effect handler) does not reach Domain.body: %r"
+          % (comp, mid_main[:2]))
+    # Blocks: 2,000,000 tuples, 3,000 arrays (within 5%: ~10,000 and ~90% of
+    # 3,000 arrays sampled, each estimate unbiased).
+    sb = folded(flamme, prof, "--alloc", "--blocks")
+    tup = sum(w for f, w in sb if f[-1] == "Split.small_tuples")
+    arr = sum(w for f, w in sb if f[-1] == "Split.big_arrays")
+    print("  %s: blocks: small_tuples %d, big_arrays %d" % (comp, tup, arr))
+    check(abs(tup - 2000000) <= 100000, "%s: small_tuples made %d blocks, want 2,000,000" % (comp, tup))
+    check(abs(arr - 2998) <= 150, "%s: big_arrays made %d blocks, want 2,998" % (comp, arr))
+    # report: the allocation section, arrays allocated directly in the major heap.
+    rc, so, se = run([flamme, "report", prof])
+    check(rc == 0 and "top allocators by bytes:" in so, "%s: report has no allocation section: %s"
+          % (comp, se.strip()))
+    m = re.search(r"major heap directly: ([\d.]+)%", so)
+    check(m and abs(float(m.group(1)) - 30) <= TOL, "%s: report's major-heap share %s, want 30%%"
+          % (comp, m and m.group(1)))
+    check(re.search(r"^\s+1\s+\d+\s+[\d.]+%", so, re.M), "%s: report has no row for domain 1" % comp)
+    # svg: bytes, not samples
+    svg = os.path.join(work, "split-%s.svg" % comp)
+    rc, _, se = run([flamme, "svg", "--alloc", prof, "-o", svg])
+    check(rc == 0, "%s: svg --alloc failed: %s" % (comp, se.strip()))
+    text = open(svg).read()
+    check("Allocation Flame Graph" in text and " bytes, " in text and "Split.small_tuples" in text,
+          "%s: svg --alloc lacks its title, byte counts or a function" % comp)
+    return prof
+
+
+def test_live(flamme, exe, work, comp):
+    prof = os.path.join(work, "live-%s.flm" % comp)
+    rc, so, se = run([exe, prof, RATE, "live"])
+    check(rc == 0, "%s: split.exe live failed (%d): %s" % (comp, rc, se.strip()))
+    alloc = sum(w for _, w in folded(flamme, prof, "--alloc"))
+    live = folded(flamme, prof, "--live")
+    lt = sum(w for _, w in live)
+    # 200,000 kept tuples (40 B) and list cells (24 B) of 2,000,000 tuples,
+    # 200,000 cells, 3,000 arrays and 160,000 Bytes: 12.8 MB of 164.8 MB.
+    want = 100.0 * 200000 * 64 / (2000000 * 40 + 200000 * 24 + 48e6 + 32e6)
+    got = 100.0 * lt / alloc
+    print("  %s: alive at the end: %.2f%% of the bytes allocated (want %.2f%%), %.1f%% of it in "
+          "small_tuples" % (comp, got, want, share(live, "Split.small_tuples")))
+    check(abs(got - want) <= TOL, "%s: live share %.2f%%, want %.2f%% +- %g pp" % (comp, got, want, TOL))
+    check(share(live, "Split.small_tuples") >= 98, "%s: the live view is not small_tuples': %r"
+          % (comp, live[:4]))
+    rc, so, _ = run([flamme, "report", "--live", prof])
+    check(rc == 0 and "alive when profiling stopped, by bytes:" in so, "%s: report --live" % comp)
+
+
+def test_refusals(flamme, work, exe):
+    """Views a profile cannot give: one line, exit status 2; a bad rate: Flamme.Error."""
+    tracked = os.path.join(work, "split-fp.flm")  # recorded without --live
+    cpu = os.path.join(work, "cpu.flm")
+    rc, so, se = run([exe, cpu, "cpu"])
+    check(rc == 0, "split.exe cpu failed (%d): %s" % (rc, se.strip()))
+    cases = [(cpu, "--alloc", "no sampled allocations"), (tracked, "--live", "not tracked until they died")]
+    for prof, view, why in cases:
+        for verb in (["collapse"], ["report"], ["svg", "-o", os.path.join(work, "x.svg")],
+                     ["export", "--format", "pprof", "-o", os.path.join(work, "x.pb")],
+                     ["diff", prof]):
+            rc, so, se = run([flamme] + verb + [view, prof])
+            check(rc == 2 and why in se and len(se.strip().splitlines()) == 1,
+                  "%s %s on %s: rc %d, stderr %r" % (verb[0], view, os.path.basename(prof), rc, se))
+    rc, so, se = run([exe, os.path.join(work, "bad.flm"), "0"])
+    check(rc == 2 and "alloc rate must be in (0, 1]" in se,
+          "split.exe with rate 0: rc %d, stderr %r" % (rc, se[-300:]))
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--build", default="build")
+    ap.add_argument("--keep", action="store_true")
+    a = ap.parse_args()
+    flamme = os.path.abspath(os.path.join(a.build, "flamme"))
+    work = tempfile.mkdtemp(prefix="flamme-alloc-")
+    failed = passed = 0
+    for comp in ("fp", "nofp"):
+        exe = os.path.abspath(os.path.join(a.build, "alloc", comp, "split.exe"))
+        for name, fn in (("split", test_split), ("live", test_live)):
+            print("alloc %s %s:" % (name, comp))
+            try:
+                fn(flamme, exe, work, comp)
+                print("  PASS")
+                passed += 1
+            except Failure as e:
+                print("  FAIL: %s" % e)
+                failed += 1
+    print("alloc refusals:")
+    try:
+        test_refusals(flamme, work, os.path.abspath(os.path.join(a.build, "alloc", "fp", "split.exe")))
+        print("  PASS")
+        passed += 1
+    except Failure as e:
+        print("  FAIL: %s" % e)
+        failed += 1
+    if a.keep:
+        print("kept %s" % work)
+    else:
+        shutil.rmtree(work, ignore_errors=True)
+    print("alloc: %d passed, %d failed" % (passed, failed))
+    sys.exit(1 if failed else 0)
+
+
+if __name__ == "__main__":
+    main()

@@ -402,6 +402,10 @@ __attribute__((constructor)) static void flamme_init(void)
         char err[512];
         if (flamme_agent_start(NULL, err, sizeof err) != 0)
             flamme_agent_warn(1, "%s; not profiling", err);
+        else if (getenv("FLAMME_ALLOC"))
+            flamme_agent_warn(1, "allocation profiling (--alloc) needs the program to link the "
+                                 "flamme library and call Flamme.start (doc/design.md); "
+                                 "profiling CPU only");
     }
 #endif
 }

@@ -17,8 +17,24 @@ $(BUILD)/alloc/$(1)/split.exe: tests/alloc/split.ml ocaml_stubs/flamme.ml ocaml_
 endef
 $(foreach c,fp nofp,$(eval $(call ALLOC_PROG_RULE,$(c))))
 
+$(BUILD)/alloc/plain/plain.exe: tests/alloc/plain.ml
+	@mkdir -p $(dir $@)
+	cp $< $(dir $@) && cd $(dir $@) && $(ALLOC_OCAMLOPT_nofp) -o plain.exe plain.ml
+
 .PHONY: alloc-test
-alloc-test: $(BUILD)/flamme $(BUILD)/alloc/fp/split.exe $(BUILD)/alloc/nofp/split.exe
+alloc-test: $(BUILD)/flamme $(BUILD)/libflamme.so $(BUILD)/alloc/fp/split.exe $(BUILD)/alloc/nofp/split.exe \
+            $(BUILD)/alloc/plain/plain.exe
 	python3 tests/alloc/run.py --build $(BUILD)
 TEST_TARGETS += alloc-test
 HELP_LINES += "make alloc-test  allocation profiles (Gc.Memprof through the library), both compilers"
+
+$(BUILD)/alloc/fp/alloc_heavy.exe: bench/alloc_heavy.ml $(BUILD)/alloc/fp/split.exe
+	cp bench/alloc_heavy.ml $(BUILD)/alloc/fp/
+	cd $(BUILD)/alloc/fp && $(ALLOC_OCAMLOPT_fp) -g -o alloc_heavy.exe flamme.cmx alloc_heavy.ml \
+	  $(abspath $(BUILD)/ocaml_stubs/flamme_c.o) $(ALLOC_CLIBS)
+
+.PHONY: bench-alloc
+bench-alloc: $(BUILD)/flamme $(BUILD)/alloc/fp/alloc_heavy.exe
+	python3 bench/alloc_bench.py --build $(BUILD)
+BENCH_TARGETS += bench-alloc
+HELP_LINES += "make bench-alloc  cost of allocation profiling on an allocation-heavy program"

@@ -96,7 +96,18 @@ let alloc_stop () =
       (try Gc.Memprof.stop () with Failure _ -> ());
       ignore (alloc_mode_ 0. false 0)
 
-let start ?hz ?output ?mode ?alloc ?(live = false) () =
+(* flamme record --alloc[=RATE] [--live] sets these for programs that link
+   the library: the defaults of ~alloc and ~live. *)
+let env_alloc () =
+  match Sys.getenv_opt "FLAMME_ALLOC" with
+  | Some r -> ( match float_of_string_opt r with Some v -> Some v | None -> Some nan)
+  | None -> None
+
+let start ?hz ?output ?mode ?alloc ?live () =
+  let live =
+    match live with Some l -> l | None -> Sys.getenv_opt "FLAMME_LIVE" = Some "1"
+  in
+  let alloc = match alloc with None -> env_alloc () | a -> a in
   let alloc =
     match alloc with
     | None -> None

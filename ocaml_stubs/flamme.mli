@@ -40,6 +40,8 @@ val start :
     the other verbs' [--alloc]. A [Gc.Memprof] profile covers the domain
     that calls [start] and the domains and threads it spawns afterwards:
     call [start] before the first [Domain.spawn] to see every domain.
+    Without [alloc], [FLAMME_ALLOC] (set by [flamme record --alloc[=RATE]])
+    gives the rate, and [FLAMME_LIVE=1] ([--live]) the default of [live].
     [live] (default [false]) also tracks each sampled block until it dies,
     for [flamme svg --live] (what is still reachable at {!stop}, which then
     runs a full major collection first); its cost grows with the sampled

@@ -158,6 +158,20 @@ def test_refusals(flamme, work, exe):
             rc, so, se = run([flamme] + verb + [view, prof])
             check(rc == 2 and why in se and len(se.strip().splitlines()) == 1,
                   "%s %s on %s: rc %d, stderr %r" % (verb[0], view, os.path.basename(prof), rc, se))
+    # flamme record --alloc: a program linking the library takes the rate as
+    # Flamme.start's default; an unmodified binary says what it needs.
+    rec = os.path.join(work, "rec.flm")
+    rc, so, se = run([flamme, "record", "--alloc=1e-3", "-o", os.path.join(work, "unused.flm"),
+                      "--", exe, rec, "cpu"])
+    check(rc == 0, "record --alloc of the linked program failed (%d): %s" % (rc, se.strip()))
+    st = folded(flamme, rec, "--alloc")
+    check(abs(share(st, "Split.small_tuples") - 50) <= TOL,
+          "record --alloc: small_tuples %.1f%%" % share(st, "Split.small_tuples"))
+    plain = os.path.join(work, "plain.exe")
+    shutil.copy(os.path.join(os.path.dirname(exe), "..", "..", "alloc", "plain", "plain.exe"), plain)
+    rc, so, se = run([flamme, "record", "--alloc", "-o", os.path.join(work, "plain.flm"), "--", plain])
+    check(rc == 0 and "needs the program to link the flamme library" in se,
+          "record --alloc of an unmodified binary: rc %d, stderr %r" % (rc, se))
     rc, so, se = run([exe, os.path.join(work, "bad.flm"), "0"])
     check(rc == 2 and "alloc rate must be in (0, 1]" in se,
           "split.exe with rate 0: rc %d, stderr %r" % (rc, se[-300:]))

@@ -124,6 +124,58 @@ def test_split(flamme, exe, work, comp):
     return prof
 
 
+def load_export_module():
+    """tests/export/run.py's pprof decoder (imported by path, not run)."""
+    import importlib.util
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "export", "run.py")
+    spec = importlib.util.spec_from_file_location("export_run", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_exports(flamme, work):
+    """speedscope in bytes, pprof with Go's heap sample types, both adding up
+    to what collapse --alloc gives."""
+    prof = os.path.join(work, "live-fp.flm")
+    want = sum(w for _, w in folded(flamme, prof, "--alloc"))
+    live = sum(w for _, w in folded(flamme, prof, "--live"))
+    js = os.path.join(work, "a.json")
+    rc, _, se = run([flamme, "export", prof, "--alloc", "--format", "speedscope", "-o", js])
+    check(rc == 0, "export --alloc speedscope failed: %s" % se.strip())
+    import json
+    d = json.load(open(js))
+    p0 = d["profiles"][0]
+    check(p0["unit"] == "bytes" and sum(p0["weights"]) == want,
+          "speedscope: unit %r, %d bytes, want %d" % (p0["unit"], sum(p0["weights"]), want))
+    pb = os.path.join(work, "a.pb.gz")
+    rc, _, se = run([flamme, "export", prof, "--alloc", "--format", "pprof", "-o", pb])
+    check(rc == 0, "export --alloc pprof failed: %s" % se.strip())
+    try:
+        pp = load_export_module().decode_pprof(pb)
+    except Exception as e:  # the decoder's own check failures
+        raise Failure("pprof decode: %s" % e)
+    types = [t for t, _ in pp["sample_type"]]
+    check(types == ["alloc_objects", "alloc_space", "inuse_objects", "inuse_space"],
+          "pprof sample types %r" % pp["sample_type"])
+    space = sum(v[1] for _, v, _ in pp["samples"])
+    inuse = sum(v[3] for _, v, _ in pp["samples"])
+    print("  pprof: alloc_space %d (collapse %d), inuse_space %d (collapse --live %d), default %s"
+          % (space, want, inuse, live, pp["default_sample_type"]))
+    check(abs(space - want) <= len(pp["samples"]) and abs(inuse - live) <= len(pp["samples"]),
+          "pprof totals differ from collapse")
+    check(pp["default_sample_type"] == "alloc_space", "pprof default %r" % pp["default_sample_type"])
+    if shutil.which("go"):  # Debian golang-go: the reference reader
+        r = subprocess.run(["go", "tool", "pprof", "-top", "-sample_index=alloc_space", pb],
+                           capture_output=True, text=True, timeout=120)
+        check(r.returncode == 0 and "Split.small_tuples" in r.stdout,
+              "go tool pprof: rc %d %s" % (r.returncode, (r.stderr or r.stdout)[-300:]))
+        print("  go tool pprof reads it: " + next(l.strip() for l in r.stdout.splitlines()
+                                                  if "small_tuples" in l))
+    else:
+        print("  (go not installed: go tool pprof not run)")
+
+
 def test_live(flamme, exe, work, comp):
     prof = os.path.join(work, "live-%s.flm" % comp)
     rc, so, se = run([exe, prof, RATE, "live"])
@@ -196,6 +248,14 @@ def main():
             except Failure as e:
                 print("  FAIL: %s" % e)
                 failed += 1
+    print("alloc exports:")
+    try:
+        test_exports(flamme, work)
+        print("  PASS")
+        passed += 1
+    except Failure as e:
+        print("  FAIL: %s" % e)
+        failed += 1
     print("alloc refusals:")
     try:
         test_refusals(flamme, work, os.path.abspath(os.path.join(a.build, "alloc", "fp", "split.exe")))

@@ -41,6 +41,20 @@ int flamme_view_apply(struct flamme_profile *p, const struct flamme_view *v, con
     return 0;
 }
 
+int flamme_view_live_domains(const struct flamme_profile *p)
+{
+    uint64_t seen[2] = { 0, 0 }; /* domain ids 0..127 (Max_domains) */
+    int n = 0;
+    for (size_t i = 0; i < p->nallocs; i++) {
+        int32_t d = p->allocs[i].domain;
+        if (d < 0 || d >= 128 || (seen[d / 64] >> (d % 64) & 1))
+            continue;
+        seen[d / 64] |= 1ull << (d % 64);
+        n++;
+    }
+    return n;
+}
+
 int flamme_view_samples(const struct flamme_profile *p, const struct flamme_view *v,
                         const char *path, struct flamme_sample **out, size_t *nout, char *err,
                         size_t errlen)
@@ -60,6 +74,12 @@ int flamme_view_samples(const struct flamme_profile *p, const struct flamme_view
                  path);
         return -1;
     }
+    if (v->live && flamme_view_live_domains(p) > 1)
+        fprintf(stderr,
+                "%s: warning: %d domains allocated while blocks were tracked; OCaml 5.3's "
+                "Gc.Memprof reports some blocks another domain promotes as dead, so the live "
+                "view may miss some (doc/design.md)\n",
+                path, flamme_view_live_domains(p));
     struct flamme_sample *s = malloc(p->nallocs * sizeof *s);
     if (!s) {
         snprintf(err, errlen, "%s: out of memory", path);

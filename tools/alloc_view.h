@@ -33,6 +33,11 @@ const char *flamme_view_unit(const struct flamme_view *v);
 int flamme_view_apply(struct flamme_profile *p, const struct flamme_view *v, const char *path,
                       char *err, size_t errlen);
 
+/* How many domains made p's sampled allocations: with more than one, the
+ * live view is known to miss blocks (OCaml 5.3's Memprof; doc/design.md),
+ * which the live view says on stderr. */
+int flamme_view_live_domains(const struct flamme_profile *p);
+
 /* The samples v would give p (v->alloc set), as a new array in *out (n in
  * *n), p unchanged. Returns 0, -1 with err as above. */
 int flamme_view_samples(const struct flamme_profile *p, const struct flamme_view *v,

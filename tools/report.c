@@ -364,6 +364,10 @@ static int print_allocs(const struct flamme_profile *p, const char *in, int live
         printf("  alive when profiling stopped: %.1f MB (%.1f%% of the bytes allocated) in %.0f "
                "blocks\n",
                lb / 1e6, tb > 0 ? 100 * lb / tb : 0, lk);
+    if (tracked && strcmp(tracked, "1") == 0 && flamme_view_live_domains(p) > 1)
+        printf("  (an undercount: with %d domains allocating, OCaml 5.3's Gc.Memprof reports some "
+               "blocks that another domain promotes as dead)\n",
+               flamme_view_live_domains(p));
     printf("  %-8s %14s %7s %10s %14s %14s\n", "domain", "bytes", "%", "MB/s", "blocks",
            "GC % of CPU");
     for (int r = 0; r < ROWS; r++) {

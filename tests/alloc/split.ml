@@ -5,7 +5,8 @@
                         the main domain, half in a second domain
      mid_bytes     20%  Bytes of 200 bytes (27 words), in the second domain,
                         inside a deep effect handler that it performs to
-   Run: split.exe OUT.flm RATE|cpu [live] (cpu: CPU samples only). With "live", every tenth small tuple
+   Run: split.exe OUT.flm RATE|cpu [live|live2] (cpu: CPU samples only;
+   live2: live tracking with the second domain running). With "live", every tenth small tuple
    and the list cell that keeps it stay reachable until the end (64 bytes
    in 848 allocated by small_tuples), and the second domain's work runs in
    the main domain: OCaml 5.3's Memprof reports some blocks that another
@@ -58,10 +59,12 @@ let[@inline never] second_domain () =
 let () =
   let out = Sys.argv.(1) in
   let alloc = match Sys.argv.(2) with "cpu" -> None | r -> Some (float_of_string r) in
-  let live = Array.length Sys.argv > 3 && Sys.argv.(3) = "live" in
+  (* live: one domain; live2: live tracking with the second domain *)
+  let mode = if Array.length Sys.argv > 3 then Sys.argv.(3) else "" in
+  let live = mode = "live" || mode = "live2" in
   keep_live := live;
   Flamme.start ~output:out ?alloc ~live ();
-  let d = if live then None else Some (Domain.spawn second_domain) in
+  let d = if mode = "live" then None else Some (Domain.spawn second_domain) in
   small_tuples (5 * unit);
   big_arrays (15 * unit / 10);
   (match d with Some d -> Domain.join d | None -> second_domain ());

@@ -12,6 +12,7 @@
  */
 #include "agent/agent.h"
 #include "agent/alloc.h"
+#include "agent/control.h"
 
 #include <dlfcn.h>
 #include <errno.h>
@@ -72,7 +73,7 @@ void flamme_agent_warn(int always, const char *fmt, ...)
  * file belongs to another process of the same run (e.g. an OCaml parent),
  * so this one writes PATH.<pid>, created only if absent. Returns the fd or
  * -1 with errno set. */
-static int open_output(char *path, size_t cap)
+int flamme_agent_open_output(char *path, size_t cap)
 {
     if (flamme_cfg.excl) {
         int fd = flamme_out_create_excl(path);
@@ -202,11 +203,15 @@ int flamme_agent_start(const struct flamme_start_opts *o, char *err, size_t errl
         snprintf(err, errlen, "output path too long: %s", o->output);
         return -1;
     }
+    if (o && o->period_ms > 0) {
+        flamme_cfg.period_ns = (uint64_t)o->period_ms * 1000000u;
+        flamme_config_set_output(&flamme_cfg, flamme_cfg.pattern); /* the first segment's name */
+    }
     if (o && o->hz > 0)
         flamme_cfg.hz = o->hz > 10000 ? 10000 : o->hz;
     if (o && o->wall >= 0)
         flamme_cfg.wall = o->wall;
-    int fd = open_output(flamme_cfg.output, sizeof flamme_cfg.output);
+    int fd = flamme_agent_open_output(flamme_cfg.output, sizeof flamme_cfg.output);
     if (fd < 0) {
         snprintf(err, errlen, "cannot write profile %s: %s", flamme_cfg.output, strerror(errno));
         pthread_mutex_unlock(&life_lock);
@@ -264,7 +269,7 @@ int flamme_agent_stop(struct flamme_totals *t, char *err, size_t errlen)
         t->samples = samples;
         t->lost = lost;
         t->threads = threads;
-        snprintf(t->output, sizeof t->output, "%s", flamme_cfg.output);
+        snprintf(t->output, sizeof t->output, "%s", flamme_writer_path());
     }
     pthread_mutex_unlock(&life_lock);
     if (rc != 0) {
@@ -352,6 +357,7 @@ static void on_main_thread_exit(void *slot)
 static void flamme_atfork_child(void)
 {
     pthread_mutex_init(&life_lock, NULL);
+    flamme_control_atfork_child();
     flamme_threads_atfork_child();
     flamme_gc_hooks_atfork_child();
     atomic_store_explicit(&flamme_agent_sampling, 0, memory_order_release);
@@ -408,6 +414,10 @@ __attribute__((constructor)) static void flamme_init(void)
                                  "profiling CPU only");
     }
 #endif
+    /* A dormant agent (FLAMME_AUTOSTART=0, the OCaml library) waits for
+     * `flamme attach` too (agent/control.c). */
+    if (!flamme_agent_running())
+        flamme_control_init();
 }
 
 /* ------------------------------------------------------------ exec family

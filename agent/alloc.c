@@ -21,6 +21,11 @@ static _Atomic uint64_t next_id = 1;
 static _Atomic uint64_t mode_seq;
 static _Atomic uint64_t mode_rate_bits;
 static _Atomic int mode_live;
+static uint64_t mode_seen; /* the last sequence number the writer recorded (writer thread) */
+/* The last mode with a rate above 0 (a stop sets rate 0 while its
+ * allocations may still be in the rings). */
+static _Atomic uint64_t last_rate_bits;
+static _Atomic int last_live;
 
 void flamme_alloc_set_mode(double rate, int live)
 {
@@ -28,17 +33,31 @@ void flamme_alloc_set_mode(double rate, int live)
     memcpy(&bits, &rate, sizeof bits);
     atomic_store_explicit(&mode_rate_bits, bits, memory_order_relaxed);
     atomic_store_explicit(&mode_live, live, memory_order_relaxed);
+    if (rate > 0) {
+        atomic_store_explicit(&last_live, live, memory_order_relaxed);
+        /* Pairs with the acquire load in flamme_alloc_mode_last. */
+        atomic_store_explicit(&last_rate_bits, bits, memory_order_release);
+    }
     /* Pairs with the acquire load in flamme_alloc_mode_changed. */
     atomic_fetch_add_explicit(&mode_seq, 1, memory_order_release);
 }
 
+int flamme_alloc_mode_last(double *rate, int *live)
+{
+    uint64_t bits = atomic_load_explicit(&last_rate_bits, memory_order_acquire);
+    if (!bits)
+        return 0;
+    memcpy(rate, &bits, sizeof *rate);
+    *live = atomic_load_explicit(&last_live, memory_order_relaxed);
+    return 1;
+}
+
 int flamme_alloc_mode_changed(double *rate, int *live)
 {
-    static uint64_t seen; /* writer thread only */
     uint64_t seq = atomic_load_explicit(&mode_seq, memory_order_acquire);
-    if (seq == seen)
+    if (seq == mode_seen)
         return 0;
-    seen = seq;
+    mode_seen = seq;
     uint64_t bits = atomic_load_explicit(&mode_rate_bits, memory_order_relaxed);
     memcpy(rate, &bits, sizeof *rate);
     *live = atomic_load_explicit(&mode_live, memory_order_relaxed);

@@ -46,4 +46,9 @@ void flamme_alloc_set_mode(double rate, int live);
  * (returns 1 and fills rate/live), else 0. */
 int flamme_alloc_mode_changed(double *rate, int *live);
 
+/* The last mode with a rate above 0: returns 1 and fills rate/live, or 0
+ * when allocation profiling never ran. The writer names it in each file
+ * (segment) that gets allocation records before a mode change did. */
+int flamme_alloc_mode_last(double *rate, int *live);
+
 #endif

@@ -15,6 +15,7 @@ struct flamme_start_opts {
     const char *output; /* NULL: FLAMME_OUTPUT / default; %p expanded */
     int hz;             /* 0: FLAMME_HZ / default */
     int wall;           /* -1: FLAMME_MODE; 0 cpu; 1 wall */
+    int period_ms;      /* > 0: a continuous profile, one segment per period; else FLAMME_PERIOD */
 };
 
 struct flamme_totals {

@@ -51,9 +51,27 @@ static int env_word(const char *name, const char *const *choices)
     return 0;
 }
 
-/* Expands %p (pid) and %% in pattern into out. Returns 0, or -1 if the
- * result does not fit. */
-static int expand_output(const char *pattern, char *out, size_t outlen)
+/* Parses env var name as seconds (decimals allowed) in [lo, hi]; returns
+ * nanoseconds, 0 when unset; warns and returns 0 when malformed. */
+static uint64_t env_seconds_ns(const char *name, double lo, double hi)
+{
+    const char *s = getenv(name);
+    if (!s || !*s)
+        return 0;
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno || *end || !(v >= lo && v <= hi)) {
+        fprintf(stderr, "flamme: %s=%s is not a number of seconds in %g..%g; not used\n", name,
+                s, lo, hi);
+        return 0;
+    }
+    return (uint64_t)(v * 1e9 + 0.5);
+}
+
+/* Expands %p (pid), %n (seq, when seq > 0) and %% in pattern into out.
+ * Returns 0, or -1 if the result does not fit. */
+static int expand_output(const char *pattern, uint32_t seq, char *out, size_t outlen)
 {
     size_t o = 0;
     for (const char *p = pattern; *p; p++) {
@@ -61,6 +79,9 @@ static int expand_output(const char *pattern, char *out, size_t outlen)
         const char *add = tmp;
         if (p[0] == '%' && p[1] == 'p') {
             snprintf(tmp, sizeof tmp, "%d", (int)getpid());
+            p++;
+        } else if (p[0] == '%' && p[1] == 'n' && seq) {
+            snprintf(tmp, sizeof tmp, "%06u", (unsigned)seq);
             p++;
         } else if (p[0] == '%' && p[1] == '%') {
             tmp[0] = '%', tmp[1] = 0;
@@ -78,9 +99,42 @@ static int expand_output(const char *pattern, char *out, size_t outlen)
     return 0;
 }
 
+/* 1 if pattern holds a %n that expand_output replaces. */
+static int has_seq(const char *pattern)
+{
+    for (const char *p = pattern; *p; p++) {
+        if (p[0] == '%' && p[1] == '%')
+            p++;
+        else if (p[0] == '%' && p[1] == 'n')
+            return 1;
+    }
+    return 0;
+}
+
+int flamme_config_segment_path(const struct flamme_config *c, uint32_t seq, char *out,
+                               size_t outlen)
+{
+    if (!c->period_ns || has_seq(c->pattern))
+        return expand_output(c->pattern, c->period_ns ? seq : 0, out, outlen);
+    char pat[sizeof c->pattern + 8];
+    size_t l = strlen(c->pattern);
+    int ext = l > 4 && strcmp(c->pattern + l - 4, ".flm") == 0;
+    snprintf(pat, sizeof pat, "%.*s.%%n%s", (int)(ext ? l - 4 : l), c->pattern, ext ? ".flm" : "");
+    return expand_output(pat, seq, out, outlen);
+}
+
 int flamme_config_set_output(struct flamme_config *c, const char *pattern)
 {
-    return expand_output(pattern, c->output, sizeof c->output);
+    char keep[sizeof c->pattern];
+    memcpy(keep, c->pattern, sizeof keep);
+    if (strlen(pattern) >= sizeof c->pattern)
+        return -1;
+    strcpy(c->pattern, pattern);
+    if (flamme_config_segment_path(c, 1, c->output, sizeof c->output) != 0) {
+        memcpy(c->pattern, keep, sizeof keep);
+        return -1;
+    }
+    return 0;
 }
 
 void flamme_config_load(struct flamme_config *c)
@@ -95,6 +149,7 @@ void flamme_config_load(struct flamme_config *c)
     c->hz = (int)env_long("FLAMME_HZ", 99, 1, 10000);
     c->depth = (int)env_long("FLAMME_DEPTH", 16384, 16, 1000000);
     c->budget_pct = (int)env_long("FLAMME_BUDGET", FLAMME_BUDGET_PCT, 0, 100);
+    c->period_ns = env_seconds_ns("FLAMME_PERIOD", 0.1, 86400);
     long ring_kb = env_long("FLAMME_RING_KB", 1024, 64, 1L << 22);
     uint64_t words = (uint64_t)ring_kb * 1024 / 8;
     /* Room for about 16 deepest samples (2 MiB at the default depth; the
@@ -115,6 +170,6 @@ void flamme_config_load(struct flamme_config *c)
         out = "flamme.%p.flm";
     if (flamme_config_set_output(c, out) != 0) {
         fprintf(stderr, "flamme: FLAMME_OUTPUT is too long; using flamme.%%p.flm\n");
-        expand_output("flamme.%p.flm", c->output, sizeof c->output);
+        flamme_config_set_output(c, "flamme.%p.flm");
     }
 }

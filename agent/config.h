@@ -22,15 +22,22 @@
  *                  0..100 (default 2, see agent/budget.h); 0: no cap, every
  *                  sample walked in full (for tests of the walker)
  *   FLAMME_STATS   1: print the handler's cost at the end (even if quiet)
+ *   FLAMME_PERIOD  SECONDS (0.1..86400, decimals allowed): a continuous
+ *                  profile, one complete file per period (doc/format.md
+ *                  SEGMENT); %n in FLAMME_OUTPUT is the segment's number,
+ *                  else ".NNNNNN" goes before a final ".flm" (default: none)
  *   FLAMME_DISABLE 1: load but do nothing
  * A bad value prints one line on stderr and the default is used.
  */
 #ifndef FLAMME_AGENT_CONFIG_H
 #define FLAMME_AGENT_CONFIG_H
+#include <stddef.h>
 #include <stdint.h>
 
 struct flamme_config {
-    char output[4096];
+    char output[4096];  /* the current (first) file's path */
+    char pattern[4096]; /* FLAMME_OUTPUT or the start's output, unexpanded */
+    uint64_t period_ns; /* 0: one profile; else one segment per period */
     int hz;
     int depth;
     uint64_t ring_words;
@@ -49,7 +56,14 @@ struct flamme_config {
  * with a warning on stderr). */
 void flamme_config_load(struct flamme_config *c);
 
-/* Sets c->output from pattern (%p expanded). Returns 0, or -1 if too long. */
+/* Sets c->pattern and c->output from pattern (%p expanded; the first
+ * segment's path when c->period_ns is set). Returns 0, or -1 if too long. */
 int flamme_config_set_output(struct flamme_config *c, const char *pattern);
+
+/* The path of segment seq (from 1): c->pattern with %p, %n and %% expanded;
+ * with a period and no %n, ".NNNNNN" (seq, 6 digits) is put before a final
+ * ".flm", or at the end. Returns 0, or -1 if it does not fit in outlen. */
+int flamme_config_segment_path(const struct flamme_config *c, uint32_t seq, char *out,
+                               size_t outlen);
 
 #endif

@@ -3,6 +3,7 @@
  */
 #include "agent/fds.h"
 
+#include <errno.h>
 #include <fcntl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -29,7 +30,13 @@ int flamme_fd_high(int fd, struct flamme_fd_id *id)
     if (fd < floor) {
         int hi = fcntl(fd, F_DUPFD_CLOEXEC, floor);
         if (hi >= 0) {
-            close(fd);
+            /* The low number is closed only if it is still ours: a program
+             * closing everything may have closed it and opened its own file
+             * on it since (a window of two system calls). */
+            struct stat a, b;
+            if (fstat(hi, &a) == 0 && fstat(fd, &b) == 0 && a.st_dev == b.st_dev &&
+                a.st_ino == b.st_ino)
+                close(fd);
             fd = hi;
         }
     }
@@ -50,4 +57,20 @@ int flamme_fd_same_sigsafe(int fd, const struct flamme_fd_id *id)
 {
     struct stat st;
     return fd >= 0 && fstat(fd, &st) == 0 && st.st_dev == id->dev && st.st_ino == id->ino;
+}
+
+int flamme_open_high(const char *path, int flags, struct flamme_fd_id *id)
+{
+    int fd = open(path, flags | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    return flamme_fd_high(fd, id);
+}
+
+void flamme_close_checked(int fd, const struct flamme_fd_id *id)
+{
+    int e = errno;
+    if (flamme_fd_same_sigsafe(fd, id))
+        close(fd);
+    errno = e;
 }

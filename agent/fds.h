@@ -8,7 +8,12 @@
  * the RLIMIT_NOFILE soft limit, and is checked to still be the agent's
  * (same device and inode as when it was made) before each use: a number the
  * program closed and reused is never written, read or closed by the agent.
- * Who: any thread; flamme_fd_same_sigsafe also from signal handlers.
+ * Files the writer opens for a moment (ELF images, debug files) go the same
+ * way: a program closing everything while the writer reads an image would
+ * otherwise close the writer's low number, reopen its own file on it, and
+ * have the writer close that one (torture closefds: EBADF in the program).
+ * Who: any thread; flamme_fd_same_sigsafe also from signal handlers; the
+ * tools use flamme_open_high too (writer/ ELF readers are linked in them).
  */
 #ifndef FLAMME_AGENT_FDS_H
 #define FLAMME_AGENT_FDS_H
@@ -25,6 +30,14 @@ struct flamme_fd_id {
  * number, or fd itself if it cannot be moved (no higher number free), or
  * -1 when fd < 0. */
 int flamme_fd_high(int fd, struct flamme_fd_id *id);
+
+/* open(path, flags | O_CLOEXEC), moved high as flamme_fd_high does.
+ * Returns the descriptor or -1 (errno from open). */
+int flamme_open_high(const char *path, int flags, struct flamme_fd_id *id);
+
+/* Closes fd only if it is still the descriptor recorded in *id: a number
+ * the program reused meanwhile is left alone. */
+void flamme_close_checked(int fd, const struct flamme_fd_id *id);
 
 /* 1 if fd is still the descriptor recorded in *id. async-signal-safe: yes. */
 int flamme_fd_same_sigsafe(int fd, const struct flamme_fd_id *id);

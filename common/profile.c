@@ -316,6 +316,19 @@ int flamme_pw_exit(flamme_pw *w, uint8_t how, int32_t code, uint64_t time_ns, co
     return 0;
 }
 
+int flamme_pw_segment(flamme_pw *w, uint32_t seq, uint64_t from_ns, uint64_t until_ns,
+                      uint64_t period_ns)
+{
+    uint8_t *p = rec_begin(w, FLAMME_REC_SEGMENT, 4 + 8 + 8 + 8);
+    if (!p)
+        return -1;
+    put_u32(p, seq);
+    put_u64(p + 4, from_ns);
+    put_u64(p + 12, until_ns);
+    put_u64(p + 20, period_ns);
+    return 0;
+}
+
 int flamme_pw_stack(flamme_pw *w, uint32_t stack_id, uint32_t n, const uint32_t *frame_ids)
 {
     if ((uint64_t)n * 4 + 8 > MAX_BODY) {
@@ -511,7 +524,7 @@ static int grow(void **arr, size_t *cap, size_t n, size_t elem)
 struct loader {
     struct flamme_profile *p;
     size_t cap_frames, cap_stacks, cap_samples, cap_threads, cap_info, cap_gc, cap_allocs;
-    struct alloc_ev { uint64_t id, time_ns; uint8_t event; } *ev; /* ALLOC_EVENTs, matched at the end */
+    struct flamme_alloc_event_rec *ev; /* ALLOC_EVENTs, matched at the end */
     size_t nev, cap_ev;
     uint32_t *tid_slot;     /* open addressing: thread index + 1, 0 = empty */
     size_t tid_cap;         /* power of two */
@@ -846,6 +859,17 @@ static int apply_record(struct loader *L, uint8_t type, const uint8_t *body, siz
         p->exit_detail = detail;
         return 0;
     }
+    case FLAMME_REC_SEGMENT: {
+        uint32_t seq;
+        uint64_t from, until, period;
+        if (cur_u32(&c, &seq) || cur_u64(&c, &from) || cur_u64(&c, &until) || cur_u64(&c, &period))
+            return -1;
+        p->segment_seq = seq;
+        p->segment_from_ns = from;
+        p->segment_until_ns = until;
+        p->segment_period_ns = period;
+        return 0;
+    }
     case FLAMME_REC_GC: {
         struct flamme_gc_event g;
         uint32_t dom;
@@ -884,7 +908,7 @@ static int apply_record(struct loader *L, uint8_t type, const uint8_t *body, siz
         return 0;
     }
     case FLAMME_REC_ALLOC_EVENT: {
-        struct alloc_ev e;
+        struct flamme_alloc_event_rec e;
         if (cur_u64(&c, &e.id) || cur_u8(&c, &e.event) || cur_u64(&c, &e.time_ns))
             return -1;
         if (grow((void **)&L->ev, &L->cap_ev, L->nev, sizeof *L->ev) < 0)
@@ -1101,37 +1125,47 @@ static int cmp_alloc_ix(const void *a, const void *b, void *allocs)
     return x < y ? -1 : x > y;
 }
 
-/* Gives each ALLOC the times of its ALLOC_EVENTs (matched by id: an event
- * may precede its ALLOC in the file); events of unknown ids count as
- * dropped. Returns 0 / -1 (allocation). */
-static int match_alloc_events(struct loader *L)
+int flamme_alloc_match_events(struct flamme_alloc *allocs, size_t nallocs,
+                              const struct flamme_alloc_event_rec *ev, size_t nev,
+                              struct flamme_alloc_event_rec **left, size_t *nleft)
 {
-    struct flamme_profile *p = L->p;
-    if (!L->nev)
+    if (!nev)
         return 0;
-    if (p->nallocs > UINT32_MAX)
+    if (nallocs > UINT32_MAX)
         return -1;
-    uint32_t *ix = malloc((p->nallocs ? p->nallocs : 1) * sizeof *ix);
+    uint32_t *ix = malloc((nallocs ? nallocs : 1) * sizeof *ix);
     if (!ix)
         return -1;
-    for (size_t i = 0; i < p->nallocs; i++)
+    for (size_t i = 0; i < nallocs; i++)
         ix[i] = (uint32_t)i;
-    qsort_r(ix, p->nallocs, sizeof *ix, cmp_alloc_ix, p->allocs);
-    for (size_t k = 0; k < L->nev; k++) {
-        const struct alloc_ev *e = &L->ev[k];
-        size_t lo = 0, hi = p->nallocs;
+    qsort_r(ix, nallocs, sizeof *ix, cmp_alloc_ix, allocs);
+    size_t cap = left ? *nleft : 0;
+    for (size_t k = 0; k < nev; k++) {
+        const struct flamme_alloc_event_rec *e = &ev[k];
+        size_t lo = 0, hi = nallocs;
         while (lo < hi) {
             size_t mid = lo + (hi - lo) / 2;
-            if (p->allocs[ix[mid]].id < e->id)
+            if (allocs[ix[mid]].id < e->id)
                 lo = mid + 1;
             else
                 hi = mid;
         }
-        if (lo == p->nallocs || p->allocs[ix[lo]].id != e->id) {
-            L->dropped++;
+        if (lo == nallocs || allocs[ix[lo]].id != e->id) {
+            if (!left)
+                continue;
+            if (*nleft == cap) {
+                cap = cap ? 2 * cap : 64;
+                struct flamme_alloc_event_rec *n = realloc(*left, cap * sizeof *n);
+                if (!n) {
+                    free(ix);
+                    return -1;
+                }
+                *left = n;
+            }
+            (*left)[(*nleft)++] = *e;
             continue;
         }
-        struct flamme_alloc *a = &p->allocs[ix[lo]];
+        struct flamme_alloc *a = &allocs[ix[lo]];
         if (e->event == FLAMME_ALLOC_PROMOTED)
             a->promoted_ns = e->time_ns;
         else if (e->event == FLAMME_ALLOC_DIED_MINOR || e->event == FLAMME_ALLOC_DIED_MAJOR)
@@ -1139,6 +1173,16 @@ static int match_alloc_events(struct loader *L)
     }
     free(ix);
     return 0;
+}
+
+/* Gives each ALLOC the times of its ALLOC_EVENTs (matched by id: an event
+ * may precede its ALLOC in the file); events of ids no ALLOC has are kept
+ * in p->alloc_orphans (a block of an earlier segment). 0 / -1 (allocation). */
+static int match_alloc_events(struct loader *L)
+{
+    struct flamme_profile *p = L->p;
+    return flamme_alloc_match_events(p->allocs, p->nallocs, L->ev, L->nev, &p->alloc_orphans,
+                                     &p->nalloc_orphans);
 }
 
 int flamme_profile_load(const char *path, struct flamme_profile *p, char *err, size_t errlen)
@@ -1208,6 +1252,7 @@ int flamme_profile_load(const char *path, struct flamme_profile *p, char *err, s
         return fail(err, errlen, "%s: out of memory while loading", path);
     }
     p->file_bytes = len;
+    p->nfiles = 1;
     if (sort_threads(p) != 0) {
         flamme_profile_free(p);
         return fail(err, errlen, "%s: out of memory while loading", path);
@@ -1240,6 +1285,7 @@ void flamme_profile_free(struct flamme_profile *p)
     free(p->info);
     free(p->gc);
     free(p->allocs);
+    free(p->alloc_orphans);
     free(p->exit_detail);
     memset(p, 0, sizeof *p);
 }
@@ -1255,6 +1301,11 @@ const struct flamme_thread *flamme_profile_thread(const struct flamme_profile *p
             hi = mid;
     }
     return lo < p->nthreads && p->threads[lo].tid == tid ? &p->threads[lo] : NULL;
+}
+
+int flamme_profile_sort_threads(struct flamme_profile *p)
+{
+    return sort_threads(p);
 }
 
 const char *flamme_profile_info(const struct flamme_profile *p, const char *key)

@@ -23,9 +23,9 @@
 
 #define FLAMME_MAGIC "FLAMMEPF"     /* 8 bytes, no NUL in the file */
 #define FLAMME_VERSION_MAJOR 1
-#define FLAMME_VERSION_MINOR 6 /* 1.1: GC record; 1.2: FRAME_LINE record; 1.3: EXIT record;
-                                 1.4: thread serial; 1.5: sample flag KERNEL; 1.6: ALLOC,
-                                 ALLOC_EVENT */
+#define FLAMME_VERSION_MINOR 7 /* 1.1: GC record; 1.2: FRAME_LINE record; 1.3: EXIT record;
+                                 1.4: thread serial; 1.5: sample flag KERNEL;
+                                 1.6: SEGMENT record; 1.7: ALLOC, ALLOC_EVENT */
 #define FLAMME_HEADER_SIZE 64
 #define FLAMME_CHUNK_MAGIC 0x434d4c46u /* "FLMC" as little-endian u32 */
 
@@ -56,10 +56,11 @@ enum flamme_record_type {
     FLAMME_REC_FRAME_LINE = 10, /* (1.2) u32 frame_id, u32 line, str file: source position of a
                                    frame defined earlier (from the module's DWARF .debug_line) */
     FLAMME_REC_EXIT = 11,  /* (1.3) u8 how, i32 code, u64 time_ns, str detail: how the process ended */
-    FLAMME_REC_ALLOC = 12, /* (1.6) u32 stack_id, u32 tid, u32 serial, i32 domain, u32 flags,
+    FLAMME_REC_SEGMENT = 12, /* (1.6) u32 seq, u64 from_ns, u64 until_ns (0: open), u64 period_ns */
+    FLAMME_REC_ALLOC = 13, /* (1.7) u32 stack_id, u32 tid, u32 serial, i32 domain, u32 flags,
                               u64 time_ns, u64 id, u32 n_samples, u64 size_words, u8 heap,
                               u8 source, f64 rate: one sampled allocation (Gc.Memprof) */
-    FLAMME_REC_ALLOC_EVENT = 13, /* (1.6) u64 id, u8 event, u64 time_ns: promoted / died */
+    FLAMME_REC_ALLOC_EVENT = 14, /* (1.7) u64 id, u8 event, u64 time_ns: promoted / died */
 };
 
 /* ALLOC: where the block was allocated, and why. */
@@ -84,6 +85,7 @@ enum flamme_exit_how {
     FLAMME_EXIT_EXEC = 4,   /* the process image was replaced */
     FLAMME_EXIT_STOPPED = 5, /* profiling stopped, the program went on */
     FLAMME_EXIT_LAST_THREAD = 6, /* main called pthread_exit, the last thread ended */
+    FLAMME_EXIT_SEGMENT = 7, /* (1.6) the segment's period ended; the run goes on in the next */
 };
 
 /* GC record kinds. */
@@ -155,10 +157,12 @@ int flamme_pw_sample(flamme_pw *w, uint32_t stack_id, uint32_t tid, uint32_t wei
                      int32_t domain, uint32_t flags, uint64_t time_ns);
 int flamme_pw_lost(flamme_pw *w, uint32_t tid, uint64_t count);
 int flamme_pw_exit(flamme_pw *w, uint8_t how, int32_t code, uint64_t time_ns, const char *detail);
+int flamme_pw_segment(flamme_pw *w, uint32_t seq, uint64_t from_ns, uint64_t until_ns,
+                      uint64_t period_ns);
 int flamme_pw_gc(flamme_pw *w, uint32_t tid, int32_t domain, uint8_t kind, uint64_t start_ns,
                  uint64_t duration_ns);
 
-/* One sampled allocation (ALLOC, 1.6): fields as struct flamme_alloc below
+/* One sampled allocation (ALLOC, 1.7): fields as struct flamme_alloc below
  * (thread, promoted_ns and died_ns are not written). */
 struct flamme_alloc;
 int flamme_pw_alloc(flamme_pw *w, const struct flamme_alloc *a);
@@ -257,6 +261,20 @@ static inline double flamme_alloc_blocks(const struct flamme_alloc *a)
                : 0;
 }
 
+/* An ALLOC_EVENT as read: what became of block id, and when. */
+struct flamme_alloc_event_rec {
+    uint64_t id, time_ns;
+    uint8_t event; /* enum flamme_alloc_event; others kept as read */
+};
+
+/* Gives the allocs named by events (by id) their promoted_ns / died_ns.
+ * Events no alloc names are appended to *left / *nleft (its capacity
+ * grown with realloc) when left is not NULL. Returns 0, or -1
+ * (allocation). */
+int flamme_alloc_match_events(struct flamme_alloc *allocs, size_t nallocs,
+                              const struct flamme_alloc_event_rec *ev, size_t nev,
+                              struct flamme_alloc_event_rec **left, size_t *nleft);
+
 struct flamme_kv {
     char *key, *value;
 };
@@ -278,7 +296,18 @@ struct flamme_profile {
     int32_t exit_code;
     char *exit_detail;      /* from EXIT, NULL without one */
     uint64_t file_bytes;    /* size of the file read: the tools' work budgets scale with it */
-    struct flamme_alloc *allocs; size_t nallocs; /* ALLOC records in file order (1.6) */
+    struct flamme_alloc *allocs; size_t nallocs; /* ALLOC records in file order (1.7) */
+    /* ALLOC_EVENTs whose id no ALLOC of this file has: blocks allocated in
+     * an earlier segment of the run; flamme_profile_load_many matches them
+     * across the files of one pid. */
+    struct flamme_alloc_event_rec *alloc_orphans; size_t nalloc_orphans;
+    /* From the last SEGMENT record (1.6); all 0 when the file is no segment.
+     * segment_until_ns 0: the segment was cut short (use end_ns). */
+    uint32_t segment_seq;
+    uint64_t segment_from_ns, segment_until_ns, segment_period_ns;
+    uint32_t nfiles;        /* files read into it: 1, more after flamme_profile_load_many */
+    uint32_t segment_last_seq; /* merged: the last file's seq (segment_seq is the first's) */
+    uint32_t segment_missing;  /* merged: seqs missing between files of one pid */
 };
 
 /* A work budget for a tool on p: base + per_byte units per byte of the file
@@ -295,6 +324,18 @@ static inline uint64_t flamme_profile_budget(const struct flamme_profile *p, uin
  * header. */
 int flamme_profile_load(const char *path, struct flamme_profile *p, char *err, size_t errlen);
 void flamme_profile_free(struct flamme_profile *p);
+
+/* Sorts p's threads by (tid, serial) and renumbers its samples' thread
+ * indices (what a load leaves). Returns 0, or -1 (allocation). */
+int flamme_profile_sort_threads(struct flamme_profile *p);
+
+/* Loads n profiles and merges them into one (common/merge.c; rules in
+ * doc/format.md "Several files read as one"); n == 1 is flamme_profile_load.
+ * Returns 0, or -1 with one line in err naming the file that failed. A
+ * truncated file is merged as read; *truncated_file (may be NULL) is set
+ * to the first such path, else NULL. */
+int flamme_profile_load_many(const char *const *paths, size_t n, struct flamme_profile *p,
+                             const char **truncated_file, char *err, size_t errlen);
 
 /* Returns 1 if the first bytes of buf look like a flamme profile. */
 int flamme_is_profile(const void *buf, size_t len);

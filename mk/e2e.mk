@@ -22,7 +22,7 @@ $(foreach p,$(E2E_PROGS),$(eval $(call E2E_PROG_RULE,$(p))))
 
 .PHONY: e2e
 e2e: $(BUILD)/libflamme.so $(BUILD)/flamme $(E2E_EXES)
-	python3 tests/e2e/run.py --build $(BUILD) $(E2E_ARGS)
+	python3 tests/e2e/run.py --build $(BUILD) --compiler "$(OCAMLOPT)" $(E2E_ARGS)
 
 TEST_TARGETS += e2e
 HELP_LINES += "make e2e        end-to-end tests: profile OCaml programs in tests/e2e (needs make deps)"

@@ -3,7 +3,8 @@
 # (plus its C stubs, if any) with the frame-pointer ocamlopt into
 # build/fidelity/<p>/ (sources are copied there first: ocamlopt writes
 # .cmx/.o next to what it is given). Targets: fidelity-test (part of make
-# test), bench-fidelity (part of make bench).
+# test), bench-fidelity (part of make bench). FID_ARGS passes options to
+# run.py, e.g. make fidelity-test FID_ARGS="--engines timer --skip rate".
 
 FID_PROGS := deep sched steal churn threads cstub joinalloc rate split
 FID_EXES  := $(foreach p,$(FID_PROGS),$(BUILD)/fidelity/$(p)/$(p).exe)
@@ -27,7 +28,7 @@ $(foreach p,$(FID_PROGS),$(eval $(call FID_PROG_RULE,$(p))))
 fidelity-progs: $(FID_EXES)
 
 fidelity-test: $(BUILD)/libflamme.so $(BUILD)/flamme $(FID_EXES)
-	python3 tests/fidelity/run.py --build $(BUILD)
+	python3 tests/fidelity/run.py --build $(BUILD) --compiler "$(OCAMLOPT)" $(FID_ARGS)
 TEST_TARGETS += fidelity-test
 
 bench-fidelity: $(BUILD)/libflamme.so $(BUILD)/flamme $(FID_EXES)

@@ -64,7 +64,7 @@ endef
 $(foreach t,$(OCL_TESTS),$(eval $(call OCL_TEST_RULE,$(t))))
 
 ocaml-lib-test: $(BUILD)/flamme $(BUILD)/libflamme.so $(foreach t,$(OCL_TESTS),$(BUILD)/lib/$(t)/$(t).exe)
-	python3 tests/lib/run.py --build $(BUILD)
+	python3 tests/lib/run.py --build $(BUILD) --compiler "$(OCAMLOPT)"
 
 TEST_TARGETS += ocaml-lib-test
 HELP_LINES += "make ocaml-lib  the OCaml library (Flamme.start/stop) into $(OCL_DIR)/ (needs make deps)"

@@ -1,28 +1,19 @@
-# mk/versions.mk — OCaml releases (owner: runtime_hooks/ocaml_version.c,
-# tests/versions/). make deps builds OCaml 5.1.0 with frame pointers beside
-# the two 5.3.0 compilers; the e2e, fidelity and OCaml-library tests are
-# written against $(BUILD) and $(OCAMLOPT), so they run on another compiler
-# by a sub-make with BUILD=$(BUILD)/ocaml-<v> and that compiler's ocamlopt.
-# The sub-build reuses the top build's flamme and libflamme.so (symlinks,
-# marked old with -o so the sub-make never rebuilds them); only the OCaml
-# programs and the OCaml library are built again, into the sub-build.
+# mk/versions.mk — OCaml releases and compilers (owner: runtime_hooks/ocaml_version.c,
+# tests/versions/). make deps builds OCaml 5.1.0 with frame pointers and
+# 5.3.0 without beside the default 5.3.0 with frame pointers; the e2e,
+# fidelity and OCaml-library tests are written against $(BUILD) and
+# $(OCAMLOPT), so compilers-test runs them again with each other compiler,
+# in a sub-build $(BUILD)/ocaml-<name> (tests/versions/compilers.py says
+# how, and prints one result line per compiler and group).
 
-OCAML_OLD_VERSION ?= 5.1.0
-OCAML_OLD_OCAMLOPT ?= $(FLAMME_CACHE)/ocaml-$(OCAML_OLD_VERSION)-fp/bin/ocamlopt
+# Names of the cache's compilers (ocaml-<name>/bin/ocamlopt) besides $(OCAMLOPT).
+OCAML_TEST_COMPILERS ?= 5.1.0-fp $(OCAML_VERSION)-nofp
 
-# $(1): sub-build directory, $(2): ocamlopt, $(3): test targets, $(4): extra make arguments
-define OCAML_VARIANT_RUN
-	@test -x "$(2)" || { echo "$(2) not found; run 'make deps'" >&2; exit 1; }
-	@mkdir -p $(1) && ln -sfn ../flamme $(1)/flamme && ln -sfn ../libflamme.so $(1)/libflamme.so
-	@echo "== $(3) with $(2)"
-	$(MAKE) --no-print-directory BUILD=$(1) OCAMLOPT=$(2) -o $(1)/flamme -o $(1)/libflamme.so $(4) $(3)
-endef
-
-# The e2e tests on one engine only (timer): the release matters, not the engine.
-.PHONY: ocaml-old-test
-ocaml-old-test: $(BUILD)/flamme $(BUILD)/libflamme.so
-	$(call OCAML_VARIANT_RUN,$(BUILD)/ocaml-$(OCAML_OLD_VERSION),$(OCAML_OLD_OCAMLOPT),e2e fidelity-test ocaml-lib-test,E2E_ARGS="--engines timer")
-#OLDTEST
+.PHONY: compilers-test
+compilers-test: $(BUILD)/flamme $(BUILD)/libflamme.so
+	python3 tests/versions/compilers.py --build $(BUILD) --cache $(FLAMME_CACHE) --make "$(MAKE)" \
+	  --default "$(OCAMLOPT)" $(OCAML_TEST_COMPILERS)
+TEST_TARGETS += compilers-test
 
 # An OCaml program whose runtime is not a release the agent knows: one line,
 # a dormant agent, the program untouched.
@@ -35,5 +26,5 @@ versions-test: $(BUILD)/flamme $(BUILD)/libflamme.so $(BUILD)/versions/fake_runt
 	python3 tests/versions/run.py --build $(BUILD)
 TEST_TARGETS += versions-test
 
-HELP_LINES += "make ocaml-old-test  e2e, fidelity and library tests with OCaml $(OCAML_OLD_VERSION) (make deps builds it)" \
+HELP_LINES += "make compilers-test  e2e, fidelity and library tests with OCaml $(OCAML_TEST_COMPILERS) (make deps builds them)" \
               "make versions-test   unknown OCaml runtimes leave the agent dormant with one line"

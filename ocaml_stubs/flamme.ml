@@ -12,8 +12,9 @@ let () =
 
 type mode = [ `Cpu | `Wall ]
 
-(* output ("" = default), hz (0 = default), mode (-1 default, 0 cpu, 1 wall). *)
-external start_ : string -> int -> int -> string = "caml_flamme_start"
+(* output ("" = default), hz (0 = default), mode (-1 default, 0 cpu, 1 wall),
+   period in ms (0 = FLAMME_PERIOD or none). *)
+external start_ : string -> int -> int -> int -> string = "caml_flamme_start"
 external stop_ : unit -> string = "caml_flamme_stop"
 external is_running_ : unit -> bool = "caml_flamme_is_running"
 
@@ -103,7 +104,7 @@ let env_alloc () =
   | Some r -> ( match float_of_string_opt r with Some v -> Some v | None -> Some nan)
   | None -> None
 
-let start ?hz ?output ?mode ?alloc ?live () =
+let start ?hz ?output ?mode ?period ?alloc ?live () =
   let live =
     match live with Some l -> l | None -> Sys.getenv_opt "FLAMME_LIVE" = Some "1"
   in
@@ -128,7 +129,13 @@ let start ?hz ?output ?mode ?alloc ?live () =
     | Some p -> p
   in
   let mode = match mode with None -> -1 | Some `Cpu -> 0 | Some `Wall -> 1 in
-  check (start_ output hz mode);
+  let period =
+    match period with
+    | None -> 0
+    | Some s when s >= 0.1 && s <= 86400. -> int_of_float (s *. 1000. +. 0.5)
+    | Some s -> raise (Error (Printf.sprintf "period must be in 0.1..86400 seconds, got %g" s))
+  in
+  check (start_ output hz mode period);
   match alloc with
   | None -> ()
   | Some rate -> (
@@ -144,8 +151,8 @@ let stop () =
 
 let is_running () = is_running_ ()
 
-let with_profile ?hz ?output ?mode ?alloc ?live f =
-  start ?hz ?output ?mode ?alloc ?live ();
+let with_profile ?hz ?output ?mode ?period ?alloc ?live f =
+  start ?hz ?output ?mode ?period ?alloc ?live ();
   match f () with
   | v ->
       stop ();

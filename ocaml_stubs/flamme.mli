@@ -26,12 +26,19 @@ type mode = [ `Cpu | `Wall ]
     wall-clock time, blocked ones included. *)
 
 val start :
-  ?hz:int -> ?output:string -> ?mode:mode -> ?alloc:float -> ?live:bool -> unit -> unit
+  ?hz:int -> ?output:string -> ?mode:mode -> ?period:float -> ?alloc:float -> ?live:bool -> unit
+  -> unit
 (** Starts profiling every thread of the process into a new profile file.
     [hz] (1..10000) defaults to [FLAMME_HZ] or 99; [output] (["%p"] is
     replaced by the process id) defaults to [FLAMME_OUTPUT] or
     ["flamme.%p.flm"]; [mode] defaults to [FLAMME_MODE] or [`Cpu].
     An existing file is overwritten.
+    [period] (seconds, 0.1..86400; default [FLAMME_PERIOD], else none)
+    makes a continuous profile: one complete file (segment) per period,
+    named after [output] with ["%n"] replaced by the segment's number
+    (000001, 000002, ...), or with [".NNNNNN"] put before a final [".flm"];
+    [flamme report/collapse/svg/export] read several segments as one. A
+    period once given stays for later starts of the process.
 
     [alloc] (a rate in samples per word, e.g. {!default_alloc_rate}) also
     records sampled allocations with [Gc.Memprof] (OCaml 5.3 or later): for
@@ -64,7 +71,8 @@ val is_running : unit -> bool
 (** [true] between a successful {!start} and the next {!stop}. *)
 
 val with_profile :
-  ?hz:int -> ?output:string -> ?mode:mode -> ?alloc:float -> ?live:bool -> (unit -> 'a) -> 'a
+  ?hz:int -> ?output:string -> ?mode:mode -> ?period:float -> ?alloc:float -> ?live:bool
+  -> (unit -> 'a) -> 'a
 (** [with_profile f] profiles the call [f ()]: {!start}, [f ()], {!stop}. The
     profile is completed even when [f] raises; the exception is then
     re-raised with its original backtrace (an error while stopping is

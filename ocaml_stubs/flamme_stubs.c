@@ -72,9 +72,10 @@ static int pick_impl(struct impl *im, char *err, size_t errlen)
     return 0;
 }
 
-/* start_ : string -> int -> int -> string. output "" = default, hz 0 =
- * default, mode -1 default / 0 cpu / 1 wall. Returns "" or the reason. */
-FLAMME_PRIM caml_flamme_start(value v_output, value v_hz, value v_mode)
+/* start_ : string -> int -> int -> int -> string. output "" = default, hz 0 =
+ * default, mode -1 default / 0 cpu / 1 wall, period_ms 0 = FLAMME_PERIOD.
+ * Returns "" or the reason. */
+FLAMME_PRIM caml_flamme_start(value v_output, value v_hz, value v_mode, value v_period_ms)
 {
     char err[512] = "";
     struct flamme_totals scratch; /* only for its output buffer's size */
@@ -84,7 +85,8 @@ FLAMME_PRIM caml_flamme_start(value v_output, value v_hz, value v_mode)
     if (caml_string_length(v_output) >= sizeof path || !caml_string_is_c_safe(v_output))
         return caml_copy_string("output path is too long or contains a NUL byte");
     memcpy(path, String_val(v_output), caml_string_length(v_output) + 1);
-    struct flamme_start_opts o = {path[0] ? path : NULL, Int_val(v_hz), Int_val(v_mode)};
+    struct flamme_start_opts o = {path[0] ? path : NULL, Int_val(v_hz), Int_val(v_mode),
+                                  Int_val(v_period_ms)};
     if (pick_impl(&im, err, sizeof err) != 0)
         return caml_copy_string(err);
     caml_enter_blocking_section();

@@ -15,8 +15,9 @@
 #define DS_CURRENT_STACK 40
 #define DS_C_STACK 64
 /* Caml_state->id moves between releases (280 in 5.1, 288 in 5.3): set by
- * flamme_ocaml_check_runtime in the constructor, before any thread is
- * registered or sampled, and only read afterwards (handler included). */
+ * flamme_ocaml_check_runtime in the constructor (after checking it in
+ * caml_reset_young_limit's code), before any thread is registered or
+ * sampled, and only read afterwards (handler included). */
 extern int flamme_ocaml_ds_id;
 /* struct stack_info (runtime/caml/fiber.h): sp@0 exception_ptr@8 handler@16,
  * 56 bytes in all; usable stack [stk + 56, stk->handler). */

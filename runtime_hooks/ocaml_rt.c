@@ -54,7 +54,7 @@ static int find_tls_module(struct dl_phdr_info *info, size_t size, void *arg)
     for (int i = 0; i < info->dlpi_phnum; i++) {
         const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
         uintptr_t lo = (uintptr_t)info->dlpi_tls_data;
-        if (ph->p_type == PT_TLS && f->addr >= lo && f->addr < lo + ph->p_memsz) {
+        if (ph->p_type == PT_TLS && f->addr >= lo && f->addr + sizeof(void *) <= lo + ph->p_memsz) {
             f->modid = info->dlpi_tls_modid;
             f->offset = f->addr - lo;
             return 1;

@@ -60,15 +60,42 @@ static const ElfW(Sym) *symbol(const char *name, void **addr)
     return sym;
 }
 
-/* 1 if the first `within` bytes of function fn contain pat[0..n). */
-static int code_has(const char *fn, const unsigned char *pat, size_t n, size_t within)
+/* The code of function fn: its address, and in *len its size capped at
+ * `within` bytes. NULL if fn is not a function. */
+static const unsigned char *code(const char *fn, size_t within, size_t *len)
 {
     void *addr;
     const ElfW(Sym) *sym = symbol(fn, &addr);
     if (!sym || ELF64_ST_TYPE(sym->st_info) != STT_FUNC)
-        return 0;
-    size_t len = sym->st_size && sym->st_size < within ? sym->st_size : within;
-    return len >= n && memmem(addr, len, pat, n) != NULL;
+        return NULL;
+    *len = sym->st_size && sym->st_size < within ? sym->st_size : within;
+    return addr;
+}
+
+/* 1 if the first `within` bytes of function fn contain pat[0..n). */
+static int code_has(const char *fn, const unsigned char *pat, size_t n, size_t within)
+{
+    size_t len;
+    const unsigned char *c = code(fn, within, &len);
+    return c && len >= n && memmem(c, len, pat, n) != NULL;
+}
+
+/* The displacement of the first movslq disp32(%rdi),reg (an int field read
+ * through the first argument, sign-extended as an array index is) in the
+ * first `within` bytes of function fn, or -1 if there is none. */
+static long first_index_load_rdi(const char *fn, size_t within)
+{
+    size_t len;
+    const unsigned char *c = code(fn, within, &len);
+    for (size_t i = 0; c && i + 7 <= len; i++) {
+        /* REX.W (+R): 0x48/0x4c; 0x63 movslq; ModRM mod 10 (disp32), rm 111 (%rdi). */
+        if ((c[i] == 0x48 || c[i] == 0x4c) && c[i + 1] == 0x63 && (c[i + 2] & 0xc7) == 0x87) {
+            int32_t disp;
+            memcpy(&disp, c + i + 3, sizeof disp);
+            return disp;
+        }
+    }
+    return -1;
 }
 
 static const struct release *identify(void)
@@ -103,6 +130,13 @@ const char *flamme_ocaml_check_runtime(char *why, size_t whylen)
                  r->name);
         return NULL;
     }
+    /* caml_state: a pointer in some module's thread-local block (the
+     * handler reads each thread's own through that module and offset). */
+    if (!flamme_ocaml_state_slot()) {
+        snprintf(why, whylen,
+                 "OCaml %s runtime: caml_state is not the thread-local pointer expected", r->name);
+        return NULL;
+    }
     for (size_t i = 0; i < sizeof hook_vars / sizeof hook_vars[0]; i++) {
         void *addr;
         const ElfW(Sym) *sym = symbol(hook_vars[i], &addr);
@@ -128,6 +162,16 @@ const char *flamme_ocaml_check_runtime(char *why, size_t whylen)
                  "OCaml %s runtime: caml_c_call/caml_runstack do not use the domain state and "
                  "stack offsets this flamme reads (a modified or newer runtime?)",
                  r->name);
+        return NULL;
+    }
+    /* Caml_state->id: caml_reset_young_limit(dom_st) indexes all_domains
+     * by dom_st->id, its first int read through its argument. */
+    long id_off = first_index_load_rdi("caml_reset_young_limit", 64);
+    if (id_off != r->ds_id) {
+        snprintf(why, whylen,
+                 "OCaml %s runtime: caml_reset_young_limit reads the domain id at offset %ld, "
+                 "not at %d (a modified or newer runtime?)",
+                 r->name, id_off, r->ds_id);
         return NULL;
     }
     flamme_ocaml_ds_id = r->ds_id;

@@ -8,10 +8,13 @@
  * objects every OCaml 5 program links. Then every version-specific fact the
  * agent relies on is checked against what the process really has: the
  * symbols it looks up exist with the expected kind and size (the GC timing
- * hooks are pointer-sized data, caml_state a TLS pointer), and the
- * runtime's hand-written stubs (caml_c_call, caml_runstack) address
- * caml_domain_state, stack_info, stack_handler and c_stack_link at the
- * offsets of runtime_hooks/ocaml_layout.h.
+ * hooks are pointer-sized data, caml_state a pointer in a thread-local
+ * block), the runtime's hand-written stubs (caml_c_call, caml_runstack)
+ * address caml_domain_state, stack_info, stack_handler and c_stack_link at
+ * the offsets of runtime_hooks/ocaml_layout.h, and caml_reset_young_limit
+ * reads Caml_state->id at the release's offset. (Not checked: the names of
+ * the runtime's static thread functions, domain_thread_func and the like,
+ * which only choose a thread's label in the profile.)
  *
  * Called by: agent/agent.c's constructor only (it uses dlsym/dladdr, which
  * must not run later: see agent/agent.c).

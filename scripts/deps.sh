@@ -22,7 +22,7 @@ OLD_NPM=5.1.4
 OLD_VER=5.1.0
 
 need_pkgs=()
-for p in gcc make zlib1g-dev libunwind-dev pkg-config python3 binutils chromium libc6-dbg ocaml-dune; do
+for p in gcc make zlib1g-dev libunwind-dev libcurl4-openssl-dev pkg-config python3 binutils chromium libc6-dbg ocaml-dune; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || need_pkgs+=("$p")
 done
 # npm may come from Debian's nodejs/npm or another node install: test the command.
@@ -95,6 +95,19 @@ if [ -x "$NOFP/bin/ocamlopt" ]; then
 else
     build_ocaml "$VER" "$NOFP"
     echo "deps: OCaml $VER (no frame pointers) installed in $NOFP"
+fi
+
+# For the tests only: speedscope, to open flamme's exports in headless chromium.
+SPEEDSCOPE_VER=1.25.0
+if [ "$DEMO_ONLY" = 0 ]; then
+    if grep -qs "\"version\": \"$SPEEDSCOPE_VER\"" "$CACHE/speedscope/node_modules/speedscope/package.json"; then
+        echo "deps: speedscope $SPEEDSCOPE_VER present in $CACHE/speedscope"
+    else
+        mkdir -p "$CACHE/speedscope"
+        npm install --silent --no-audit --no-fund --prefix "$CACHE/speedscope" "speedscope@$SPEEDSCOPE_VER" >/dev/null \
+            || { echo "deps: npm speedscope@$SPEEDSCOPE_VER did not install" >&2; exit 1; }
+        echo "deps: speedscope $SPEEDSCOPE_VER installed in $CACHE/speedscope"
+    fi
 fi
 
 # The oldest release flamme supports (its runtime layout is checked by the

@@ -14,5 +14,7 @@ int flamme_cmd_svg(int argc, char **argv);
 int flamme_cmd_report(int argc, char **argv);
 int flamme_cmd_export(int argc, char **argv);
 int flamme_cmd_diff(int argc, char **argv);
+int flamme_cmd_push(int argc, char **argv);
+int flamme_cmd_attach(int argc, char **argv);
 
 #endif

@@ -444,7 +444,7 @@ static void emit_line(void *ctx, const char *stack, uint64_t count)
 
 static int usage(void)
 {
-    fprintf(stderr, "usage: flamme collapse FILE [--threads] [--raw] [--addresses] [--fold-gc] [--lines]\n"
+    fprintf(stderr, "usage: flamme collapse FILE... [--threads] [--raw] [--addresses] [--fold-gc] [--lines]\n"
                     "                       [--alloc | --live] [--blocks] [-o OUT]\n"
                     "  --alloc   sampled allocations, in bytes (--blocks: in blocks) instead of CPU samples\n"
                     "  --live    the sampled blocks still alive at the end of the run\n");
@@ -456,6 +456,9 @@ int flamme_cmd_collapse(int argc, char **argv)
     struct flamme_collapse_opts o = { 0 };
     struct flamme_view view = { 0 };
     const char *in = NULL, *outpath = NULL;
+    /* Inputs are gathered in argv's own front (never past what was read). */
+    const char **ins = (const char **)argv;
+    size_t nin = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (flamme_view_option(&view, a))
@@ -478,19 +481,19 @@ int flamme_cmd_collapse(int argc, char **argv)
         } else if (a[0] == '-' && a[1]) {
             fprintf(stderr, "flamme collapse: unknown option: %s\n", a);
             return 2;
-        } else if (!in)
-            in = a;
-        else {
-            fprintf(stderr, "flamme collapse: more than one input file: %s\n", a);
-            return 2;
-        }
+        } else
+            ins[nin++] = a;
     }
-    if (!in)
+    if (!nin) {
         return usage();
+    }
+    in = ins[0];
 
     struct flamme_profile p;
     char err[512];
-    if (flamme_profile_load(in, &p, err, sizeof err) != 0) {
+    const char *trunc;
+    int lr = flamme_profile_load_many(ins, nin, &p, &trunc, err, sizeof err);
+    if (lr != 0) {
         fprintf(stderr, "flamme collapse: %s\n", err);
         return 2;
     }
@@ -499,9 +502,9 @@ int flamme_cmd_collapse(int argc, char **argv)
         flamme_profile_free(&p);
         return 2;
     }
-    if (p.truncated)
+    if (trunc)
         fprintf(stderr, "flamme collapse: %s: file is truncated or damaged; using what was readable\n",
-                in);
+                trunc);
 
     FILE *out = stdout;
     char tmp[PATH_MAX + 8];

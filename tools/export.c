@@ -25,6 +25,7 @@
 #include "tools/cmds.h"
 #include "tools/collapse.h"
 #include "tools/demangle.h"
+#include "tools/export.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -297,11 +298,21 @@ static void json_str(FILE *out, const char *str)
  * when idx is NULL). fidx maps frame ids (and pseudo ids) to shared frame indices.
  * Returns 0, or -1 on allocation failure. */
 static int speedscope_profile(FILE *out, const struct flamme_profile *p, const uint32_t *fidx,
-                              const char *name, const size_t *idx, size_t nidx, uint64_t period)
+                              const char *name, const size_t *idx, size_t nidx, uint64_t period,
+                              const struct flamme_thread *thread)
 {
     uint32_t *path = malloc(max_depth(p) * sizeof *path);
-    if (!path)
+    /* One thread's profile is laid on the profile's time axis: it begins
+     * at the thread's start, and the time between samples (the thread
+     * blocked or waiting for a CPU) is an idle sample, so the threads of
+     * a run line up in speedscope's time order view. gap[k]: the idle time
+     * before sample k. */
+    uint64_t *gap = thread && period ? calloc(nidx ? nidx : 1, sizeof *gap) : NULL;
+    if (!path || (thread && period && !gap)) {
+        free(path);
+        free(gap);
         return -1;
+    }
     uint64_t tmin = UINT64_MAX, tmax = 0, total = 0;
     for (size_t k = 0; k < nidx; k++) {
         const struct flamme_sample *s = &p->samples[idx ? idx[k] : k];
@@ -317,6 +328,23 @@ static int speedscope_profile(FILE *out, const struct flamme_profile *p, const u
         start = tmin > t0 ? tmin - t0 : 0;
         end = (tmax > t0 ? tmax - t0 : 0) + period;
     }
+    if (gap) {
+        uint64_t t0 = p->hdr.start_monotonic_ns;
+        start = thread->start_ns > t0 ? thread->start_ns - t0 : 0;
+        uint64_t cur = start;
+        for (size_t k = 0; k < nidx; k++) {
+            const struct flamme_sample *s = &p->samples[idx ? idx[k] : k];
+            uint64_t len = (uint64_t)s->weight * period;
+            uint64_t t = s->time_ns > t0 ? s->time_ns - t0 : 0;
+            uint64_t begin = t > len ? t - len : 0;
+            if (begin > cur) {
+                gap[k] = begin - cur;
+                cur = begin;
+            }
+            cur += len;
+        }
+        end = cur;
+    }
     fputs("{\"type\":\"sampled\",\"name\":", out);
     json_str(out, name);
     fprintf(out, ",\"unit\":\"%s\",\"startValue\":%llu,\"endValue\":%llu,\"samples\":[",
@@ -325,7 +353,9 @@ static int speedscope_profile(FILE *out, const struct flamme_profile *p, const u
     for (size_t k = 0; k < nidx; k++) {
         const struct flamme_sample *s = &p->samples[idx ? idx[k] : k];
         size_t n = sample_path(p, s, path);
-        fputs(first ? "[" : ",[", out);
+        if (gap && gap[k])
+            fputs(first ? "[]" : ",[]", out);
+        fputs(first && !(gap && gap[k]) ? "[" : ",[", out);
         first = 0;
         for (size_t j = 0; j < n; j++)
             fprintf(out, j ? ",%u" : "%u", (unsigned)fidx[path[j]]);
@@ -336,10 +366,15 @@ static int speedscope_profile(FILE *out, const struct flamme_profile *p, const u
     for (size_t k = 0; k < nidx; k++) {
         const struct flamme_sample *s = &p->samples[idx ? idx[k] : k];
         uint64_t w = period ? (uint64_t)s->weight * period : s->weight;
+        if (gap && gap[k]) {
+            fprintf(out, first ? "%llu" : ",%llu", (unsigned long long)gap[k]);
+            first = 0;
+        }
         fprintf(out, first ? "%llu" : ",%llu", (unsigned long long)w);
         first = 0;
     }
     fputs("]}", out);
+    free(gap);
     free(path);
     return 0;
 }
@@ -352,6 +387,92 @@ static int speedscope_too_big(const struct flamme_profile *p)
         if (p->samples[i].stack_id < p->nstacks)
             refs += p->stacks[p->samples[i].stack_id].n + 2u;
     return refs > budget;
+}
+
+/* ------------------------------------------------------------ perf script */
+
+/* Writes s with every byte that would break a perf script line (control
+ * characters) as '?', and, when nospace, blanks as '_' too (perf's command
+ * and module fields end at a blank in every reader of the format). */
+static void perf_text(FILE *out, const char *s, int nospace)
+{
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c < 0x20 || c == 0x7f)
+            fputc('?', out);
+        else if (nospace && c == ' ')
+            fputc('_', out);
+        else
+            fputc(c, out);
+    }
+}
+
+/* Sample order for perf script: by time, then file order. */
+static int by_time(const void *a, const void *b, void *ctx)
+{
+    const struct flamme_profile *p = ctx;
+    size_t x = *(const size_t *)a, y = *(const size_t *)b;
+    uint64_t tx = p->samples[x].time_ns, ty = p->samples[y].time_ns;
+    if (tx != ty)
+        return tx < ty ? -1 : 1;
+    return x < y ? -1 : x > y;
+}
+
+/* `perf script` text (doc/format.md has none of this; see the man page):
+ * per sample, in time order, a header "COMM PID/TID SECONDS.MICROS: PERIOD
+ * EVENT:" — COMM the thread's label as `flamme collapse --threads` names it
+ * with blanks as '-', the time CLOCK_MONOTONIC as perf prints it, PERIOD
+ * the sample's weight in nanoseconds of the sampling period — then one line
+ * per frame, leaf first: a tab, the address in hex, the function, the
+ * module in parentheses; a blank line ends the sample. Returns 0, -1 on
+ * allocation failure, -2 past the frame reference budget. */
+static int export_perf_script(FILE *out, const struct flamme_profile *p)
+{
+    if (speedscope_too_big(p))
+        return -2;
+    size_t *order = malloc((p->nsamples ? p->nsamples : 1) * sizeof *order);
+    if (!order)
+        return -1;
+    for (size_t i = 0; i < p->nsamples; i++)
+        order[i] = i;
+    qsort_r(order, p->nsamples, sizeof *order, by_time, (void *)p);
+    const char *mode = flamme_profile_info(p, "mode");
+    const char *event = mode && strcmp(mode, "wall") == 0 ? "wall-clock" : "cpu-clock";
+    uint64_t period = p->hdr.hz ? 1000000000ull / p->hdr.hz : 1;
+    char label[128], name[1024];
+    for (size_t k = 0; k < p->nsamples; k++) {
+        const struct flamme_sample *s = &p->samples[order[k]];
+        if (s->stack_id >= p->nstacks)
+            continue;
+        flamme_thread_label(flamme_sample_thread(p, s), label, sizeof label);
+        for (char *c = label; *c; c++)
+            if (*c == ' ')
+                *c = '-';
+            else if (*c == '(' || *c == ')')
+                *c = '_';
+        perf_text(out, label, 1);
+        fprintf(out, " %u/%u %llu.%06llu: %llu %s:\n", (unsigned)p->hdr.pid, (unsigned)s->tid,
+                (unsigned long long)(s->time_ns / 1000000000ull),
+                (unsigned long long)(s->time_ns % 1000000000ull / 1000u),
+                (unsigned long long)s->weight * period, event);
+        const struct flamme_stack *st = &p->stacks[s->stack_id];
+        for (uint32_t j = 0; j < st->n; j++) {
+            if (st->frames[j] >= p->nframes)
+                continue;
+            const struct flamme_frame *f = &p->frames[st->frames[j]];
+            fprintf(out, "\t%16llx ", (unsigned long long)f->addr);
+            if (f->function[0])
+                perf_text(out, flamme_demangle(f->function, name, sizeof name), 0);
+            else
+                fputs("[unknown]", out);
+            fputs(" (", out);
+            perf_text(out, f->module[0] ? f->module : "[unknown]", 1);
+            fputs(")\n", out);
+        }
+        fputc('\n', out);
+    }
+    free(order);
+    return 0;
 }
 
 /* speedscope's file format: one shared frame table (deduplicated by name and
@@ -408,7 +529,7 @@ static int export_speedscope(FILE *out, const struct flamme_profile *p, int thre
     fputs("]},\"profiles\":[", out);
     uint64_t period = p->hdr.hz && !strcmp(value_unit, "none") ? 1000000000ull / p->hdr.hz : 0;
     if (!threads) {
-        if (speedscope_profile(out, p, fidx, "all threads", NULL, p->nsamples, period) != 0)
+        if (speedscope_profile(out, p, fidx, "all threads", NULL, p->nsamples, period, NULL) != 0)
             goto out;
     } else {
         if (group_by_thread(p, &tids, &ntids, &order, &start) != 0)
@@ -418,8 +539,9 @@ static int export_speedscope(FILE *out, const struct flamme_profile *p, int thre
             tid_label(p, tids[i], lbl, sizeof lbl);
             if (i)
                 fputc(',', out);
+            const struct flamme_sample *s0 = &p->samples[order[start[i]]];
             if (speedscope_profile(out, p, fidx, lbl, order + start[i], start[i + 1] - start[i],
-                                   period) != 0)
+                                   period, flamme_sample_thread(p, s0)) != 0)
                 goto out;
         }
     }
@@ -824,14 +946,17 @@ static void emit_line(void *ctx, const char *stack, uint64_t count)
 
 /* ------------------------------------------------------------ the verb */
 
-enum fmt { FMT_NONE, FMT_SPEEDSCOPE, FMT_PPROF, FMT_FOLDED };
+enum fmt { FMT_NONE, FMT_SPEEDSCOPE, FMT_PPROF, FMT_FOLDED, FMT_PERF_SCRIPT };
 
 static int usage(FILE *f)
 {
-    fprintf(f, "usage: flamme export FILE --format speedscope|pprof|folded [-o OUT] [--threads]\n"
+    fprintf(f, "usage: flamme export FILE... --format speedscope|pprof|folded|perf-script [-o OUT] [--threads]\n"
                "  speedscope  JSON for https://www.speedscope.app (unit: nanoseconds from the rate)\n"
                "  pprof       gzip'd profile.proto for `pprof` (samples/count and cpu/nanoseconds)\n"
                "  folded      folded stacks, as `flamme collapse`\n"
+               "  perf-script `perf script` text: one sample per block, time order, thread\n"
+               "              label and pid/tid, frames leaf first (Firefox Profiler, speedscope,\n"
+               "              stackcollapse-perf.pl)\n"
                "  --alloc     sampled allocations instead of CPU samples: speedscope in bytes\n"
                "              (--blocks: blocks), pprof alloc_objects/alloc_space (+ inuse_*\n"
                "              when recorded with --live); --live: only what was alive at the end\n"
@@ -850,7 +975,33 @@ static enum fmt parse_format(const char *s)
         return FMT_PPROF;
     if (strcmp(s, "folded") == 0 || strcmp(s, "collapsed") == 0)
         return FMT_FOLDED;
+    if (strcmp(s, "perf-script") == 0 || strcmp(s, "perf") == 0)
+        return FMT_PERF_SCRIPT;
     return FMT_NONE;
+}
+
+int flamme_export_pprof_gz(const struct flamme_profile *p, int threads, char **data, size_t *len)
+{
+    *data = NULL;
+    *len = 0;
+    struct pb b = { 0 };
+    static const struct flamme_view cpu = { 0 }; /* push sends CPU profiles */
+    int fail = pprof_encode(&b, p, threads, &cpu);
+    if (fail) {
+        free(b.b);
+        return fail;
+    }
+    FILE *mem = open_memstream(data, len);
+    int rc = !mem || write_gzip(mem, b.b, b.len) != 0 ? -1 : 0;
+    if (mem && fclose(mem) != 0)
+        rc = -1;
+    free(b.b);
+    if (rc != 0) {
+        free(*data);
+        *data = NULL;
+        *len = 0;
+    }
+    return rc;
 }
 
 int flamme_cmd_export(int argc, char **argv)
@@ -859,6 +1010,9 @@ int flamme_cmd_export(int argc, char **argv)
     enum fmt fmt = FMT_NONE;
     int threads = 0;
     struct flamme_view view = { 0 };
+    /* Inputs are gathered in argv's own front (never past what was read). */
+    const char **ins = (const char **)argv;
+    size_t nin = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (flamme_view_option(&view, a))
@@ -875,7 +1029,7 @@ int flamme_cmd_export(int argc, char **argv)
                  strncmp(a, "--format=", 9) == 0) {
             const char *v = a[1] == 'f' || a[8] != '=' ? argv[++i] : a + 9;
             if ((fmt = parse_format(v)) == FMT_NONE) {
-                fprintf(stderr, EXPORT_ERR "unknown format '%s' (speedscope, pprof or folded)\n", v);
+                fprintf(stderr, EXPORT_ERR "unknown format '%s' (speedscope, pprof, folded or perf-script)\n", v);
                 return 2;
             }
         } else if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
@@ -884,23 +1038,28 @@ int flamme_cmd_export(int argc, char **argv)
         } else if (a[0] == '-' && a[1]) {
             fprintf(stderr, EXPORT_ERR "unknown option: %s\n", a);
             return 2;
-        } else if (!in)
-            in = a;
-        else {
-            fprintf(stderr, EXPORT_ERR "more than one input file: %s\n", a);
-            return 2;
-        }
+        } else
+            ins[nin++] = a;
     }
+    in = nin ? ins[0] : NULL;
     if (!in)
         return usage(stderr);
     if (fmt == FMT_NONE) {
-        fprintf(stderr, EXPORT_ERR "--format speedscope|pprof|folded is required\n");
+        fprintf(stderr, EXPORT_ERR "--format speedscope|pprof|folded|perf-script is required\n");
+        return 2;
+    }
+    if (view.alloc && fmt == FMT_PERF_SCRIPT) {
+        /* perf script's text has CPU clock events only */
+        fprintf(stderr, EXPORT_ERR "--format perf-script has no allocation view (--alloc, --live, "
+                                   "--blocks); use speedscope, pprof or folded\n");
         return 2;
     }
 
     struct flamme_profile p;
     char err[512];
-    if (flamme_profile_load(in, &p, err, sizeof err) != 0) {
+    const char *trunc;
+    int lr = flamme_profile_load_many(ins, nin, &p, &trunc, err, sizeof err);
+    if (lr != 0) {
         fprintf(stderr, EXPORT_ERR "%s\n", err);
         return 2;
     }
@@ -916,8 +1075,8 @@ int flamme_cmd_export(int argc, char **argv)
         }
         value_unit = flamme_view_unit(&view);
     }
-    if (p.truncated)
-        fprintf(stderr, EXPORT_ERR "%s: file is truncated or damaged; using what was readable\n", in);
+    if (trunc)
+        fprintf(stderr, EXPORT_ERR "%s: file is truncated or damaged; using what was readable\n", trunc);
 
     FILE *out = stdout;
     char tmp[PATH_MAX + 8];
@@ -929,6 +1088,8 @@ int flamme_cmd_export(int argc, char **argv)
     int rc = 0, fail = 0;
     if (fmt == FMT_SPEEDSCOPE)
         fail = export_speedscope(out, &p, threads, base_name(in));
+    else if (fmt == FMT_PERF_SCRIPT)
+        fail = export_perf_script(out, &p);
     else if (fmt == FMT_FOLDED) {
         struct flamme_collapse_opts o = { .threads = threads };
         fail = flamme_collapse_profile(&p, &o, emit_line, out);

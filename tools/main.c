@@ -16,13 +16,16 @@ static void usage(FILE *f)
     fprintf(f,
             "usage: flamme <command> [options]\n"
             "  record [-F HZ] [-o FILE] [--depth N] -- CMD ARGS...   profile CMD (an OCaml 5 program)\n"
-            "  collapse FILE [--threads] [--raw] [--fold-gc]            print folded stacks\n"
+            "  collapse FILE... [--threads] [--raw] [--fold-gc]         print folded stacks\n"
             "  svg FILE... [-o OUT.svg] [--title T] [--threads]        interactive flamegraph (profile or folded)\n"
-            "  report FILE                                            summary: threads, completeness, top functions\n"
+            "  report FILE...                                         summary: threads, completeness, top functions\n"
             "  diff BEFORE AFTER [-o OUT.svg] [--normalize] [--folded]  differential flamegraph of two runs\n"
-            "  export FILE --format speedscope|pprof|folded [-o OUT] [--threads]\n"
+            "  export FILE... --format speedscope|pprof|folded [-o OUT] [--threads]\n"
             "                                                         for speedscope, pprof and other tools\n"
+            "  attach PID [--duration S] [-F HZ] [-o FILE]            profile a running program (agent dormant)\n"
+            "  push FILE... | --watch DIR [--url URL] [--delete]      send profiles to Grafana Pyroscope (pprof)\n"
             "  --version                                              this flamme's version and profile formats\n"
+            "Several FILEs (e.g. the segments of FLAMME_PERIOD) are read as one profile.\n"
             "Run `flamme <command> --help` for a command's options.\n");
 }
 
@@ -54,6 +57,10 @@ int main(int argc, char **argv)
         return flamme_cmd_report(argc - 1, argv + 1);
     if (!strcmp(verb, "export"))
         return flamme_cmd_export(argc - 1, argv + 1);
+    if (!strcmp(verb, "push"))
+        return flamme_cmd_push(argc - 1, argv + 1);
+    if (!strcmp(verb, "attach"))
+        return flamme_cmd_attach(argc - 1, argv + 1);
     if (!strcmp(verb, "diff"))
         return flamme_cmd_diff(argc - 1, argv + 1);
     if (!strcmp(verb, "--version") || !strcmp(verb, "version")) {

@@ -21,13 +21,15 @@
 
 static void record_usage(FILE *f)
 {
-    fprintf(f, "usage: flamme record [-F HZ] [-o FILE] [--depth N] [--engine E] [--wall] [--alloc[=RATE]]\n"
-               "                     [--live] -- CMD ARGS...\n"
+    fprintf(f, "usage: flamme record [-F HZ] [-o FILE] [--depth N] [--engine E] [--wall] [--period S]\n"
+               "                     [--alloc[=RATE]] [--live] -- CMD ARGS...\n"
                "  -F, --freq HZ    samples per CPU-second per thread (default 99)\n"
                "  --engine E       auto|perf|timer|itimer (default auto: timer to 100 Hz, perf above)\n"
                "  --wall           wall-clock sampling: blocked threads too (off-CPU time)\n"
                "  -o, --output F   profile path (default flamme.flm; an old one becomes F.old)\n"
                "  --depth N        max frames per sample (default 16384)\n"
+               "  --period S       a continuous profile: one complete file per S seconds,\n"
+               "                   F's name + .000001, .000002, ... (FLAMME_PERIOD)\n"
                "  --alloc[=RATE]   also sample allocations (Gc.Memprof, OCaml 5.3+; RATE per word,\n"
                "                   default 1e-4): for programs that link the flamme library, as the\n"
                "                   default of Flamme.start's ~alloc (FLAMME_ALLOC)\n"
@@ -103,11 +105,58 @@ static int reaches_root(const struct flamme_profile *p, const struct flamme_samp
 
 /* Prints the summary line for the profile at path. Returns 0, or -1 if it
  * could not be read. */
+static int summarize_many(const char *const *paths, size_t n, const char *what);
+
 static int summarize(const char *path)
+{
+    return summarize_many(&path, 1, path);
+}
+
+/* With FLAMME_PERIOD the run wrote segments PATH.NNNNNN.flm (or PATH's
+ * name before ".flm"; agent/config.h): one summary for all of them.
+ * Returns 0, or -1 if there is none (or they cannot be read). */
+static int summarize_segments(const char *out)
+{
+    size_t l = strlen(out), cap = 0, n = 0;
+    int ext = l > 4 && !strcmp(out + l - 4, ".flm");
+    char **paths = NULL;
+    for (unsigned seq = 1;; seq++) {
+        char path[PATH_MAX + 32];
+        struct stat st;
+        snprintf(path, sizeof path, "%.*s.%06u%s", (int)(ext ? l - 4 : l), out, seq, ext ? ".flm" : "");
+        if (lstat(path, &st) != 0 || !S_ISREG(st.st_mode))
+            break;
+        if (n == cap) {
+            cap = cap ? 2 * cap : 64;
+            char **a = realloc(paths, cap * sizeof *a);
+            if (!a)
+                break;
+            paths = a;
+        }
+        if (!(paths[n] = strdup(path)))
+            break;
+        n++;
+    }
+    int rc = -1;
+    if (n) {
+        char what[2 * PATH_MAX + 64];
+        if (n == 1)
+            snprintf(what, sizeof what, "1 segment, %s", paths[0]);
+        else
+            snprintf(what, sizeof what, "%zu segments, %s .. %s", n, paths[0], paths[n - 1]);
+        rc = summarize_many((const char *const *)paths, n, what);
+    }
+    for (size_t i = 0; i < n; i++)
+        free(paths[i]);
+    free(paths);
+    return rc;
+}
+
+static int summarize_many(const char *const *paths, size_t n, const char *what)
 {
     struct flamme_profile p;
     char err[512];
-    if (flamme_profile_load(path, &p, err, sizeof err) != 0) {
+    if (flamme_profile_load_many(paths, n, &p, NULL, err, sizeof err) != 0) {
         fprintf(stderr, "flamme record: %s\n", err);
         return -1;
     }
@@ -126,7 +175,7 @@ static int summarize(const char *path)
             "flamme: %zu samples, %zu threads, %llu lost, complete %.1f%%, engine %s%s, wrote %s%s\n",
             p.nsamples, p.nthreads, (unsigned long long)p.lost,
             weight ? 100.0 * (double)complete / (double)weight : 0.0,
-            engine ? engine : "?", mode && !strcmp(mode, "wall") ? " (wall clock)" : "", path,
+            engine ? engine : "?", mode && !strcmp(mode, "wall") ? " (wall clock)" : "", what,
             p.truncated || !p.complete ? " (profile truncated: program killed?)" : "");
     flamme_profile_free(&p);
     return 0;
@@ -198,6 +247,15 @@ int flamme_cmd_record(int argc, char **argv)
             setenv("FLAMME_ALLOC", r, 1);
         } else if (!strcmp(a, "--live")) {
             setenv("FLAMME_LIVE", "1", 1);
+        } else if (!strcmp(a, "--period")) {
+            const char *v = i + 1 < argc ? argv[++i] : "";
+            char *end;
+            double sec = strtod(v, &end);
+            if (!*v || *end || !(sec >= 0.1 && sec <= 86400)) {
+                fprintf(stderr, "flamme record: --period needs seconds in 0.1..86400, got '%s'\n", v);
+                return 2;
+            }
+            setenv("FLAMME_PERIOD", v, 1);
         } else if (!strcmp(a, "--wall")) {
             setenv("FLAMME_MODE", "wall", 1);
         } else if (!strcmp(a, "--depth")) {
@@ -280,6 +338,9 @@ int flamme_cmd_record(int argc, char **argv)
     while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
         ;
     int rc = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    const char *period = getenv("FLAMME_PERIOD");
+    if (period && *period && summarize_segments(out) == 0)
+        return rc;
     int wrote = lstat(out, &st) == 0 && S_ISREG(st.st_mode);
     if (WIFEXITED(status) && rc == 127 && !wrote)
         return rc;

@@ -207,6 +207,25 @@ static int print_threads(const struct flamme_profile *p, uint64_t weight)
     return 0;
 }
 
+/* Where a segment (or the merged segments) of a continuous profile lie. */
+static void print_segments(const struct flamme_profile *p)
+{
+    if (p->nfiles > 1)
+        printf("  %u files read as one\n", (unsigned)p->nfiles);
+    if (!p->segment_seq)
+        return;
+    uint64_t until = p->segment_until_ns ? p->segment_until_ns : p->end_ns;
+    if (p->nfiles > 1)
+        printf("  segments %u to %u of a continuous profile (period %.2f s), %u missing\n",
+               (unsigned)p->segment_seq, (unsigned)p->segment_last_seq,
+               (double)p->segment_period_ns / 1e9, (unsigned)p->segment_missing);
+    else
+        printf("  segment %u of a continuous profile (period %.2f s), %.3f s long%s\n",
+               (unsigned)p->segment_seq, (double)p->segment_period_ns / 1e9,
+               until > p->segment_from_ns ? (double)(until - p->segment_from_ns) / 1e9 : 0.0,
+               p->segment_until_ns ? "" : " (cut short)");
+}
+
 static void print_header(const char *path, const struct flamme_profile *p)
 {
     fputs("profile: ", stdout);
@@ -235,6 +254,7 @@ static void print_header(const char *path, const struct flamme_profile *p)
                "agent cannot see, such as SIGKILL, or the profile could not be written)\n");
     else
         printf("  status: complete\n");
+    print_segments(p);
     if (p->exit_detail) {
         fputs("  ended: ", stdout);
         flamme_put_term_safe(stdout, p->exit_detail);
@@ -360,10 +380,14 @@ static int print_allocs(const struct flamme_profile *p, const char *in, int live
            "custom %.1f%%\n",
            tb / 1e6, tk, tb > 0 ? 100 * major / tb : 0, tb > 0 ? 100 * marshal / tb : 0,
            tb > 0 ? 100 * custom / tb : 0);
+    /* A segment the run went on after: no full major collection at its
+     * end, and its blocks may die in a later segment (doc/format.md). */
+    const char *alive = p->exit_how == FLAMME_EXIT_SEGMENT
+                            ? "not collected by the segment's end (the run went on)"
+                            : "alive when profiling stopped";
     if (tracked && strcmp(tracked, "1") == 0)
-        printf("  alive when profiling stopped: %.1f MB (%.1f%% of the bytes allocated) in %.0f "
-               "blocks\n",
-               lb / 1e6, tb > 0 ? 100 * lb / tb : 0, lk);
+        printf("  %s: %.1f MB (%.1f%% of the bytes allocated) in %.0f blocks\n", alive, lb / 1e6,
+               tb > 0 ? 100 * lb / tb : 0, lk);
     if (tracked && strcmp(tracked, "1") == 0 && flamme_view_live_domains(p) > 1)
         printf("  (an undercount: with %d domains allocating, OCaml 5.3's Gc.Memprof reports some "
                "blocks that another domain promotes as dead)\n",
@@ -394,7 +418,10 @@ static int print_allocs(const struct flamme_profile *p, const char *in, int live
     if (r == 0 && live) {
         r = view_agg(p, &vl, in, &al, err, errlen);
         if (r == 0)
-            r = print_alloc_top("alive when profiling stopped, by bytes:", &al, NULL, "bytes", NULL);
+            r = print_alloc_top(p->exit_how == FLAMME_EXIT_SEGMENT
+                                    ? "not collected by the segment's end, by bytes:"
+                                    : "alive when profiling stopped, by bytes:",
+                                &al, NULL, "bytes", NULL);
     }
     agg_free(&ab);
     agg_free(&ak);
@@ -405,10 +432,13 @@ static int print_allocs(const struct flamme_profile *p, const char *in, int live
 int flamme_cmd_report(int argc, char **argv)
 {
     const char *in = NULL;
+    /* Inputs are gathered in argv's own front (never past what was read). */
+    const char **ins = (const char **)argv;
+    size_t nin = 0;
     struct flamme_view view = { 0 };
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
-            fprintf(stderr, "usage: flamme report FILE [--alloc | --live]\n"
+            fprintf(stderr, "usage: flamme report FILE... [--alloc | --live]\n"
                             "  a profile with sampled allocations gets an allocation section;\n"
                             "  --alloc requires one, --live adds what was alive at the end\n");
             return 0;
@@ -419,20 +449,19 @@ int flamme_cmd_report(int argc, char **argv)
             fprintf(stderr, "flamme report: unknown option: %s\n", argv[i]);
             return 2;
         }
-        if (in) {
-            fprintf(stderr, "flamme report: more than one input file: %s\n", argv[i]);
-            return 2;
-        }
-        in = argv[i];
+        ins[nin++] = argv[i];
     }
-    if (!in) {
-        fprintf(stderr, "usage: flamme report FILE\n");
+    if (!nin) {
+        fprintf(stderr, "usage: flamme report FILE...\n");
         return 2;
     }
+    in = ins[0];
 
     struct flamme_profile p;
     char err[512];
-    if (flamme_profile_load(in, &p, err, sizeof err) != 0) {
+    const char *trunc;
+    int lr = flamme_profile_load_many(ins, nin, &p, &trunc, err, sizeof err);
+    if (lr != 0) {
         fprintf(stderr, "flamme report: %s\n", err);
         return 2;
     }

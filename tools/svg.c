@@ -156,6 +156,45 @@ static void collect(void *ctx, const char *stack, uint64_t count)
     flamme_folded_add(f, stack, strlen(stack), (double)count);
 }
 
+/* Profile files of an allocation view, read together once every input is
+ * seen (flamme_profile_load_many): a segment may have no allocations, and
+ * a block may die in a later segment than the one that allocated it. */
+static const char **alloc_paths;
+static size_t nalloc_paths;
+
+/* Collapses p (its view applied) into f; frees p. 0, 1 or 2 as load_profile. */
+static int add_profile(struct flamme_folded *f, struct flamme_profile *p, const char *name,
+                       const struct flamme_collapse_opts *co)
+{
+    char err[512];
+    if (flamme_view_apply(p, &view, name, err, sizeof err) != 0) {
+        fprintf(stderr, "flamme svg: %s\n", err);
+        flamme_profile_free(p);
+        return 2;
+    }
+    if (p->truncated)
+        fprintf(stderr, "flamme svg: %s: warning: profile is truncated; using what was read\n", name);
+    int r = flamme_collapse_profile(p, co, collect, f);
+    flamme_profile_free(p);
+    if (r != 0 || f->oom)
+        return flamme_collapse_error("svg", name, f->oom ? -1 : r);
+    return 0;
+}
+
+/* The deferred profiles of an allocation view, read as one into f. */
+static int load_alloc_profiles(struct flamme_folded *f, const struct flamme_collapse_opts *co)
+{
+    if (!nalloc_paths)
+        return 0;
+    struct flamme_profile p;
+    char err[512];
+    if (flamme_profile_load_many(alloc_paths, nalloc_paths, &p, NULL, err, sizeof err) != 0) {
+        fprintf(stderr, "flamme svg: %s\n", err);
+        return 2;
+    }
+    return add_profile(f, &p, alloc_paths[0], co);
+}
+
 /* Loads the profile at path (shown as name) into f. 0, 1 (I/O, memory) or 2 (bad input). */
 static int load_profile(struct flamme_folded *f, const char *path, const char *name,
                         const struct flamme_collapse_opts *co)
@@ -170,18 +209,7 @@ static int load_profile(struct flamme_folded *f, const char *path, const char *n
             fprintf(stderr, "flamme svg: %s\n", err);
         return 2;
     }
-    if (flamme_view_apply(&p, &view, name, err, sizeof err) != 0) {
-        fprintf(stderr, "flamme svg: %s\n", err);
-        flamme_profile_free(&p);
-        return 2;
-    }
-    if (p.truncated)
-        fprintf(stderr, "flamme svg: %s: warning: profile is truncated; using what was read\n", name);
-    int r = flamme_collapse_profile(&p, co, collect, f);
-    flamme_profile_free(&p);
-    if (r != 0 || f->oom)
-        return flamme_collapse_error("svg", name, f->oom ? -1 : r);
-    return 0;
+    return add_profile(f, &p, name, co);
 }
 
 static int write_all(int fd, const void *buf, size_t len)
@@ -286,6 +314,10 @@ static int read_input(struct flamme_folded *f, const char *path, const struct fl
     if (hn > 0 && flamme_is_profile(head, (size_t)hn)) {
         if (!is_stdin)
             close(fd);
+        if (view.alloc && !is_stdin) {
+            alloc_paths[nalloc_paths++] = path;
+            return 0;
+        }
         return load_profile(f, is_stdin ? "/proc/self/fd/0" : path, name, co);
     }
     int r = flamme_folded_read_fd(f, fd, name);
@@ -404,10 +436,18 @@ int flamme_cmd_svg(int argc, char **argv)
     flamme_folded_init(&f);
     int rc = 0;
     struct flamme_collapse_opts co = {.threads = o.threads, .lines = lines};
+    alloc_paths = calloc((size_t)argc + 1, sizeof *alloc_paths);
+    if (!alloc_paths) {
+        fprintf(stderr, "flamme svg: out of memory\n");
+        rc = 1;
+        goto done;
+    }
     if (optind >= argc)
         rc = read_input(&f, "-", &co);
     for (int i = optind; i < argc && rc == 0; i++)
         rc = read_input(&f, argv[i], &co);
+    if (rc == 0)
+        rc = load_alloc_profiles(&f, &co);
     if (rc != 0)
         goto done;
     if (f.bad_lines)
@@ -445,6 +485,9 @@ int flamme_cmd_svg(int argc, char **argv)
         rc = 1;
     }
 done:
+    free(alloc_paths);
+    alloc_paths = NULL;
+    nalloc_paths = 0;
     flamme_folded_free(&f);
     flamme_fg_nameattr_free(nameattr);
     return rc;

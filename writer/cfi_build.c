@@ -11,6 +11,7 @@
  *
  */
 #include "agent/cfi.h"
+#include "agent/fds.h"
 #include "agent/cfi_tables.h"
 
 #include <elf.h>
@@ -900,13 +901,14 @@ static long add_fd(int fd, const char *name, uint64_t bias, uint64_t lo, uint64_
 
 long flamme_cfi_add_module(const char *path, uint64_t bias, uint64_t lo, uint64_t hi)
 {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    struct flamme_fd_id fid;
+    int fd = flamme_open_high(path, O_RDONLY, &fid);
     if (fd < 0)
         return -1;
     pthread_mutex_lock(&build_lock);
     long n = add_fd(fd, path, bias, lo, hi, 0);
     pthread_mutex_unlock(&build_lock);
-    close(fd);
+    flamme_close_checked(fd, &fid);
     return n;
 }
 
@@ -969,13 +971,14 @@ static int add_vdso(uint64_t start, uint64_t end)
     if (done || end <= start || end - start > (16u << 20))
         return 0;
     done = 1;
-    int fd = memfd_create("flamme-vdso", MFD_CLOEXEC);
+    struct flamme_fd_id fid;
+    int fd = flamme_fd_high(memfd_create("flamme-vdso", MFD_CLOEXEC), &fid);
     if (fd < 0)
         return 0;
     uint64_t bias;
     int ok = write(fd, (const void *)(uintptr_t)start, end - start) == (ssize_t)(end - start) &&
              exec_bias(fd, start, 0, &bias) == 0 && add_fd(fd, "[vdso]", bias, start, end, 0) > 0;
-    close(fd);
+    flamme_close_checked(fd, &fid);
     return ok;
 }
 
@@ -1016,9 +1019,10 @@ int flamme_cfi_add_from_maps(const char *fp_file, const char *skip)
          * now names another file. */
         char mf[64];
         snprintf(mf, sizeof mf, "/proc/self/map_files/%llx-%llx", start, end);
-        int fd = open(mf, O_RDONLY | O_CLOEXEC);
+        struct flamme_fd_id fid;
+        int fd = flamme_open_high(mf, O_RDONLY, &fid);
         if (fd < 0 && !deleted)
-            fd = open(path, O_RDONLY | O_CLOEXEC);
+            fd = flamme_open_high(path, O_RDONLY, &fid);
         if (fd < 0)
             continue;
         struct stat st;
@@ -1027,7 +1031,7 @@ int flamme_cfi_add_from_maps(const char *fp_file, const char *skip)
             exec_bias(fd, start, off, &bias) == 0 &&
             add_fd(fd, path, bias, start, end, sw) > 0)
             added++;
-        close(fd);
+        flamme_close_checked(fd, &fid);
     }
     pthread_mutex_unlock(&build_lock);
     fclose(f);

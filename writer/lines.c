@@ -14,6 +14,7 @@
  * sane), and nothing here aborts.
  */
 #include "writer/lines.h"
+#include "agent/fds.h"
 
 #include <elf.h>
 #include <fcntl.h>
@@ -602,12 +603,13 @@ static int finish(struct builder *b, flamme_lines *l)
 
 flamme_lines *flamme_lines_open(const char *path)
 {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    struct flamme_fd_id fid;
+    int fd = flamme_open_high(path, O_RDONLY, &fid);
     if (fd < 0)
         return NULL;
     struct sect line = { 0 }, line_str = { 0 }, str = { 0 };
     int r = load_sections(fd, &line, &line_str, &str);
-    close(fd);
+    flamme_close_checked(fd, &fid);
     flamme_lines *l = NULL;
     struct builder b = { 0 };
     if (r < 0)

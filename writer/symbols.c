@@ -35,6 +35,7 @@
  * are static functions.
  */
 #include "writer/symbols.h"
+#include "agent/fds.h"
 
 #include <elf.h>
 #include <errno.h>
@@ -425,7 +426,8 @@ static int load_sections(struct module *m, const struct elf_src *src, const Elf6
  * nameless. Returns 0 (also when there is none), or -1 on allocation failure. */
 static int load_debug_file(struct module *m, struct symacc *acc)
 {
-    int fd = open(acc->debug_path, O_RDONLY | O_CLOEXEC);
+    struct flamme_fd_id fid;
+    int fd = flamme_open_high(acc->debug_path, O_RDONLY, &fid);
     if (fd < 0)
         return 0;
     struct stat st;
@@ -436,7 +438,7 @@ static int load_debug_file(struct module *m, struct symacc *acc)
         if (read_ehdr(&dsrc, &eh) == 0)
             rc = load_sections(m, &dsrc, &eh, 0, acc);
     }
-    close(fd);
+    flamme_close_checked(fd, &fid);
     return rc;
 }
 
@@ -488,22 +490,22 @@ static int parse_elf(struct module *m, const struct elf_src *src)
 /* Opens the file behind mapping mp: first via map_files (exact inode, works
  * for deleted files), then by path if the inode still matches.
  * Returns an fd, or -1. */
-static int open_mapped(const struct mapping *mp)
+static int open_mapped(const struct mapping *mp, struct flamme_fd_id *fid)
 {
     char mf[64];
     snprintf(mf, sizeof mf, "/proc/self/map_files/%llx-%llx", (unsigned long long)mp->start,
              (unsigned long long)mp->end);
-    int fd = open(mf, O_RDONLY | O_CLOEXEC);
+    int fd = flamme_open_high(mf, O_RDONLY, fid);
     if (fd >= 0)
         return fd;
     if (mp->mod->path[0] != '/')
         return -1;
-    fd = open(mp->mod->path, O_RDONLY | O_CLOEXEC);
+    fd = flamme_open_high(mp->mod->path, O_RDONLY, fid);
     if (fd < 0)
         return -1;
     struct stat st;
     if (fstat(fd, &st) != 0 || (uint64_t)st.st_ino != mp->mod->inode || !S_ISREG(st.st_mode)) {
-        close(fd);
+        flamme_close_checked(fd, fid);
         return -1;
     }
     return fd;
@@ -525,7 +527,8 @@ static void ensure_parsed(struct mapping *mp)
         }
         return;
     }
-    int fd = open_mapped(mp);
+    struct flamme_fd_id fid;
+    int fd = open_mapped(mp, &fid);
     if (fd < 0)
         return;
     struct stat st;
@@ -534,7 +537,7 @@ static void ensure_parsed(struct mapping *mp)
         if (parse_elf(m, &src) == 0)
             m->state = MOD_OK;
     }
-    close(fd);
+    flamme_close_checked(fd, &fid);
 }
 
 /* Load bias of a mapping: from the PT_LOAD whose file range holds the

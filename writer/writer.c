@@ -56,7 +56,7 @@ static struct {
     flamme_pw *pw;
     flamme_dedup *dedup;
     flamme_symtab *syms;
-    const char *self_module; /* libflamme.so's path (no unwind tables needed: it has frame pointers) */
+    const char *self_module; /* libflamme.so's path (it has frame pointers); NULL when linked */
     uint32_t *ids;           /* scratch: frame ids of one sample */
     uint32_t ids_cap;
     uint64_t samples, lost;
@@ -73,7 +73,24 @@ static struct {
     int old_efd; /* the previous run's doorbell, closed one run later */
     uint8_t *fact; /* per frame id: FR_* bits */
     uint32_t fact_cap;
+    /* Continuous profile (flamme_cfg.period_ns): segment seq covers
+     * [seg_from, ...). Once a sweep starts past seg_from + period, rot_at
+     * is that boundary: samples taken from then on wait in the stash while
+     * the old segment still takes the ones taken before it, for one grace
+     * period (a handler that read the clock before the boundary may publish
+     * its sample a little later); then the segment is closed, the next
+     * opened, and the stash replayed into it. */
+    uint64_t period_ns, seg_from, seg_end, rot_at, realtime0, monotonic0;
+    uint32_t seq;
+    uint64_t *stash;          /* per record: slot index, nwords, the words */
+    size_t stash_n, stash_cap;
+    int no_stash;             /* write samples into the current segment whatever their time */
+    int final;                /* the last sweep of a run: no segment begins */
+    int alloc_info;           /* the current file has INFO alloc_rate (every file with ALLOCs) */
+    const char *cmdline;
 } W;
+
+#define ROTATE_GRACE_NS (2ull * DRAIN_INTERVAL_MS * 1000000ull)
 
 /* Writes the source position of a new frame of the main executable (the
  * OCaml program and its runtime), from the executable's DWARF line table,
@@ -158,6 +175,10 @@ static uint32_t frame_id(uint64_t addr, uint8_t callee_facts, uint8_t *facts)
 /* Thread identity beside the tid (format 1.4): each slot's thread gets the
  * next serial when first announced; tids are reused, serials never. */
 static uint32_t slot_serial[FLAMME_MAX_THREADS], next_serial; /* writer thread only */
+static struct {
+    pid_t tid;
+    uint64_t start_ns;
+} slot_owner[FLAMME_MAX_THREADS]; /* the thread slot_serial was given to */
 
 static uint32_t serial_of(const struct flamme_slot *s)
 {
@@ -188,7 +209,14 @@ static void announce(struct flamme_slot *s, int32_t domain)
         s->writer_domain = domain;
     if (!s->writer_announced) {
         W.threads++;
-        slot_serial[s - flamme_slots] = ++next_serial;
+        /* A thread keeps its serial across the segments of a run; a new
+         * thread in the slot gets the next one. */
+        size_t i = (size_t)(s - flamme_slots);
+        if (!slot_serial[i] || slot_owner[i].tid != s->tid || slot_owner[i].start_ns != s->start_ns) {
+            slot_serial[i] = ++next_serial;
+            slot_owner[i].tid = s->tid;
+            slot_owner[i].start_ns = s->start_ns;
+        }
     }
     s->writer_announced = 1;
     if (flamme_pw_thread_serial(W.pw, (uint32_t)s->tid, serial_of(s), kind, s->writer_domain,
@@ -196,7 +224,17 @@ static void announce(struct flamme_slot *s, int32_t domain)
         W.failed = 1;
 }
 
-/* Ring callback: one sample record -> FRAME/STACK records as needed + SAMPLE. */
+/* INFO alloc_rate / alloc_live of the current file. */
+static void write_alloc_info(double rate, int live)
+{
+    char v[40];
+    snprintf(v, sizeof v, "%.17g", rate);
+    if (flamme_pw_info(W.pw, "alloc_rate", v) != 0 ||
+        flamme_pw_info(W.pw, "alloc_live", live ? "1" : "0") != 0)
+        W.failed = 1;
+    W.alloc_info = 1;
+}
+
 /* Raw-stack cache: the frame addresses of a sample, hashed whole, map to
  * the stack id the per-frame path gave them, so a stack seen before costs
  * one hash over its words instead of one table lookup per frame (deep
@@ -283,7 +321,53 @@ static uint32_t stack_of(const uint64_t *frames, uint64_t n, int *root)
     return sid;
 }
 
-/* Ring callback: one sample record -> FRAME/STACK records as needed + SAMPLE. */
+/* Keeps a copy of a sample that belongs to the next segment (see rot_at).
+ * Without memory it goes to the current segment rather than be lost. */
+static void on_record(void *ctx, const uint64_t *rec, uint64_t nwords);
+
+static void stash_record(struct flamme_slot *s, const uint64_t *rec, uint64_t nwords)
+{
+    if (W.stash_n + nwords + 2 > W.stash_cap) {
+        size_t nc = W.stash_cap ? W.stash_cap * 2 : 4096;
+        while (nc < W.stash_n + nwords + 2)
+            nc *= 2;
+        uint64_t *a = realloc(W.stash, nc * sizeof *a);
+        if (!a) {
+            W.no_stash = 1;
+            on_record(NULL, rec, nwords);
+            W.no_stash = 0;
+            return;
+        }
+        W.stash = a;
+        W.stash_cap = nc;
+    }
+    W.stash[W.stash_n++] = (uint64_t)(s - flamme_slots);
+    W.stash[W.stash_n++] = nwords;
+    memcpy(W.stash + W.stash_n, rec, nwords * sizeof *rec);
+    W.stash_n += nwords;
+}
+
+/* Writes the stashed samples into the current segment; those that belong
+ * to a later one still (a writer held up past a whole period) are stashed
+ * again, unless force (the run ends: everything goes into the last). */
+static void replay_stash(int force)
+{
+    uint64_t *st = W.stash;
+    size_t n = W.stash_n;
+    W.stash = NULL;
+    W.stash_n = W.stash_cap = 0;
+    W.rot_at = 0;
+    W.no_stash = force;
+    for (size_t i = 0; i < n;) {
+        W.cur = &flamme_slots[st[i]];
+        uint64_t nw = st[i + 1];
+        on_record(NULL, st + i + 2, nw);
+        i += 2 + nw;
+    }
+    W.no_stash = 0;
+    free(st);
+}
+
 /* Ring record of agent/alloc.c: ALLOC (its stack interned like a sample's,
  * but never BROKEN: a Memprof callstack ends at the outermost OCaml frame,
  * not at a thread root) or ALLOC_EVENT. */
@@ -291,6 +375,12 @@ static void on_alloc_record(struct flamme_slot *s, uint32_t kind, const uint64_t
                             uint64_t nwords)
 {
     uint32_t flags = (uint32_t)(rec[0] >> 40);
+    /* A segment opened after the mode was recorded (or while a stop
+     * drains) still says how its allocations were sampled. */
+    double arate;
+    int alive;
+    if (!W.alloc_info && flamme_alloc_mode_last(&arate, &alive))
+        write_alloc_info(arate, alive);
     if (kind == FLAMME_RING_ALLOC_EVENT) {
         if (nwords >= FLAMME_ALLOC_EVENT_WORDS &&
             flamme_pw_alloc_event(W.pw, rec[2], (uint8_t)flags, rec[1]) != 0)
@@ -323,6 +413,7 @@ static void on_alloc_record(struct flamme_slot *s, uint32_t kind, const uint64_t
         W.failed = 1;
 }
 
+/* Ring callback: one sample record -> FRAME/STACK records as needed + SAMPLE. */
 static void on_record(void *ctx, const uint64_t *rec, uint64_t nwords)
 {
     (void)ctx;
@@ -338,6 +429,14 @@ static void on_record(void *ctx, const uint64_t *rec, uint64_t nwords)
     int32_t domain = (int32_t)(uint32_t)(rec[2] >> 32);
     uint64_t n = nwords - FLAMME_SAMPLE_HDR_WORDS;
     const uint64_t *frames = rec + FLAMME_SAMPLE_HDR_WORDS;
+    /* A sample from past the segment's end waits for the next segment,
+     * even when the sweep that drains it began before that end. */
+    if (W.period_ns && !W.no_stash && t >= W.seg_end) {
+        if (!W.rot_at)
+            W.rot_at = W.seg_end;
+        stash_record(s, rec, nwords);
+        return;
+    }
     announce(s, domain);
     uint64_t h1, h2;
     raw_hash(frames, n, &h1, &h2);
@@ -405,8 +504,13 @@ static void follow_libraries(void)
 }
 
 /* One sweep over all slots: drain rings, report losses, retire dead threads. */
+static void rotate(void);
+
 static void sweep(void)
 {
+    uint64_t t0 = flamme_now_sigsafe();
+    if (W.period_ns && !W.rot_at && !W.final && t0 >= W.seg_end)
+        W.rot_at = W.seg_end;
     follow_libraries();
     int hwm = atomic_load_explicit(&flamme_slots_hwm, memory_order_acquire);
     for (int i = 0; i < hwm; i++) {
@@ -417,8 +521,12 @@ static void sweep(void)
             continue;
         /* A dead thread's slot is ours to drain only once taken (its thread
          * may recycle it itself when no writer runs). */
-        if (st == FLAMME_SLOT_DEAD && !flamme_slot_take_dead(s))
-            continue;
+        int taken = 0;
+        if (st == FLAMME_SLOT_DEAD && !W.rot_at) {
+            if (!flamme_slot_take_dead(s))
+                continue;
+            taken = 1;
+        }
         W.cur = s;
         if (!s->writer_announced)
             announce(s, -1);
@@ -433,7 +541,14 @@ static void sweep(void)
             W.lost += lost - s->writer_lost_seen;
             s->writer_lost_seen = lost;
         }
-        if (st == FLAMME_SLOT_DEAD) {
+        /* While a segment closes, a dead thread's slot stays DEAD (drained,
+         * not taken: only the writer drains while it runs), so the samples
+         * the stash holds for it keep their thread until replayed. */
+        if (taken && W.rot_at) {
+            /* Its last samples went to the stash in this very drain: it
+             * stays DEAD (only this writer takes DEAD slots while it runs). */
+            atomic_store_explicit(&s->state, FLAMME_SLOT_DEAD, memory_order_release);
+        } else if (taken) {
             if (flamme_pw_thread_end_serial(W.pw, (uint32_t)s->tid, serial_of(s), s->end_ns) != 0)
                 W.failed = 1;
             flamme_slot_release(s);
@@ -443,15 +558,12 @@ static void sweep(void)
         W.failed = 1;
     double arate;
     int alive;
-    if (flamme_alloc_mode_changed(&arate, &alive) && arate > 0) {
-        char v[40];
-        snprintf(v, sizeof v, "%.17g", arate);
-        if (flamme_pw_info(W.pw, "alloc_rate", v) != 0 ||
-            flamme_pw_info(W.pw, "alloc_live", alive ? "1" : "0") != 0)
-            W.failed = 1;
-    }
+    if (flamme_alloc_mode_changed(&arate, &alive) && arate > 0)
+        write_alloc_info(arate, alive);
     flamme_threads_arm_pending();
     flamme_safe_read_prepare_fallback();
+    if (W.rot_at && !W.final && t0 >= W.rot_at + ROTATE_GRACE_NS)
+        rotate();
     uint64_t now = flamme_now_sigsafe();
     /* Libraries loaded since (dlopen) get their unwind tables too. */
     if (now - W.last_cfi_ns >= CFI_RESCAN_NS) {
@@ -497,10 +609,19 @@ void flamme_writer_set_end_sigsafe(int how, int code)
 }
 
 /* The EXIT record for how the process is ending. */
+static void write_exit_at(int how, int code, uint64_t until);
+
 static void write_exit(void)
 {
-    int how = atomic_load_explicit(&end_how, memory_order_relaxed);
-    int code = atomic_load_explicit(&end_code, memory_order_relaxed);
+    write_exit_at(atomic_load_explicit(&end_how, memory_order_relaxed),
+                  atomic_load_explicit(&end_code, memory_order_relaxed), flamme_now_sigsafe());
+}
+
+/* The closing SEGMENT record (continuous profiles), then EXIT. */
+static void write_exit_at(int how, int code, uint64_t until)
+{
+    if (W.period_ns && flamme_pw_segment(W.pw, W.seq, W.seg_from, until, W.period_ns) != 0)
+        W.failed = 1;
     char d[160];
     switch (how) {
     case FLAMME_EXIT_EXIT:
@@ -522,14 +643,20 @@ static void write_exit(void)
         snprintf(d, sizeof d, "the main thread called pthread_exit and the last thread ended "
                               "(exit status 0)");
         break;
+    case FLAMME_EXIT_SEGMENT:
+        snprintf(d, sizeof d, "segment %u ended; the run goes on in segment %u", (unsigned)W.seq,
+                 (unsigned)W.seq + 1);
+        break;
     default:
         snprintf(d, sizeof d, "profiling stopped; the program went on");
         how = FLAMME_EXIT_STOPPED;
         break;
     }
-    if (flamme_pw_exit(W.pw, (uint8_t)how, code, flamme_now_sigsafe(), d) != 0)
+    if (flamme_pw_exit(W.pw, (uint8_t)how, code, until, d) != 0)
         W.failed = 1;
 }
+
+static void write_totals_info(void);
 
 /* Completes the file: the handler-cost INFO, the END record, close.
  * Writer thread (finish) or the stopping thread after the join (stop).
@@ -539,6 +666,18 @@ static int finalize(void)
     if (W.closed)
         return W.failed ? -1 : 0;
     W.closed = 1;
+    write_totals_info();
+    write_exit();
+    if (flamme_pw_close(W.pw, W.samples, W.lost, flamme_now_sigsafe(), W.threads) != 0)
+        W.failed = 1;
+    W.pw = NULL;
+    return W.failed ? -1 : 0;
+}
+
+/* The handler's cost and budget, GC hook pauses: INFO records written as a
+ * profile (or segment) is completed. */
+static void write_totals_info(void)
+{
     uint64_t p50, p99, n;
     flamme_handler_cost(&p50, &p99, &n);
     char buf[64];
@@ -558,15 +697,10 @@ static int finalize(void)
                  (unsigned long long)gc_pauses);
         flamme_pw_info(W.pw, "gc_major_hooks_paused_ms_n", buf);
     }
-    if (flamme_cfg.stats)
+    if (flamme_cfg.stats && !W.rot_at)
         flamme_agent_warn(1, "handler cost: median %llu ns, p99 %llu ns over %llu samples",
                           (unsigned long long)p50, (unsigned long long)p99,
                           (unsigned long long)n);
-    write_exit();
-    if (flamme_pw_close(W.pw, W.samples, W.lost, flamme_now_sigsafe(), W.threads) != 0)
-        W.failed = 1;
-    W.pw = NULL;
-    return W.failed ? -1 : 0;
 }
 
 /* flamme_writer_sync: requests counted up by callers, sweeps done
@@ -605,6 +739,14 @@ static void *writer_main(void *arg)
         }
     }
     sweep(); /* final drain: sampling has stopped */
+    if (W.period_ns) {
+        /* The run ends within a segment's grace: its last samples stay in
+         * it, and the threads held for them end in it too. */
+        replay_stash(1);
+        W.final = W.no_stash = 1;
+        sweep();
+        W.final = W.no_stash = 0;
+    }
     if (atomic_load_explicit(&W.finish, memory_order_acquire)) {
         finalize();
         /* Pairs with the acquire load in flamme_writer_wait_finished_sigsafe. */
@@ -691,7 +833,7 @@ static int out_guard(int *fd)
         return 0;
     }
     if (nfd >= 0)
-        close(nfd);
+        flamme_close_checked(nfd, &id);
     flamme_agent_warn(1, "the program closed the profile's descriptor and %s cannot be reopened; "
                          "the profile ends here (incomplete)", W.path);
     *fd = -1;
@@ -699,6 +841,100 @@ static int out_guard(int *fd)
 }
 
 static int spawn_writer(void);
+
+/* The INFO records every profile (and segment) begins with, and the
+ * opening SEGMENT record of a continuous profile's segment. */
+static void write_start_info(void)
+{
+    char buf[32];
+    flamme_pw_info(W.pw, "agent", "flamme " "1.0");
+    snprintf(buf, sizeof buf, "%d", flamme_cfg.hz);
+    flamme_pw_info(W.pw, "hz", buf);
+    snprintf(buf, sizeof buf, "%d", flamme_cfg.depth);
+    flamme_pw_info(W.pw, "depth", buf);
+    flamme_pw_info(W.pw, "engine", flamme_engine_name());
+    flamme_pw_info(W.pw, "mode", flamme_cfg.wall ? "wall" : "cpu");
+    flamme_pw_info(W.pw, "unwind", flamme_ocaml_has_frame_pointers() == 0 ? "CFI (OCaml without frame pointers)" : "CFI, frame pointers where there is none");
+    if (W.cmdline)
+        flamme_pw_info(W.pw, "cmdline", W.cmdline);
+    char host[256];
+    if (gethostname(host, sizeof host - 1) == 0) {
+        host[sizeof host - 1] = 0;
+        flamme_pw_info(W.pw, "hostname", host);
+    }
+    if (W.period_ns && flamme_pw_segment(W.pw, W.seq, W.seg_from, 0, W.period_ns) != 0)
+        W.failed = 1;
+    W.alloc_info = 0;
+}
+
+/* Closes the current segment at W.rot_at and opens the next one, which
+ * gets the stashed samples (writer thread, within a sweep). When the next
+ * file cannot be created the current segment goes on for another period
+ * (said on stderr): nothing is lost. */
+static void rotate(void)
+{
+    uint64_t at = W.rot_at;
+    char path[sizeof W.path];
+    int fd = -1, e = ENAMETOOLONG;
+    if (flamme_config_segment_path(&flamme_cfg, W.seq + 1, path, sizeof path) == 0) {
+        fd = flamme_agent_open_output(path, sizeof path);
+        e = errno;
+    }
+    struct flamme_fd_id id;
+    fd = flamme_fd_high(fd, &id);
+    struct flamme_header h = {.major = FLAMME_VERSION_MAJOR, .minor = FLAMME_VERSION_MINOR,
+                              .pid = (uint32_t)getpid(), .hz = (uint32_t)flamme_cfg.hz,
+                              .start_realtime_ns = W.realtime0 + (at - W.monotonic0),
+                              .start_monotonic_ns = at};
+    flamme_pw *pw = fd >= 0 ? flamme_pw_open(fd, &h) : NULL;
+    flamme_dedup *dd = pw ? flamme_dedup_new() : NULL;
+    if (!dd) {
+        if (!pw && fd >= 0)
+            e = errno, close(fd);
+        if (pw)
+            flamme_pw_close(pw, 0, 0, 0, 0);
+        flamme_agent_warn(1, "cannot create segment %u (%s): %s; segment %u goes on for another "
+                             "period", (unsigned)W.seq + 1, path, strerror(e ? e : ENOMEM),
+                          (unsigned)W.seq);
+        W.seg_end += W.period_ns;
+        replay_stash(0);
+        return;
+    }
+    /* The old segment: completed up to the boundary. */
+    write_totals_info();
+    write_exit_at(FLAMME_EXIT_SEGMENT, 0, at);
+    if (flamme_pw_close(W.pw, W.samples, W.lost, at, W.threads) != 0 || W.failed)
+        flamme_agent_warn(1, "segment %s is incomplete (write error)", W.path);
+    /* The new one: its own ids, its own threads (serials stay the run's). */
+    W.pw = pw;
+    flamme_pw_set_guard(W.pw, out_guard);
+    W.out_id = id;
+    snprintf(W.path, sizeof W.path, "%s", path);
+    flamme_dedup_free(W.dedup);
+    W.dedup = dd;
+    W.raw_n = 0;
+    if (W.raw)
+        memset(W.raw, 0, W.raw_cap * sizeof *W.raw);
+    if (W.fact)
+        memset(W.fact, 0, W.fact_cap);
+    int hwm = atomic_load_explicit(&flamme_slots_hwm, memory_order_acquire);
+    for (int i = 0; i < hwm; i++)
+        flamme_slots[i].writer_announced = 0;
+    W.samples = W.lost = 0;
+    W.threads = 0;
+    W.failed = 0;
+    W.seq++;
+    W.seg_from = at;
+    W.seg_end = at + W.period_ns;
+    write_start_info();
+    replay_stash(0);
+    W.last_chunk_ns = flamme_now_sigsafe();
+}
+
+const char *flamme_writer_path(void)
+{
+    return W.path;
+}
 
 int flamme_writer_start(int fd, const char *path, const char *cmdline)
 {
@@ -711,6 +947,7 @@ int flamme_writer_start(int fd, const char *path, const char *cmdline)
     free(W.ids);
     free(W.fact);
     free(W.raw);
+    free(W.stash);
     memset(&W, 0, sizeof W);
     flamme_writer_set_end_sigsafe(FLAMME_EXIT_STOPPED, 0);
     W.syms = keep_syms;
@@ -758,31 +995,38 @@ int flamme_writer_start(int fd, const char *path, const char *cmdline)
         W.dedup = NULL;
         return -1;
     }
+#ifndef FLAMME_LINKED
     {
         /* Our own module, from /proc/self/maps (never the loader: see
          * agent/libc_next.h). */
         const char *fn = "", *mod = "";
         uint64_t off;
         flamme_symtab_lookup(W.syms, (uint64_t)(uintptr_t)flamme_writer_start, &fn, &mod, &off);
-        W.self_module = *mod ? mod : NULL;
+        /* Linked into the program (the OCaml library), our module is the
+         * executable, whose unwind rows a program without frame pointers
+         * needs: nothing to skip then. */
+        W.self_module = *mod && strcmp(mod, W.exe_path) != 0 ? mod : NULL;
     }
+#else
+    /* Linked by the OCaml library, the agent shares its module with the
+     * program's own code: skipping it would leave a program built without
+     * frame pointers with no unwind tables for its OCaml code. */
+    W.self_module = NULL;
+#endif
     /* Unwind tables, built before sampling starts: every library and the
      * executable, whether or not its OCaml has frame pointers: its C code
      * (stubs, the runtime) is sampled inside prologues and epilogues where
      * rbp is the caller's, and its rows are exact there. */
     flamme_cfi_add_from_maps(NULL, W.self_module);
     W.last_cfi_ns = flamme_now_sigsafe();
-    char buf[32];
-    flamme_pw_info(W.pw, "agent", "flamme " "1.0");
-    snprintf(buf, sizeof buf, "%d", flamme_cfg.hz);
-    flamme_pw_info(W.pw, "hz", buf);
-    snprintf(buf, sizeof buf, "%d", flamme_cfg.depth);
-    flamme_pw_info(W.pw, "depth", buf);
-    flamme_pw_info(W.pw, "engine", flamme_engine_name());
-    flamme_pw_info(W.pw, "mode", flamme_cfg.wall ? "wall" : "cpu");
-    flamme_pw_info(W.pw, "unwind", flamme_ocaml_has_frame_pointers() == 0 ? "CFI (OCaml without frame pointers)" : "CFI, frame pointers where there is none");
-    if (cmdline)
-        flamme_pw_info(W.pw, "cmdline", cmdline);
+    W.cmdline = cmdline;
+    W.realtime0 = h.start_realtime_ns;
+    W.monotonic0 = h.start_monotonic_ns;
+    W.period_ns = flamme_cfg.period_ns;
+    W.seq = 1;
+    W.seg_from = h.start_monotonic_ns;
+    W.seg_end = W.seg_from + W.period_ns;
+    write_start_info();
     W.last_chunk_ns = flamme_now_sigsafe();
     flamme_handler_cost_reset();
     int efd = flamme_fd_high(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC), &wake_id);

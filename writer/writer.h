@@ -60,6 +60,11 @@ void flamme_writer_libraries_changed(void);
  * not the writer thread. Returns 0, or -1 (timeout, writer not running). */
 int flamme_writer_sync(int timeout_ms);
 
+/* The path of the file being (or last) written: with a period
+ * (flamme_cfg.period_ns), the current segment's. Read after
+ * flamme_writer_stop, or by the writer thread. */
+const char *flamme_writer_path(void);
+
 /* Asks the writer to drain now (a ring is filling up).
  * async-signal-safe: yes. */
 void flamme_writer_wake_sigsafe(void);

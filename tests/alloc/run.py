@@ -38,8 +38,9 @@ def check(cond, msg):
         raise Failure(msg)
 
 
-def run(cmd):
+def run(cmd, **extra_env):
     env = {k: v for k, v in os.environ.items() if not k.startswith("FLAMME_") and k != "LD_PRELOAD"}
+    env.update(extra_env)
     p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
     return p.returncode, p.stdout, p.stderr
 
@@ -204,6 +205,50 @@ def test_live(flamme, exe, work, comp):
           "%s: the two-domain live view does not warn: %r" % (comp, se))
 
 
+def test_segments(flamme, exe, work, comp):
+    """A continuous profile with live tracking (FLAMME_PERIOD=0.1): the
+    segments read as one give the same live share as one profile of the
+    run (blocks allocated in a segment that die in a later one are matched
+    across files); every segment with allocations names its mode (its own
+    --live view works); a segment's report says its blocks may die later."""
+    d = os.path.join(work, "seg-%s" % comp)
+    os.makedirs(d)
+    rc, so, se = run([exe, os.path.join(d, "s.%n.flm"), RATE, "live"], FLAMME_PERIOD="0.1")
+    check(rc == 0, "%s: split.exe live with a period failed (%d): %s" % (comp, rc, se.strip()))
+    segs = sorted(os.path.join(d, f) for f in os.listdir(d))
+    check(len(segs) >= 2, "%s: %d segment(s) written, want 2 or more" % (comp, len(segs)))
+    alloc = sum(w for _, w in folded(flamme, segs[0], *segs[1:], "--alloc"))
+    live = folded(flamme, segs[0], *segs[1:], "--live")
+    want = 100.0 * 200000 * 64 / (2000000 * 40 + 200000 * 24 + 48e6 + 32e6)
+    got = 100.0 * sum(w for _, w in live) / alloc
+    print("  %s: %d segments read as one: alive at the end %.2f%% of the bytes allocated (want "
+          "%.2f%%)" % (comp, len(segs), got, want))
+    check(abs(got - want) <= TOL, "%s: merged live share %.2f%%, want %.2f%% +- %g pp"
+          % (comp, got, want, TOL))
+    check(share(live, "Split.small_tuples") >= 98, "%s: the merged live view is not small_tuples': %r"
+          % (comp, live[:4]))
+    # svg reads the segments as one too (one segment may have no allocations)
+    svg = os.path.join(d, "..", "seg-%s.svg" % comp)
+    rc, so, se = run([flamme, "svg", "--live", "-o", svg] + segs)
+    lt = sum(w for _, w in live)
+    check(rc == 0 and "Split.small_tuples\n{:,} bytes".format(lt) in open(svg).read(),
+          "%s: svg --live of the segments: rc %d %r (want small_tuples at {:,} bytes)".format(lt)
+          % (comp, rc, se[-300:]))
+    with_allocs = 0
+    for s in segs:
+        rc, so, se = run([flamme, "collapse", "--alloc", s])
+        if rc != 0:
+            check("no sampled allocations" in se, "%s: collapse --alloc %s: %r" % (comp, s, se))
+            continue
+        with_allocs += 1
+        rc, so, se = run([flamme, "collapse", "--live", s])
+        check(rc == 0, "%s: segment %s has no live view: %r" % (comp, os.path.basename(s), se))
+    check(with_allocs >= 2, "%s: %d segments with allocations, want 2 or more" % (comp, with_allocs))
+    rc, so, se = run([flamme, "report", segs[0]])
+    check(rc == 0 and "not collected by the segment's end" in so,
+          "%s: the first segment's report: %r" % (comp, so[-400:]))
+
+
 def test_refusals(flamme, work, exe):
     """Views a profile cannot give: one line, exit status 2; a bad rate: Flamme.Error."""
     tracked = os.path.join(work, "split-fp.flm")  # recorded without --live
@@ -247,7 +292,7 @@ def main():
     failed = passed = 0
     for comp in ("fp", "nofp"):
         exe = os.path.abspath(os.path.join(a.build, "alloc", comp, "split.exe"))
-        for name, fn in (("split", test_split), ("live", test_live)):
+        for name, fn in (("split", test_split), ("live", test_live), ("segments", test_segments)):
             print("alloc %s %s:" % (name, comp))
             try:
                 fn(flamme, exe, work, comp)

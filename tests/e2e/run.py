@@ -13,6 +13,7 @@ Prints, per program, the number of samples and the fraction reaching a root,
 and ends with `e2e: N passed, N failed`; exits 1 if anything failed.
 Every test runs once per sampling engine (FLAMME_ENGINE: timer, perf).
 Usage: run.py [--build DIR] [--only NAME,...] [--skip NAME,...] [--engines timer,perf] [--keep]
+              [--compiler OCAMLOPT]
 """
 import argparse
 import os
@@ -24,6 +25,9 @@ import subprocess
 import time
 import sys
 import tempfile
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+import ocaml_compiler  # noqa: E402
 
 HZ = 499
 RUN_TIMEOUT = 180  # seconds; a hang is a failure, not a stuck CI job
@@ -573,11 +577,15 @@ def main():
                     help="FLAMME_ENGINE values to run every test with (default timer,perf; "
                          "perf is skipped with a note where the kernel refuses it)")
     ap.add_argument("--keep", action="store_true", help="keep the temporary directory")
+    ap.add_argument("--compiler", default="",
+                    help="the ocamlopt that built the programs (named in the output)")
     a = ap.parse_args()
+    compiler = ocaml_compiler.describe(a.compiler)
+    print("e2e: programs built by %s" % compiler, flush=True)
     for f in ("flamme", "libflamme.so"):
         if not os.path.exists(os.path.join(a.build, f)):
             print("e2e: %s missing; run make first" % os.path.join(a.build, f), file=sys.stderr)
-            print("e2e: 0 passed, 1 failed")
+            print("e2e: 0 passed, 1 failed (%s)" % compiler)
             return 1
     only = set(filter(None, a.only.split(",")))
     skip = set(filter(None, a.skip.split(",")))
@@ -621,7 +629,7 @@ def main():
         print("e2e: profiles kept in %s" % work)
     else:
         shutil.rmtree(work, ignore_errors=True)
-    print("e2e: %d passed, %d failed" % (passed, failed))
+    print("e2e: %d passed, %d failed (%s)" % (passed, failed, compiler))
     return 1 if failed else 0
 
 

@@ -16,7 +16,8 @@ one; split within 2 percentage points. A failing test prints its 5 heaviest
 incomplete stacks. Prints per program: samples, completeness, delivered Hz
 (sample weight per CPU-second of the whole process), lost; ends with
 `fidelity: N passed, N failed` and exits 1 if anything failed.
-Usage: run.py [--build DIR] [--only NAME,...] [--engines perf,timer] [--keep]
+Usage: run.py [--build DIR] [--only NAME,...] [--skip NAME,...] [--engines perf,timer] [--keep]
+              [--compiler OCAMLOPT]
 """
 import argparse
 import os
@@ -27,6 +28,9 @@ import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import fidlib  # noqa: E402
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+import ocaml_compiler  # noqa: E402
 
 HZ = 999
 COMPLETE_MIN = 99.0
@@ -263,17 +267,23 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--build", default="build")
     ap.add_argument("--only", default="")
+    ap.add_argument("--skip", default="", help="comma-separated test names not to run")
     ap.add_argument("--engines", default="perf,timer")
     ap.add_argument("--keep", action="store_true", help="keep the profiles (prints where)")
+    ap.add_argument("--compiler", default="",
+                    help="the ocamlopt that built the programs (named in the output)")
     a = ap.parse_args()
     only = set(filter(None, a.only.split(",")))
+    skip = set(filter(None, a.skip.split(",")))
+    compiler = ocaml_compiler.describe(a.compiler)
+    print("fidelity: programs built by %s" % compiler, flush=True)
     engines = [e for e in a.engines.split(",") if e]
     work = tempfile.mkdtemp(prefix="flamme-fidelity-")
     ctx = fidlib.Ctx(a.build, work)
     passed = failed = skipped = 0
     failures = []
     for name, fn, only_engines in TESTS:
-        if only and name not in only:
+        if (only and name not in only) or name in skip:
             continue
         for eng in (only_engines if only_engines else engines):
             title = "%s [%s]" % (name, eng)
@@ -299,7 +309,7 @@ def main():
         print("fidelity: %d skipped" % skipped)
     if failures:
         print("fidelity: failed: %s" % ", ".join(failures))
-    print("fidelity: %d passed, %d failed" % (passed, failed))
+    print("fidelity: %d passed, %d failed (%s)" % (passed, failed, compiler))
     return 1 if failed else 0
 
 

@@ -8,7 +8,7 @@ build/lib/<name>/<name>.exe against build/ocaml_stubs/flamme.cmxa. Each test
 runs a program the way a user would and reads its profile back with
 `flamme collapse --threads` / `flamme report`; tolerances are stated next to
 each assertion. Ends with `lib: N passed, N failed`; exits 1 on a failure.
-Usage: run.py [--build DIR] [--only NAME,NAME] [--keep]
+Usage: run.py [--build DIR] [--only NAME,NAME] [--keep] [--compiler OCAMLOPT]
 """
 import argparse
 import os
@@ -23,6 +23,9 @@ import tempfile
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "e2e"))
 from run import (LABEL_DOMAIN, LABEL_SYSTHREAD, Failure, check, collapse,  # noqa: E402
                  describe, run, total)
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+import ocaml_compiler  # noqa: E402
 
 HZ = 499
 
@@ -243,7 +246,11 @@ def main():
     ap.add_argument("--build", default="build")
     ap.add_argument("--only", default="")
     ap.add_argument("--keep", action="store_true", help="keep the work directory")
+    ap.add_argument("--compiler", default="",
+                    help="the ocamlopt that built the programs (named in the output)")
     a = ap.parse_args()
+    compiler = ocaml_compiler.describe(a.compiler)
+    print("lib: programs and library built by %s" % compiler, flush=True)
     only = set(filter(None, a.only.split(",")))
     work = tempfile.mkdtemp(prefix="flamme-lib-")
     ctx = Ctx(a.build, work)
@@ -263,7 +270,7 @@ def main():
         print("work directory kept: %s" % work)
     else:
         shutil.rmtree(work, ignore_errors=True)
-    print("lib: %d passed, %d failed" % (passed, failed))
+    print("lib: %d passed, %d failed (%s)" % (passed, failed, compiler))
     return 1 if failed else 0
 
 

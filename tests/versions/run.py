@@ -11,9 +11,11 @@ the program alone (same output, same exit status):
     caml_runstack is altered to link fibers through another stack_handler
     offset, as a release with a changed layout would (the program uses no
     effects, so it still runs);
+  - patched_id: the same program whose caml_reset_young_limit reads
+    Caml_state->id at another offset;
   - and, as a control, the unpatched program is profiled.
 The runs with each supported release are the e2e/fidelity/library suites
-(make e2e, make ocaml-old-test).
+(make e2e and make compilers-test).
 
 Usage: run.py --build DIR. Ends with "versions: N passed, N failed".
 """
@@ -28,6 +30,8 @@ import tempfile
 # caml_runstack: mov 0x10(%rax),%r11; mov %rcx,0x18(%r11) (stack_handler's
 # parent at 24). The patch moves the parent to 32.
 RUNSTACK = bytes([0x4c, 0x8b, 0x58, 0x10, 0x49, 0x89, 0x4b, 0x18])
+# caml_reset_young_limit: movslq 0x120(%rdi),%rdx (Caml_state->id, 288 in 5.3).
+ID_LOAD = bytes([0x48, 0x63, 0x97, 0x20, 0x01, 0x00, 0x00])
 
 
 class Failure(Exception):
@@ -80,6 +84,43 @@ def patched_split(ctx):
     return exe
 
 
+def file_offset(exe, symbol):
+    """File offset of symbol's code in exe (nm's address, mapped through the
+    LOAD segment that holds it)."""
+    nm = subprocess.run(["nm", exe], capture_output=True, text=True).stdout
+    m = re.search(r"^([0-9a-f]+) T %s$" % re.escape(symbol), nm, re.M)
+    check(m, "%s: no symbol %s" % (exe, symbol))
+    vaddr = int(m.group(1), 16)
+    ph = subprocess.run(["readelf", "-lW", exe], capture_output=True, text=True).stdout
+    for l in ph.splitlines():
+        f = l.split()
+        if f and f[0] == "LOAD":
+            off, va, filesz = int(f[1], 16), int(f[2], 16), int(f[4], 16)
+            if va <= vaddr < va + filesz:
+                return vaddr - va + off
+    raise Failure("%s: %s is in no LOAD segment" % (exe, symbol))
+
+
+def test_patched_id(ctx):
+    """caml_reset_young_limit reading Caml_state->id elsewhere, as a release
+    that moved the field would: the domain labels would be wrong, so the
+    agent stays dormant. (The patch reads the upper half of the id's 8-byte
+    slot, 0 in this single-domain program, which runs as before.)"""
+    src = os.path.join(ctx.build, "e2e", "split", "split.exe")
+    data = bytearray(open(src, "rb").read())
+    at = file_offset(src, "caml_reset_young_limit")
+    i = data.find(ID_LOAD, at, at + 64)
+    check(i >= 0, "split.exe: caml_reset_young_limit has no movslq 0x120(%rdi)")
+    data[i + 3] += 4
+    exe = os.path.join(ctx.work, "split_patched_id.exe")
+    with open(exe, "wb") as f:
+        f.write(data)
+    os.chmod(exe, 0o755)
+    dormant(ctx, exe, ["10"], 0, r"^split: rounds=50 ",
+            r"^flamme: OCaml 5\.3 runtime: caml_reset_young_limit reads the domain id at offset "
+            r"292, not at 288 .*; not profiling$")
+
+
 def test_patched(ctx):
     dormant(ctx, patched_split(ctx), ["10"], 0, r"^split: rounds=50 ",
             r"^flamme: OCaml 5\.\d runtime: caml_c_call/caml_runstack do not use .*; not profiling$")
@@ -110,7 +151,7 @@ def main():
     ctx.flamme = os.path.abspath(os.path.join(a.build, "flamme"))
     ctx.work = tempfile.mkdtemp(prefix="flamme-versions.")
     passed = failed = 0
-    for t in (test_fake, test_patched, test_control):
+    for t in (test_fake, test_patched, test_patched_id, test_control):
         name = t.__name__[5:]
         print("versions %s" % name)
         try:

@@ -1,0 +1,301 @@
+/*
+ * common/merge.c — several profiles read as one (flamme_profile_load_many,
+ * see common/profile.h; rules in doc/format.md "Several files read as
+ * one"): the segments of a continuous profile, or any profiles a user
+ * names together. Called by the tools only (collapse, svg, report, export).
+ */
+#include "common/profile.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/hash.h"
+
+/* Files in the order of their header's (pid, start). */
+static int by_pid_start(const void *a, const void *b)
+{
+    const struct flamme_profile *x = a, *y = b;
+    if (x->hdr.pid != y->hdr.pid)
+        return x->hdr.pid < y->hdr.pid ? -1 : 1;
+    if (x->hdr.start_monotonic_ns != y->hdr.start_monotonic_ns)
+        return x->hdr.start_monotonic_ns < y->hdr.start_monotonic_ns ? -1 : 1;
+    return 0;
+}
+
+/* Grows *a (elements of size sz, *cap of them) to hold need. 0 / -1. */
+static int reserve(void **a, size_t *cap, size_t need, size_t sz)
+{
+    if (need <= *cap)
+        return 0;
+    size_t nc = *cap ? *cap : 64;
+    while (nc < need)
+        nc *= 2;
+    void *n = realloc(*a, nc * sz);
+    if (!n)
+        return -1;
+    *a = n;
+    *cap = nc;
+    return 0;
+}
+
+/* Thread identity across files: (pid, tid, serial), serial != 0. */
+struct tkey {
+    uint32_t pid, tid, serial;
+    uint32_t index; /* in the merged threads; UINT32_MAX: empty */
+};
+
+struct merger {
+    struct flamme_profile *m;
+    size_t cap_frames, cap_stacks, cap_samples, cap_threads, cap_info, cap_gc, cap_allocs;
+    struct tkey *keys;
+    size_t nkeys, cap_keys; /* open addressing, cap a power of two */
+    /* Allocation ids are unique in a process: the ALLOC_EVENTs a file has
+     * no ALLOC for (its block was allocated in an earlier segment) are
+     * matched against the ALLOCs of all the files of its pid, from
+     * m->allocs[pid_allocs] on, once the pid's last file is in. */
+    uint32_t pid;
+    size_t pid_allocs;
+    struct flamme_alloc_event_rec *pend;
+    size_t npend, cap_pend;
+};
+
+/* Matches the pending events of the current pid (see struct merger); the
+ * ones still unmatched stay in m->alloc_orphans. 0 / -1. */
+static int flush_pid(struct merger *g)
+{
+    struct flamme_profile *m = g->m;
+    int r = flamme_alloc_match_events(m->allocs + g->pid_allocs, m->nallocs - g->pid_allocs,
+                                      g->pend, g->npend, &m->alloc_orphans, &m->nalloc_orphans);
+    g->npend = 0;
+    g->pid_allocs = m->nallocs;
+    return r;
+}
+
+static uint64_t tkey_hash(const struct merger *g, uint32_t pid, uint32_t tid, uint32_t serial)
+{
+    (void)g;
+    uint64_t k[2] = {((uint64_t)pid << 32) | tid, serial};
+    return flamme_table_hash(k, sizeof k); /* keyed per process: see common/hash.h */
+}
+
+/* Slot of (pid, tid, serial): a match or the empty one. NULL on OOM. */
+static struct tkey *tkey_slot(struct merger *g, uint32_t pid, uint32_t tid, uint32_t serial)
+{
+    if (2 * (g->nkeys + 1) > g->cap_keys) {
+        size_t nc = g->cap_keys ? 2 * g->cap_keys : 256;
+        struct tkey *nk = malloc(nc * sizeof *nk);
+        if (!nk)
+            return NULL;
+        for (size_t i = 0; i < nc; i++)
+            nk[i].index = UINT32_MAX;
+        for (size_t i = 0; i < g->cap_keys; i++) {
+            if (g->keys[i].index == UINT32_MAX)
+                continue;
+            size_t j = tkey_hash(g, g->keys[i].pid, g->keys[i].tid, g->keys[i].serial) & (nc - 1);
+            while (nk[j].index != UINT32_MAX)
+                j = (j + 1) & (nc - 1);
+            nk[j] = g->keys[i];
+        }
+        free(g->keys);
+        g->keys = nk;
+        g->cap_keys = nc;
+    }
+    size_t j = tkey_hash(g, pid, tid, serial) & (g->cap_keys - 1);
+    while (g->keys[j].index != UINT32_MAX &&
+           !(g->keys[j].pid == pid && g->keys[j].tid == tid && g->keys[j].serial == serial))
+        j = (j + 1) & (g->cap_keys - 1);
+    return &g->keys[j];
+}
+
+/* Moves everything of q into the merged profile (q is left to be freed
+ * shallowly: its strings and arrays of frames now belong to m). 0 / -1. */
+static int absorb(struct merger *g, struct flamme_profile *q)
+{
+    struct flamme_profile *m = g->m;
+    if (m->nfiles && q->hdr.pid != g->pid && flush_pid(g) != 0)
+        return -1;
+    g->pid = q->hdr.pid;
+    uint32_t fbase = (uint32_t)m->nframes, sbase = (uint32_t)m->nstacks;
+    if (reserve((void **)&m->frames, &g->cap_frames, m->nframes + q->nframes, sizeof *m->frames) ||
+        reserve((void **)&m->stacks, &g->cap_stacks, m->nstacks + q->nstacks, sizeof *m->stacks) ||
+        reserve((void **)&m->samples, &g->cap_samples, m->nsamples + q->nsamples,
+                sizeof *m->samples) ||
+        reserve((void **)&m->threads, &g->cap_threads, m->nthreads + q->nthreads,
+                sizeof *m->threads) ||
+        reserve((void **)&m->info, &g->cap_info, m->ninfo + q->ninfo, sizeof *m->info) ||
+        reserve((void **)&m->gc, &g->cap_gc, m->ngc + q->ngc, sizeof *m->gc) ||
+        reserve((void **)&m->allocs, &g->cap_allocs, m->nallocs + q->nallocs,
+                sizeof *m->allocs))
+        return -1;
+    memcpy(m->frames + m->nframes, q->frames, q->nframes * sizeof *q->frames);
+    m->nframes += q->nframes;
+    q->nframes = 0;
+    for (size_t i = 0; i < q->nstacks; i++) {
+        struct flamme_stack st = q->stacks[i];
+        for (uint32_t k = 0; k < st.n; k++)
+            st.frames[k] += fbase;
+        m->stacks[m->nstacks++] = st;
+    }
+    q->nstacks = 0;
+    /* Threads: one per (pid, tid, serial != 0) across files. */
+    uint32_t *tmap = malloc((q->nthreads ? q->nthreads : 1) * sizeof *tmap);
+    if (!tmap)
+        return -1;
+    for (size_t i = 0; i < q->nthreads; i++) {
+        struct flamme_thread *t = &q->threads[i];
+        struct tkey *k = t->serial ? tkey_slot(g, q->hdr.pid, t->tid, t->serial) : NULL;
+        if (t->serial && !k) {
+            free(tmap);
+            return -1;
+        }
+        if (k && k->index != UINT32_MAX) {
+            struct flamme_thread *o = &m->threads[k->index];
+            if (t->start_ns < o->start_ns)
+                o->start_ns = t->start_ns;
+            if (t->end_ns > o->end_ns)
+                o->end_ns = t->end_ns;
+            o->lost += t->lost;
+            o->kind = t->kind;
+            o->domain = t->domain;
+            if (t->name[0]) {
+                free(o->name);
+                o->name = t->name;
+            } else {
+                free(t->name);
+            }
+            t->name = NULL;
+            tmap[i] = k->index;
+            continue;
+        }
+        tmap[i] = (uint32_t)m->nthreads;
+        if (k) {
+            *k = (struct tkey){q->hdr.pid, t->tid, t->serial, tmap[i]};
+            g->nkeys++;
+        }
+        m->threads[m->nthreads++] = *t;
+        t->name = NULL;
+    }
+    for (size_t i = 0; i < q->nsamples; i++) {
+        struct flamme_sample s = q->samples[i];
+        s.stack_id += sbase;
+        s.thread = tmap[s.thread];
+        m->samples[m->nsamples++] = s;
+    }
+    for (size_t i = 0; i < q->nallocs; i++) {
+        struct flamme_alloc a = q->allocs[i];
+        a.stack_id += sbase;
+        a.thread = tmap[a.thread];
+        m->allocs[m->nallocs++] = a;
+    }
+    free(tmap);
+    if (q->nalloc_orphans) {
+        if (reserve((void **)&g->pend, &g->cap_pend, g->npend + q->nalloc_orphans,
+                    sizeof *g->pend))
+            return -1;
+        memcpy(g->pend + g->npend, q->alloc_orphans, q->nalloc_orphans * sizeof *g->pend);
+        g->npend += q->nalloc_orphans;
+    }
+    memcpy(m->info + m->ninfo, q->info, q->ninfo * sizeof *q->info);
+    m->ninfo += q->ninfo;
+    q->ninfo = 0;
+    memcpy(m->gc + m->ngc, q->gc, q->ngc * sizeof *q->gc);
+    m->ngc += q->ngc;
+    m->lost += q->lost;
+    m->complete = m->complete && q->complete;
+    m->truncated = m->truncated || q->truncated;
+    if (q->end_ns > m->end_ns)
+        m->end_ns = q->end_ns;
+    if (q->exit_detail || q->exit_how) {
+        free(m->exit_detail);
+        m->exit_how = q->exit_how;
+        m->exit_code = q->exit_code;
+        m->exit_detail = q->exit_detail;
+        q->exit_detail = NULL;
+    }
+    m->file_bytes += q->file_bytes;
+    m->nfiles++;
+    return 0;
+}
+
+/* Frees what absorb left in q (arrays whose elements were moved). */
+static void free_shell(struct flamme_profile *q)
+{
+    for (size_t i = 0; i < q->nthreads; i++)
+        free(q->threads[i].name);
+    free(q->frames);
+    free(q->stacks);
+    free(q->samples);
+    free(q->threads);
+    free(q->info);
+    free(q->gc);
+    free(q->allocs);
+    free(q->alloc_orphans);
+    free(q->exit_detail);
+    memset(q, 0, sizeof *q);
+}
+
+int flamme_profile_load_many(const char *const *paths, size_t n, struct flamme_profile *p,
+                             const char **truncated_file, char *err, size_t errlen)
+{
+    if (truncated_file)
+        *truncated_file = NULL;
+    if (n == 1) {
+        int r = flamme_profile_load(paths[0], p, err, errlen);
+        if (r == 0 && p->truncated && truncated_file)
+            *truncated_file = paths[0];
+        return r;
+    }
+    memset(p, 0, sizeof *p);
+    struct flamme_profile *all = calloc(n ? n : 1, sizeof *all);
+    if (!all) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (flamme_profile_load(paths[i], &all[i], err, errlen) != 0) {
+            for (size_t j = 0; j < i; j++)
+                flamme_profile_free(&all[j]);
+            free(all);
+            return -1;
+        }
+        if (all[i].truncated && truncated_file && !*truncated_file)
+            *truncated_file = paths[i];
+    }
+    qsort(all, n, sizeof *all, by_pid_start);
+    struct merger g = {.m = p};
+    p->hdr = all[0].hdr;
+    p->complete = 1;
+    p->segment_seq = all[0].segment_seq;
+    p->segment_from_ns = all[0].segment_from_ns;
+    p->segment_period_ns = all[0].segment_period_ns;
+    /* The span covered: the last file's end. */
+    p->segment_until_ns = all[n - 1].segment_until_ns;
+    p->segment_last_seq = all[n - 1].segment_seq;
+    for (size_t i = 1; i < n; i++)
+        if (all[i].hdr.pid == all[i - 1].hdr.pid && all[i - 1].segment_seq &&
+            all[i].segment_seq > all[i - 1].segment_seq + 1)
+            p->segment_missing += all[i].segment_seq - all[i - 1].segment_seq - 1;
+    int rc = 0;
+    for (size_t i = 0; i < n && rc == 0; i++)
+        rc = absorb(&g, &all[i]);
+    if (rc == 0)
+        rc = flush_pid(&g);
+    for (size_t i = 0; i < n; i++) {
+        if (rc == 0)
+            free_shell(&all[i]);
+        else
+            flamme_profile_free(&all[i]);
+    }
+    free(all);
+    free(g.keys);
+    free(g.pend);
+    if (rc == 0)
+        rc = flamme_profile_sort_threads(p);
+    if (rc != 0) {
+        flamme_profile_free(p);
+        snprintf(err, errlen, "%s: out of memory while merging %zu profiles", paths[0], n);
+        return -1;
+    }
+    return 0;
+}

@@ -6,7 +6,13 @@
  *   brk_spin_zero: rbp = 0, a "clean end" right at the leaf;
  *   brk_spin_junk: rbp = an unmapped address.
  * Each spins for its argument (an OCaml tagged int) iterations and restores
- * rbp before returning. */
+ * rbp before returning. Each sets up a proper frame first (push %rbp; mov
+ * %rsp,%rbp) and restores rbp right before ret, as compiled code does: an
+ * instruction between the push and the mov, or between the pop and the
+ * ret, would be a point where no walker knows the caller (seen: 1 sample in
+ * ~300 at such a point came out whole with brk_spin_fake's caller skipped).
+ * The forged frame is made with lea, not a second mov %rsp,%rbp, which the
+ * walker's entry fix-up would take for the prologue's. */
 #include <caml/mlvalues.h>
 
 /* Never called: its address is the forged frame's return address. */
@@ -19,34 +25,37 @@ __asm__(".text\n"
         ".globl brk_spin_fake\n.type brk_spin_fake,@function\n"
         "brk_spin_fake:\n"
         "  push %rbp\n"
+        "  mov %rsp, %rbp\n"
         "  lea unwind_decoy+1(%rip), %rax\n"
         "  push %rax\n"
         "  push $0\n"
-        "  mov %rsp, %rbp\n"
+        "  lea (%rsp), %rbp\n"
         "1: sub $1, %rdi\n"
         "  jnz 1b\n"
         "  add $16, %rsp\n"
-        "  pop %rbp\n"
         "  mov $1, %eax\n"
+        "  pop %rbp\n"
         "  ret\n"
         ".size brk_spin_fake, .-brk_spin_fake\n"
         ".globl brk_spin_zero\n.type brk_spin_zero,@function\n"
         "brk_spin_zero:\n"
         "  push %rbp\n"
+        "  mov %rsp, %rbp\n"
         "  xor %ebp, %ebp\n"
         "1: sub $1, %rdi\n"
         "  jnz 1b\n"
-        "  pop %rbp\n"
         "  mov $1, %eax\n"
+        "  pop %rbp\n"
         "  ret\n"
         ".size brk_spin_zero, .-brk_spin_zero\n"
         ".globl brk_spin_junk\n.type brk_spin_junk,@function\n"
         "brk_spin_junk:\n"
         "  push %rbp\n"
+        "  mov %rsp, %rbp\n"
         "  movabs $0x00007ff0deadbee8, %rbp\n"
         "1: sub $1, %rdi\n"
         "  jnz 1b\n"
-        "  pop %rbp\n"
         "  mov $1, %eax\n"
+        "  pop %rbp\n"
         "  ret\n"
         ".size brk_spin_junk, .-brk_spin_junk\n");

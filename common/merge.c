@@ -128,7 +128,8 @@ static int absorb(struct merger *g, struct flamme_profile *q)
         reserve((void **)&m->allocs, &g->cap_allocs, m->nallocs + q->nallocs,
                 sizeof *m->allocs))
         return -1;
-    memcpy(m->frames + m->nframes, q->frames, q->nframes * sizeof *q->frames);
+    if (q->nframes) /* q->frames may be NULL: memcpy from NULL is undefined even for 0 bytes */
+        memcpy(m->frames + m->nframes, q->frames, q->nframes * sizeof *q->frames);
     m->nframes += q->nframes;
     q->nframes = 0;
     for (size_t i = 0; i < q->nstacks; i++) {
@@ -196,10 +197,12 @@ static int absorb(struct merger *g, struct flamme_profile *q)
         memcpy(g->pend + g->npend, q->alloc_orphans, q->nalloc_orphans * sizeof *g->pend);
         g->npend += q->nalloc_orphans;
     }
-    memcpy(m->info + m->ninfo, q->info, q->ninfo * sizeof *q->info);
+    if (q->ninfo)
+        memcpy(m->info + m->ninfo, q->info, q->ninfo * sizeof *q->info);
     m->ninfo += q->ninfo;
     q->ninfo = 0;
-    memcpy(m->gc + m->ngc, q->gc, q->ngc * sizeof *q->gc);
+    if (q->ngc)
+        memcpy(m->gc + m->ngc, q->gc, q->ngc * sizeof *q->gc);
     m->ngc += q->ngc;
     m->lost += q->lost;
     m->complete = m->complete && q->complete;

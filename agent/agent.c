@@ -11,6 +11,7 @@
  * completes the profile.
  */
 #include "agent/agent.h"
+#include "agent/alloc.h"
 #include "agent/control.h"
 
 #include <dlfcn.h>
@@ -290,7 +291,7 @@ int flamme_agent_running(void)
 /* The one data symbol a preloaded agent exports (see api.h). */
 __attribute__((visibility("default"))) const struct flamme_agent_api_v1 flamme_agent_api_v1 = {
     1, sizeof(struct flamme_agent_api_v1), flamme_agent_start, flamme_agent_stop,
-    flamme_agent_running};
+    flamme_agent_running, flamme_alloc_sample, flamme_alloc_event, flamme_alloc_set_mode};
 #endif
 
 /* Completes a running profile in the owning process (not a fork child) and
@@ -407,6 +408,10 @@ __attribute__((constructor)) static void flamme_init(void)
         char err[512];
         if (flamme_agent_start(NULL, err, sizeof err) != 0)
             flamme_agent_warn(1, "%s; not profiling", err);
+        else if (getenv("FLAMME_ALLOC"))
+            flamme_agent_warn(1, "allocation profiling (--alloc) needs the program to link the "
+                                 "flamme library and call Flamme.start (doc/design.md); "
+                                 "profiling CPU only");
     }
 #endif
     /* A dormant agent (FLAMME_AUTOSTART=0, the OCaml library) waits for

@@ -39,6 +39,7 @@ int flamme_agent_running(void);
 
 /* What a preloaded libflamme.so exports for a linked copy to find with
  * dlsym(RTLD_DEFAULT, FLAMME_AGENT_API_SYMBOL). */
+struct flamme_alloc_in;
 #define FLAMME_AGENT_API_SYMBOL "flamme_agent_api_v1"
 struct flamme_agent_api_v1 {
     uint32_t version; /* 1 */
@@ -46,6 +47,11 @@ struct flamme_agent_api_v1 {
     int (*start)(const struct flamme_start_opts *o, char *err, size_t errlen);
     int (*stop)(struct flamme_totals *t, char *err, size_t errlen);
     int (*running)(void);
+    /* Since allocation profiling (present when size covers them):
+     * agent/alloc.h's entry points. */
+    uint64_t (*alloc_sample)(const struct flamme_alloc_in *a);
+    int (*alloc_event)(uint64_t id, unsigned event);
+    void (*alloc_set_mode)(double rate, int live);
 };
 
 /* Linked copy only (agent/agent.c with FLAMME_LINKED, used by the OCaml

@@ -211,6 +211,13 @@ static void flamme_sigprof(int sig, siginfo_t *si, void *ucv)
         errno = saved_errno;
         return;
     }
+    /* The thread was writing an allocation into the ring (agent/alloc.c):
+     * the period was flamme's own time, and the ring is not ours now. */
+    if (atomic_load_explicit(&s->ring_busy, memory_order_relaxed)) {
+        atomic_fetch_add_explicit(&s->ring_busy_skipped, 1, memory_order_relaxed);
+        errno = saved_errno;
+        return;
+    }
     if (s->blocked_rec) {
         /* The thread was in a blocking call with the signal held back: this
          * signal (with its overruns) stands for the time it waited there,

@@ -65,6 +65,11 @@ struct flamme_slot {
      * start deferred arming it (seq_cst, see flamme_thread_call_end). */
     _Atomic int in_call;
     _Atomic int arm_pending;   /* arming deferred by a call, for the writer to do */
+    /* The thread itself writes its ring in normal context (agent/alloc.c):
+     * its handler takes no sample meanwhile (relaxed + signal fences: the
+     * handler runs on this thread only). */
+    _Atomic int ring_busy;
+    _Atomic uint64_t ring_busy_skipped; /* handler: samples skipped for it (statistics) */
     uintptr_t stack_lo, stack_hi; /* the thread's system stack */
     timer_t timer;
     struct flamme_ring *ring;  /* mapped at the first arming (release; the writer acquires) */

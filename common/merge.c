@@ -47,10 +47,30 @@ struct tkey {
 
 struct merger {
     struct flamme_profile *m;
-    size_t cap_frames, cap_stacks, cap_samples, cap_threads, cap_info, cap_gc;
+    size_t cap_frames, cap_stacks, cap_samples, cap_threads, cap_info, cap_gc, cap_allocs;
     struct tkey *keys;
     size_t nkeys, cap_keys; /* open addressing, cap a power of two */
+    /* Allocation ids are unique in a process: the ALLOC_EVENTs a file has
+     * no ALLOC for (its block was allocated in an earlier segment) are
+     * matched against the ALLOCs of all the files of its pid, from
+     * m->allocs[pid_allocs] on, once the pid's last file is in. */
+    uint32_t pid;
+    size_t pid_allocs;
+    struct flamme_alloc_event_rec *pend;
+    size_t npend, cap_pend;
 };
+
+/* Matches the pending events of the current pid (see struct merger); the
+ * ones still unmatched stay in m->alloc_orphans. 0 / -1. */
+static int flush_pid(struct merger *g)
+{
+    struct flamme_profile *m = g->m;
+    int r = flamme_alloc_match_events(m->allocs + g->pid_allocs, m->nallocs - g->pid_allocs,
+                                      g->pend, g->npend, &m->alloc_orphans, &m->nalloc_orphans);
+    g->npend = 0;
+    g->pid_allocs = m->nallocs;
+    return r;
+}
 
 static uint64_t tkey_hash(const struct merger *g, uint32_t pid, uint32_t tid, uint32_t serial)
 {
@@ -93,6 +113,9 @@ static struct tkey *tkey_slot(struct merger *g, uint32_t pid, uint32_t tid, uint
 static int absorb(struct merger *g, struct flamme_profile *q)
 {
     struct flamme_profile *m = g->m;
+    if (m->nfiles && q->hdr.pid != g->pid && flush_pid(g) != 0)
+        return -1;
+    g->pid = q->hdr.pid;
     uint32_t fbase = (uint32_t)m->nframes, sbase = (uint32_t)m->nstacks;
     if (reserve((void **)&m->frames, &g->cap_frames, m->nframes + q->nframes, sizeof *m->frames) ||
         reserve((void **)&m->stacks, &g->cap_stacks, m->nstacks + q->nstacks, sizeof *m->stacks) ||
@@ -101,7 +124,9 @@ static int absorb(struct merger *g, struct flamme_profile *q)
         reserve((void **)&m->threads, &g->cap_threads, m->nthreads + q->nthreads,
                 sizeof *m->threads) ||
         reserve((void **)&m->info, &g->cap_info, m->ninfo + q->ninfo, sizeof *m->info) ||
-        reserve((void **)&m->gc, &g->cap_gc, m->ngc + q->ngc, sizeof *m->gc))
+        reserve((void **)&m->gc, &g->cap_gc, m->ngc + q->ngc, sizeof *m->gc) ||
+        reserve((void **)&m->allocs, &g->cap_allocs, m->nallocs + q->nallocs,
+                sizeof *m->allocs))
         return -1;
     if (q->nframes) /* q->frames may be NULL: memcpy from NULL is undefined even for 0 bytes */
         memcpy(m->frames + m->nframes, q->frames, q->nframes * sizeof *q->frames);
@@ -158,7 +183,20 @@ static int absorb(struct merger *g, struct flamme_profile *q)
         s.thread = tmap[s.thread];
         m->samples[m->nsamples++] = s;
     }
+    for (size_t i = 0; i < q->nallocs; i++) {
+        struct flamme_alloc a = q->allocs[i];
+        a.stack_id += sbase;
+        a.thread = tmap[a.thread];
+        m->allocs[m->nallocs++] = a;
+    }
     free(tmap);
+    if (q->nalloc_orphans) {
+        if (reserve((void **)&g->pend, &g->cap_pend, g->npend + q->nalloc_orphans,
+                    sizeof *g->pend))
+            return -1;
+        memcpy(g->pend + g->npend, q->alloc_orphans, q->nalloc_orphans * sizeof *g->pend);
+        g->npend += q->nalloc_orphans;
+    }
     if (q->ninfo)
         memcpy(m->info + m->ninfo, q->info, q->ninfo * sizeof *q->info);
     m->ninfo += q->ninfo;
@@ -194,6 +232,8 @@ static void free_shell(struct flamme_profile *q)
     free(q->threads);
     free(q->info);
     free(q->gc);
+    free(q->allocs);
+    free(q->alloc_orphans);
     free(q->exit_detail);
     memset(q, 0, sizeof *q);
 }
@@ -242,6 +282,8 @@ int flamme_profile_load_many(const char *const *paths, size_t n, struct flamme_p
     int rc = 0;
     for (size_t i = 0; i < n && rc == 0; i++)
         rc = absorb(&g, &all[i]);
+    if (rc == 0)
+        rc = flush_pid(&g);
     for (size_t i = 0; i < n; i++) {
         if (rc == 0)
             free_shell(&all[i]);
@@ -250,6 +292,7 @@ int flamme_profile_load_many(const char *const *paths, size_t n, struct flamme_p
     }
     free(all);
     free(g.keys);
+    free(g.pend);
     if (rc == 0)
         rc = flamme_profile_sort_threads(p);
     if (rc != 0) {

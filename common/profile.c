@@ -393,6 +393,39 @@ int flamme_pw_gc(flamme_pw *w, uint32_t tid, int32_t domain, uint8_t kind, uint6
     return 0;
 }
 
+int flamme_pw_alloc(flamme_pw *w, const struct flamme_alloc *a)
+{
+    uint8_t *p = rec_begin(w, FLAMME_REC_ALLOC, 58);
+    if (!p)
+        return -1;
+    uint64_t rate_bits;
+    memcpy(&rate_bits, &a->rate, 8);
+    put_u32(p, a->stack_id);
+    put_u32(p + 4, a->tid);
+    put_u32(p + 8, a->serial);
+    put_u32(p + 12, (uint32_t)a->domain);
+    put_u32(p + 16, a->flags);
+    put_u64(p + 20, a->time_ns);
+    put_u64(p + 28, a->id);
+    put_u32(p + 36, a->n_samples);
+    put_u64(p + 40, a->size_words);
+    p[48] = a->heap;
+    p[49] = a->source;
+    put_u64(p + 50, rate_bits);
+    return 0;
+}
+
+int flamme_pw_alloc_event(flamme_pw *w, uint64_t id, uint8_t event, uint64_t time_ns)
+{
+    uint8_t *p = rec_begin(w, FLAMME_REC_ALLOC_EVENT, 17);
+    if (!p)
+        return -1;
+    put_u64(p, id);
+    p[8] = event;
+    put_u64(p + 9, time_ns);
+    return 0;
+}
+
 int flamme_pw_flush(flamme_pw *w)
 {
     if (w->failed)
@@ -490,7 +523,9 @@ static int grow(void **arr, size_t *cap, size_t n, size_t elem)
 /* Loader state kept beside the profile while decoding. */
 struct loader {
     struct flamme_profile *p;
-    size_t cap_frames, cap_stacks, cap_samples, cap_threads, cap_info, cap_gc;
+    size_t cap_frames, cap_stacks, cap_samples, cap_threads, cap_info, cap_gc, cap_allocs;
+    struct flamme_alloc_event_rec *ev; /* ALLOC_EVENTs, matched at the end */
+    size_t nev, cap_ev;
     uint32_t *tid_slot;     /* open addressing: thread index + 1, 0 = empty */
     size_t tid_cap;         /* power of two */
     uint8_t *has_thread_rec;/* per thread: a THREAD record was seen */
@@ -847,6 +882,40 @@ static int apply_record(struct loader *L, uint8_t type, const uint8_t *body, siz
         p->gc[p->ngc++] = g;
         return 0;
     }
+    case FLAMME_REC_ALLOC: {
+        struct flamme_alloc a;
+        uint32_t dom;
+        uint64_t rate_bits;
+        memset(&a, 0, sizeof a);
+        if (cur_u32(&c, &a.stack_id) || cur_u32(&c, &a.tid) || cur_u32(&c, &a.serial) ||
+            cur_u32(&c, &dom) || cur_u32(&c, &a.flags) || cur_u64(&c, &a.time_ns) ||
+            cur_u64(&c, &a.id) || cur_u32(&c, &a.n_samples) || cur_u64(&c, &a.size_words) ||
+            cur_u8(&c, &a.heap) || cur_u8(&c, &a.source) || cur_u64(&c, &rate_bits))
+            return -1;
+        a.domain = (int32_t)dom;
+        memcpy(&a.rate, &rate_bits, 8);
+        if (a.stack_id >= p->nstacks) {
+            L->dropped++;
+            return 0;
+        }
+        size_t ti = thread_index(L, a.tid, a.serial, a.time_ns);
+        if (ti == (size_t)-1)
+            return -2;
+        a.thread = (uint32_t)ti;
+        if (grow((void **)&p->allocs, &L->cap_allocs, p->nallocs, sizeof *p->allocs) < 0)
+            return -2;
+        p->allocs[p->nallocs++] = a;
+        return 0;
+    }
+    case FLAMME_REC_ALLOC_EVENT: {
+        struct flamme_alloc_event_rec e;
+        if (cur_u64(&c, &e.id) || cur_u8(&c, &e.event) || cur_u64(&c, &e.time_ns))
+            return -1;
+        if (grow((void **)&L->ev, &L->cap_ev, L->nev, sizeof *L->ev) < 0)
+            return -2;
+        L->ev[L->nev++] = e;
+        return 0;
+    }
     default: /* a newer minor version's record: skipped by body_len */
         return 0;
     }
@@ -969,6 +1038,8 @@ static int sort_threads(struct flamme_profile *p)
     }
     for (size_t i = 0; i < p->nsamples; i++)
         p->samples[i].thread = now[p->samples[i].thread];
+    for (size_t i = 0; i < p->nallocs; i++)
+        p->allocs[i].thread = now[p->allocs[i].thread];
     free(copy);
     free(was);
     free(now);
@@ -1047,6 +1118,73 @@ static int decode_chunks(struct loader *L, const uint8_t *buf, size_t len, size_
     return rc;
 }
 
+static int cmp_alloc_ix(const void *a, const void *b, void *allocs)
+{
+    const struct flamme_alloc *v = allocs;
+    uint64_t x = v[*(const uint32_t *)a].id, y = v[*(const uint32_t *)b].id;
+    return x < y ? -1 : x > y;
+}
+
+int flamme_alloc_match_events(struct flamme_alloc *allocs, size_t nallocs,
+                              const struct flamme_alloc_event_rec *ev, size_t nev,
+                              struct flamme_alloc_event_rec **left, size_t *nleft)
+{
+    if (!nev)
+        return 0;
+    if (nallocs > UINT32_MAX)
+        return -1;
+    uint32_t *ix = malloc((nallocs ? nallocs : 1) * sizeof *ix);
+    if (!ix)
+        return -1;
+    for (size_t i = 0; i < nallocs; i++)
+        ix[i] = (uint32_t)i;
+    qsort_r(ix, nallocs, sizeof *ix, cmp_alloc_ix, allocs);
+    size_t cap = left ? *nleft : 0;
+    for (size_t k = 0; k < nev; k++) {
+        const struct flamme_alloc_event_rec *e = &ev[k];
+        size_t lo = 0, hi = nallocs;
+        while (lo < hi) {
+            size_t mid = lo + (hi - lo) / 2;
+            if (allocs[ix[mid]].id < e->id)
+                lo = mid + 1;
+            else
+                hi = mid;
+        }
+        if (lo == nallocs || allocs[ix[lo]].id != e->id) {
+            if (!left)
+                continue;
+            if (*nleft == cap) {
+                cap = cap ? 2 * cap : 64;
+                struct flamme_alloc_event_rec *n = realloc(*left, cap * sizeof *n);
+                if (!n) {
+                    free(ix);
+                    return -1;
+                }
+                *left = n;
+            }
+            (*left)[(*nleft)++] = *e;
+            continue;
+        }
+        struct flamme_alloc *a = &allocs[ix[lo]];
+        if (e->event == FLAMME_ALLOC_PROMOTED)
+            a->promoted_ns = e->time_ns;
+        else if (e->event == FLAMME_ALLOC_DIED_MINOR || e->event == FLAMME_ALLOC_DIED_MAJOR)
+            a->died_ns = e->time_ns ? e->time_ns : 1;
+    }
+    free(ix);
+    return 0;
+}
+
+/* Gives each ALLOC the times of its ALLOC_EVENTs (matched by id: an event
+ * may precede its ALLOC in the file); events of ids no ALLOC has are kept
+ * in p->alloc_orphans (a block of an earlier segment). 0 / -1 (allocation). */
+static int match_alloc_events(struct loader *L)
+{
+    struct flamme_profile *p = L->p;
+    return flamme_alloc_match_events(p->allocs, p->nallocs, L->ev, L->nev, &p->alloc_orphans,
+                                     &p->nalloc_orphans);
+}
+
 int flamme_profile_load(const char *path, struct flamme_profile *p, char *err, size_t errlen)
 {
     memset(p, 0, sizeof *p);
@@ -1102,6 +1240,9 @@ int flamme_profile_load(const char *path, struct flamme_profile *p, char *err, s
     free(buf);
     free(L.tid_slot);
     free(L.has_thread_rec);
+    if (r == 0 && match_alloc_events(&L) != 0)
+        r = -1;
+    free(L.ev);
     if (r == -3) {
         flamme_profile_free(p);
         return fail(err, errlen, "%s: not a profile flamme writes: it holds %s", path, L.limit);
@@ -1143,6 +1284,8 @@ void flamme_profile_free(struct flamme_profile *p)
     free(p->threads);
     free(p->info);
     free(p->gc);
+    free(p->allocs);
+    free(p->alloc_orphans);
     free(p->exit_detail);
     memset(p, 0, sizeof *p);
 }

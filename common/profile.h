@@ -23,9 +23,9 @@
 
 #define FLAMME_MAGIC "FLAMMEPF"     /* 8 bytes, no NUL in the file */
 #define FLAMME_VERSION_MAJOR 1
-#define FLAMME_VERSION_MINOR 6 /* 1.1: GC record; 1.2: FRAME_LINE record; 1.3: EXIT record;
+#define FLAMME_VERSION_MINOR 7 /* 1.1: GC record; 1.2: FRAME_LINE record; 1.3: EXIT record;
                                  1.4: thread serial; 1.5: sample flag KERNEL;
-                                 1.6: SEGMENT record */
+                                 1.6: SEGMENT record; 1.7: ALLOC, ALLOC_EVENT */
 #define FLAMME_HEADER_SIZE 64
 #define FLAMME_CHUNK_MAGIC 0x434d4c46u /* "FLMC" as little-endian u32 */
 
@@ -57,6 +57,24 @@ enum flamme_record_type {
                                    frame defined earlier (from the module's DWARF .debug_line) */
     FLAMME_REC_EXIT = 11,  /* (1.3) u8 how, i32 code, u64 time_ns, str detail: how the process ended */
     FLAMME_REC_SEGMENT = 12, /* (1.6) u32 seq, u64 from_ns, u64 until_ns (0: open), u64 period_ns */
+    FLAMME_REC_ALLOC = 13, /* (1.7) u32 stack_id, u32 tid, u32 serial, i32 domain, u32 flags,
+                              u64 time_ns, u64 id, u32 n_samples, u64 size_words, u8 heap,
+                              u8 source, f64 rate: one sampled allocation (Gc.Memprof) */
+    FLAMME_REC_ALLOC_EVENT = 14, /* (1.7) u64 id, u8 event, u64 time_ns: promoted / died */
+};
+
+/* ALLOC: where the block was allocated, and why. */
+enum flamme_alloc_heap { FLAMME_ALLOC_MINOR = 1, FLAMME_ALLOC_MAJOR = 2 };
+enum flamme_alloc_source {
+    FLAMME_ALLOC_NORMAL = 0,
+    FLAMME_ALLOC_MARSHAL = 1,
+    FLAMME_ALLOC_CUSTOM = 2,
+};
+/* ALLOC_EVENT kinds. */
+enum flamme_alloc_event {
+    FLAMME_ALLOC_PROMOTED = 1,
+    FLAMME_ALLOC_DIED_MINOR = 2,
+    FLAMME_ALLOC_DIED_MAJOR = 3,
 };
 
 /* EXIT record: how the profiled process ended (doc/format.md). */
@@ -144,6 +162,12 @@ int flamme_pw_segment(flamme_pw *w, uint32_t seq, uint64_t from_ns, uint64_t unt
 int flamme_pw_gc(flamme_pw *w, uint32_t tid, int32_t domain, uint8_t kind, uint64_t start_ns,
                  uint64_t duration_ns);
 
+/* One sampled allocation (ALLOC, 1.7): fields as struct flamme_alloc below
+ * (thread, promoted_ns and died_ns are not written). */
+struct flamme_alloc;
+int flamme_pw_alloc(flamme_pw *w, const struct flamme_alloc *a);
+int flamme_pw_alloc_event(flamme_pw *w, uint64_t id, uint8_t event, uint64_t time_ns);
+
 /* guard(&fd) runs before each chunk is written: it may replace the fd (the
  * old number is then left alone), or return -1 after setting it to -1 (the
  * profile fails; nothing more is written or closed). The agent uses it to
@@ -211,6 +235,46 @@ struct flamme_gc_event {
     uint64_t start_ns, duration_ns;
 };
 
+/* A sampled allocation (ALLOC record) and what became of it. */
+struct flamme_alloc {
+    uint32_t stack_id, tid, serial, flags;
+    int32_t domain;
+    uint32_t thread;     /* index of its thread in flamme_profile.threads (reader) */
+    uint64_t time_ns, id;
+    uint32_t n_samples;
+    uint64_t size_words; /* header excluded */
+    uint8_t heap, source; /* enum flamme_alloc_heap / flamme_alloc_source; others kept as read */
+    double rate;         /* samples per word */
+    uint64_t promoted_ns, died_ns; /* from ALLOC_EVENT; 0: none (died_ns 0: alive at the end) */
+};
+
+/* Unbiased estimates from one ALLOC (doc/format.md): bytes and blocks
+ * allocated that its samples stand for; 0 for a rate outside (0, 1]. */
+static inline double flamme_alloc_bytes(const struct flamme_alloc *a)
+{
+    return a->rate > 0 && a->rate <= 1 ? (double)a->n_samples * 8.0 / a->rate : 0;
+}
+static inline double flamme_alloc_blocks(const struct flamme_alloc *a)
+{
+    return a->rate > 0 && a->rate <= 1
+               ? (double)a->n_samples / (a->rate * ((double)a->size_words + 1.0))
+               : 0;
+}
+
+/* An ALLOC_EVENT as read: what became of block id, and when. */
+struct flamme_alloc_event_rec {
+    uint64_t id, time_ns;
+    uint8_t event; /* enum flamme_alloc_event; others kept as read */
+};
+
+/* Gives the allocs named by events (by id) their promoted_ns / died_ns.
+ * Events no alloc names are appended to *left / *nleft (its capacity
+ * grown with realloc) when left is not NULL. Returns 0, or -1
+ * (allocation). */
+int flamme_alloc_match_events(struct flamme_alloc *allocs, size_t nallocs,
+                              const struct flamme_alloc_event_rec *ev, size_t nev,
+                              struct flamme_alloc_event_rec **left, size_t *nleft);
+
 struct flamme_kv {
     char *key, *value;
 };
@@ -232,6 +296,11 @@ struct flamme_profile {
     int32_t exit_code;
     char *exit_detail;      /* from EXIT, NULL without one */
     uint64_t file_bytes;    /* size of the file read: the tools' work budgets scale with it */
+    struct flamme_alloc *allocs; size_t nallocs; /* ALLOC records in file order (1.7) */
+    /* ALLOC_EVENTs whose id no ALLOC of this file has: blocks allocated in
+     * an earlier segment of the run; flamme_profile_load_many matches them
+     * across the files of one pid. */
+    struct flamme_alloc_event_rec *alloc_orphans; size_t nalloc_orphans;
     /* From the last SEGMENT record (1.6); all 0 when the file is no segment.
      * segment_until_ns 0: the segment was cut short (use end_ns). */
     uint32_t segment_seq;

@@ -20,7 +20,101 @@ external is_running_ : unit -> bool = "caml_flamme_is_running"
 
 let check = function "" -> () | msg -> raise (Error msg)
 
-let start ?hz ?output ?mode ?period () =
+(* Allocation profiling (Gc.Memprof, OCaml 5.3+): rate, live tracking,
+   callstack depth; "" or why not (no agent, or one too old). *)
+external alloc_mode_ : float -> bool -> int -> string = "caml_flamme_alloc_mode"
+(* One sampled block: its callstack, n_samples, size, heap lor (source lsl 8);
+   returns its id, 0 when the agent dropped it. *)
+external alloc_sample_ : Printexc.raw_backtrace -> int -> int -> int -> int
+  = "caml_flamme_alloc_sample" [@@noalloc]
+external alloc_event_ : int -> int -> unit = "caml_flamme_alloc_event" [@@noalloc]
+
+let default_alloc_rate = 1e-4
+
+(* The Memprof profile this library runs: its [active] flag is cleared at
+   stop, so blocks tracked by an earlier profile stop reporting (their
+   promotion callback returns None) instead of naming ids of another. *)
+type alloc_run = { active : bool Atomic.t; live : bool }
+
+let alloc_run : alloc_run option ref = ref None
+
+let source_code = function
+  | Gc.Memprof.Normal -> 0
+  | Gc.Memprof.Marshal -> 1
+  | Gc.Memprof.Custom -> 2
+
+let tracker run =
+  let sample heap (a : Gc.Memprof.allocation) =
+    if not (Atomic.get run.active) then None
+    else
+      let id = alloc_sample_ a.callstack a.n_samples a.size (heap lor (source_code a.source lsl 8)) in
+      if run.live && id > 0 then Some id else None
+  in
+  let event kind id = if Atomic.get run.active then alloc_event_ id kind in
+  {
+    Gc.Memprof.alloc_minor = sample 1;
+    alloc_major = sample 2;
+    promote =
+      (fun id ->
+        if Atomic.get run.active then (
+          alloc_event_ id 1;
+          Some id)
+        else None);
+    dealloc_minor = event 2;
+    dealloc_major = event 3;
+  }
+
+(* Starts Memprof in this domain (and the domains and threads it spawns
+   after). Returns "" or why not. *)
+let alloc_start rate live =
+  match alloc_mode_ rate live 0 with
+  | "" -> (
+      let run = { active = Atomic.make true; live } in
+      try
+        (* 5.3 returns the profile, 5.1/5.2 unit: neither is needed. *)
+        ignore (Gc.Memprof.start ~sampling_rate:rate (tracker run));
+        alloc_run := Some run;
+        ""
+      with Failure msg ->
+        Atomic.set run.active false;
+        ignore (alloc_mode_ 0. false 0);
+        if Sys.ocaml_release.major = 5 && Sys.ocaml_release.minor < 3 then
+          Printf.sprintf "allocation profiling needs OCaml 5.3 or later (Gc.Memprof); this is %s"
+            Sys.ocaml_version
+        else "cannot start allocation profiling: " ^ msg)
+  | msg -> msg
+
+(* Stops this library's Memprof profile, if any: with live tracking, a full
+   major collection first, so that what is still tracked is what is
+   reachable. *)
+let alloc_stop () =
+  match !alloc_run with
+  | None -> ()
+  | Some run ->
+      alloc_run := None;
+      if run.live then Gc.full_major ();
+      Atomic.set run.active false;
+      (try Gc.Memprof.stop () with Failure _ -> ());
+      ignore (alloc_mode_ 0. false 0)
+
+(* flamme record --alloc[=RATE] [--live] sets these for programs that link
+   the library: the defaults of ~alloc and ~live. *)
+let env_alloc () =
+  match Sys.getenv_opt "FLAMME_ALLOC" with
+  | Some r -> ( match float_of_string_opt r with Some v -> Some v | None -> Some nan)
+  | None -> None
+
+let start ?hz ?output ?mode ?period ?alloc ?live () =
+  let live =
+    match live with Some l -> l | None -> Sys.getenv_opt "FLAMME_LIVE" = Some "1"
+  in
+  let alloc = match alloc with None -> env_alloc () | a -> a in
+  let alloc =
+    match alloc with
+    | None -> None
+    | Some r when r > 0. && r <= 1. -> Some r
+    | Some r -> raise (Error (Printf.sprintf "alloc rate must be in (0, 1], got %g" r))
+  in
   let hz =
     match hz with
     | None -> 0
@@ -41,20 +135,31 @@ let start ?hz ?output ?mode ?period () =
     | Some s when s >= 0.1 && s <= 86400. -> int_of_float (s *. 1000. +. 0.5)
     | Some s -> raise (Error (Printf.sprintf "period must be in 0.1..86400 seconds, got %g" s))
   in
-  check (start_ output hz mode period)
+  check (start_ output hz mode period);
+  match alloc with
+  | None -> ()
+  | Some rate -> (
+      match alloc_start rate live with
+      | "" -> ()
+      | msg ->
+          ignore (stop_ ());
+          raise (Error msg))
 
-let stop () = check (stop_ ())
+let stop () =
+  alloc_stop ();
+  check (stop_ ())
 
 let is_running () = is_running_ ()
 
-let with_profile ?hz ?output ?mode ?period f =
-  start ?hz ?output ?mode ?period ();
+let with_profile ?hz ?output ?mode ?period ?alloc ?live f =
+  start ?hz ?output ?mode ?period ?alloc ?live ();
   match f () with
   | v ->
       stop ();
       v
   | exception e ->
       let bt = Printexc.get_raw_backtrace () in
+      alloc_stop ();
       (match stop_ () with
        | "" -> ()
        | msg -> prerr_endline ("flamme: " ^ msg));
@@ -62,5 +167,6 @@ let with_profile ?hz ?output ?mode ?period f =
 
 let () =
   at_exit (fun () ->
+      alloc_stop ();
       if is_running () then
         match stop_ () with "" | "not running" -> () | msg -> prerr_endline ("flamme: " ^ msg))

@@ -13,6 +13,7 @@
  * Errors come back as a one-line OCaml string ("" = success); flamme.ml
  * turns them into Flamme.Error.
  */
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -21,7 +22,10 @@
 #include <caml/mlvalues.h>
 #include <caml/signals.h>
 
+#include "agent/alloc.h"
 #include "agent/api.h"
+#include "common/profile.h"
+#include "runtime_hooks/frametable.h"
 
 #define FLAMME_PRIM __attribute__((visibility("default"))) CAMLprim value
 
@@ -29,6 +33,10 @@ struct impl {
     int (*start)(const struct flamme_start_opts *o, char *err, size_t errlen);
     int (*stop)(struct flamme_totals *t, char *err, size_t errlen);
     int (*running)(void);
+    /* NULL when a preloaded agent predates allocation profiling */
+    uint64_t (*alloc_sample)(const struct flamme_alloc_in *a);
+    int (*alloc_event)(uint64_t id, unsigned event);
+    void (*alloc_set_mode)(double rate, int live);
 };
 
 /* Fills im with the owning agent's entry points. Returns 0, or -1 with err
@@ -40,6 +48,9 @@ static int pick_impl(struct impl *im, char *err, size_t errlen)
         im->start = flamme_agent_start;
         im->stop = flamme_agent_stop;
         im->running = flamme_agent_running;
+        im->alloc_sample = flamme_alloc_sample;
+        im->alloc_event = flamme_alloc_event;
+        im->alloc_set_mode = flamme_alloc_set_mode;
         return 0;
     }
     if (api->version != 1 || api->size < sizeof *api || !api->start || !api->stop ||
@@ -53,6 +64,11 @@ static int pick_impl(struct impl *im, char *err, size_t errlen)
     im->start = api->start;
     im->stop = api->stop;
     im->running = api->running;
+    int has_alloc = api->size >= offsetof(struct flamme_agent_api_v1, alloc_set_mode) +
+                                    sizeof api->alloc_set_mode;
+    im->alloc_sample = has_alloc ? api->alloc_sample : NULL;
+    im->alloc_event = has_alloc ? api->alloc_event : NULL;
+    im->alloc_set_mode = has_alloc ? api->alloc_set_mode : NULL;
     return 0;
 }
 
@@ -105,4 +121,76 @@ FLAMME_PRIM caml_flamme_is_running(value v_unit)
     if (pick_impl(&im, err, sizeof err) != 0)
         return Val_false;
     return Val_bool(im.running() != 0);
+}
+
+/* Allocation profiling (agent/alloc.h): the entry points chosen by the last
+ * alloc_mode_, read by the Memprof callbacks (any domain; set before
+ * Gc.Memprof.start and left in place after, so a late callback never sees
+ * them half-written). */
+static struct impl alloc_impl;
+/* The runtime's list of the program's frame tables (its startup code). */
+extern void *caml_frametable[];
+static double alloc_rate;
+
+/* alloc_mode_ : float -> bool -> int -> string. rate > 0: allocation
+ * profiling starts (live: blocks are tracked until they die); rate 0: it
+ * stopped. Returns "" or why it cannot start. */
+FLAMME_PRIM caml_flamme_alloc_mode(value v_rate, value v_live, value v_unused)
+{
+    char err[512] = "";
+    struct impl im;
+    if (pick_impl(&im, err, sizeof err) != 0)
+        return caml_copy_string(err);
+    if (!im.alloc_set_mode)
+        return caml_copy_string("allocation profiling unavailable: the preloaded libflamme.so "
+                                "is older than this library");
+    double rate = Double_val(v_rate);
+    if (rate > 0) {
+        flamme_frametable_index(caml_frametable);
+        alloc_impl = im;
+        alloc_rate = rate;
+    }
+    im.alloc_set_mode(rate, Bool_val(v_live));
+    return caml_copy_string("");
+}
+
+#define ALLOC_MAX_FRAMES 4096
+
+/* alloc_sample_ : raw_backtrace -> int -> int -> int -> int [@@noalloc].
+ * Passes the block's callstack as code addresses (runtime_hooks/
+ * frametable.h; the leaf one byte back, inside the allocating call like
+ * every caller frame) to the agent; a slot the index does not know (code
+ * loaded after the start) is left out.
+ * Returns the block's id, 0 when dropped. Allocates nothing. */
+FLAMME_PRIM caml_flamme_alloc_sample(value v_bt, value v_n, value v_size, value v_kind)
+{
+    if (!alloc_impl.alloc_sample)
+        return Val_long(0);
+    uint64_t addrs[ALLOC_MAX_FRAMES];
+    mlsize_t len = Is_block(v_bt) ? Wosize_val(v_bt) : 0, n = 0;
+    for (mlsize_t i = 0; i < len && n < ALLOC_MAX_FRAMES; i++) {
+        uintptr_t a = flamme_frametable_slot_addr((uintptr_t)Field(v_bt, i));
+        if (a) {
+            addrs[n] = a - (n == 0);
+            n++;
+        }
+    }
+    long kind = Long_val(v_kind);
+    struct flamme_alloc_in a = {addrs,
+                                (uint32_t)n,
+                                len > ALLOC_MAX_FRAMES,
+                                (uint32_t)Long_val(v_n),
+                                (uint64_t)Long_val(v_size),
+                                (unsigned)(kind & 0xff),
+                                (unsigned)((kind >> 8) & 0xff),
+                                alloc_rate};
+    return Val_long((long)alloc_impl.alloc_sample(&a));
+}
+
+/* alloc_event_ : int -> int -> unit [@@noalloc]. */
+FLAMME_PRIM caml_flamme_alloc_event(value v_id, value v_event)
+{
+    if (alloc_impl.alloc_event)
+        alloc_impl.alloc_event((uint64_t)Long_val(v_id), (unsigned)Long_val(v_event));
+    return Val_unit;
 }

@@ -18,6 +18,7 @@
  * flagged both is shown as truncated.
  */
 #include "tools/collapse.h"
+#include "tools/alloc_view.h"
 #include "common/hash.h"
 #include "common/outfile.h"
 #include "tools/cmds.h"
@@ -443,19 +444,25 @@ static void emit_line(void *ctx, const char *stack, uint64_t count)
 
 static int usage(void)
 {
-    fprintf(stderr, "usage: flamme collapse FILE... [--threads] [--raw] [--addresses] [--fold-gc] [--lines] [-o OUT]\n");
+    fprintf(stderr, "usage: flamme collapse FILE... [--threads] [--raw] [--addresses] [--fold-gc] [--lines]\n"
+                    "                       [--alloc | --live] [--blocks] [-o OUT]\n"
+                    "  --alloc   sampled allocations, in bytes (--blocks: in blocks) instead of CPU samples\n"
+                    "  --live    the sampled blocks still alive at the end of the run\n");
     return 2;
 }
 
 int flamme_cmd_collapse(int argc, char **argv)
 {
     struct flamme_collapse_opts o = { 0 };
+    struct flamme_view view = { 0 };
     const char *in = NULL, *outpath = NULL;
     /* Inputs are gathered in argv's own front (never past what was read). */
     const char **ins = (const char **)argv;
     size_t nin = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
+        if (flamme_view_option(&view, a))
+            continue;
         if (strcmp(a, "--threads") == 0)
             o.threads = 1;
         else if (strcmp(a, "--raw") == 0)
@@ -488,6 +495,11 @@ int flamme_cmd_collapse(int argc, char **argv)
     int lr = flamme_profile_load_many(ins, nin, &p, &trunc, err, sizeof err);
     if (lr != 0) {
         fprintf(stderr, "flamme collapse: %s\n", err);
+        return 2;
+    }
+    if (flamme_view_apply(&p, &view, in, err, sizeof err) != 0) {
+        fprintf(stderr, "flamme collapse: %s\n", err);
+        flamme_profile_free(&p);
         return 2;
     }
     if (trunc)

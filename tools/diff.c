@@ -13,6 +13,7 @@
 #include "common/hash.h"
 #include "common/outfile.h"
 #include "common/profile.h"
+#include "tools/alloc_view.h"
 #include "tools/cmds.h"
 #include "tools/collapse.h"
 #include "tools/folded.h"
@@ -106,6 +107,9 @@ static void emit_side(void *ctx, const char *stack, uint64_t count)
 /* Reads one input into side `which`: a flamme profile (collapsed with o) or
  * folded text ("stack COUNT" lines; a differential line's last column
  * counts). Returns 0, or -1 with one line printed. */
+/* Which weight profile inputs give (--alloc, --live, --blocks). */
+static struct flamme_view view;
+
 static int read_input(struct dtab *t, const char *path, int which,
                       const struct flamme_collapse_opts *o)
 {
@@ -122,6 +126,11 @@ static int read_input(struct dtab *t, const char *path, int which,
         char err[512];
         if (flamme_profile_load(path, &p, err, sizeof err) != 0) {
             fprintf(stderr, "flamme diff: %s\n", err);
+            return -1;
+        }
+        if (flamme_view_apply(&p, &view, path, err, sizeof err) != 0) {
+            fprintf(stderr, "flamme diff: %s\n", err);
+            flamme_profile_free(&p);
             return -1;
         }
         struct side s = {t, which};
@@ -202,7 +211,9 @@ static void diff_usage(FILE *f)
                "them (or as --opt=value). The flame graph has AFTER's\n"
                "widths, red where a stack grew and blue where it shrank (--negate swaps).\n"
                "  --normalize   scale BEFORE's counts to AFTER's total (runs of different length)\n"
-               "  --folded      print the \"stack BEFORE AFTER\" lines instead of drawing them\n");
+               "  --folded      print the \"stack BEFORE AFTER\" lines instead of drawing them\n"
+               "  --alloc       compare sampled allocations (bytes; --blocks: blocks), --live\n"
+               "                what was alive at the end, instead of CPU samples\n");
 }
 
 int flamme_cmd_diff(int argc, char **argv)
@@ -216,8 +227,11 @@ int flamme_cmd_diff(int argc, char **argv)
     if (!svg_args)
         return 1;
     svg_args[nsvg++] = "svg";
+    memset(&view, 0, sizeof view);
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
+        if (flamme_view_option(&view, a))
+            continue;
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
             diff_usage(stdout);
             free(svg_args);
@@ -319,6 +333,13 @@ int flamme_cmd_diff(int argc, char **argv)
                  normalize ? " (normalized)" : "");
         if (!titled)
             svg_args[nsvg++] = title;
+        char countname[64];
+        int counted = 0;
+        for (int i = 1; i < nsvg; i++)
+            counted |= !strncmp(svg_args[i], "--countname", 11);
+        snprintf(countname, sizeof countname, "--countname=%s", flamme_view_unit(&view));
+        if (view.alloc && !counted)
+            svg_args[nsvg++] = countname;
         if (out) {
             svg_args[nsvg++] = "-o";
             svg_args[nsvg++] = (char *)out;

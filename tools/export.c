@@ -12,11 +12,16 @@
  * markers and "[blocked]" / "[kernel]" leaves, so every export shows what the flame graph
  * shows. Weights: speedscope uses unit "nanoseconds" (weight * 1e9 / hz)
  * when the header has a rate, else "none" with raw weights; pprof carries
- * both (samples/count and cpu/nanoseconds).
+ * both (samples/count and cpu/nanoseconds). With --alloc / --live the
+ * weights are the sampled allocations' estimates (tools/alloc_view.h):
+ * speedscope in bytes (or blocks), pprof as Go's heap profiles name them
+ * (alloc_objects/count, alloc_space/bytes, and inuse_objects/count,
+ * inuse_space/bytes when blocks were tracked until they died).
  */
 #include "common/hash.h"
 #include "common/outfile.h"
 #include "common/profile.h"
+#include "tools/alloc_view.h"
 #include "tools/cmds.h"
 #include "tools/collapse.h"
 #include "tools/demangle.h"
@@ -35,6 +40,10 @@
 enum { PSEUDO_TRUNCATED, PSEUDO_BROKEN, PSEUDO_BLOCKED, PSEUDO_KERNEL, NPSEUDO };
 static const char *const pseudo_names[NPSEUDO] = { "[truncated]", "[broken]", "[blocked]",
                                                    "[kernel]" };
+
+/* speedscope's unit when the weights are not timer ticks ("none", or the
+ * allocation view's "bytes" / "blocks"). */
+static const char *value_unit = "none";
 
 static const char *base_name(const char *path)
 {
@@ -339,7 +348,7 @@ static int speedscope_profile(FILE *out, const struct flamme_profile *p, const u
     fputs("{\"type\":\"sampled\",\"name\":", out);
     json_str(out, name);
     fprintf(out, ",\"unit\":\"%s\",\"startValue\":%llu,\"endValue\":%llu,\"samples\":[",
-            period ? "nanoseconds" : "none", (unsigned long long)start, (unsigned long long)end);
+            period ? "nanoseconds" : value_unit, (unsigned long long)start, (unsigned long long)end);
     int first = 1;
     for (size_t k = 0; k < nidx; k++) {
         const struct flamme_sample *s = &p->samples[idx ? idx[k] : k];
@@ -518,7 +527,7 @@ static int export_speedscope(FILE *out, const struct flamme_profile *p, int thre
         fputc('}', out);
     }
     fputs("]},\"profiles\":[", out);
-    uint64_t period = p->hdr.hz ? 1000000000ull / p->hdr.hz : 0;
+    uint64_t period = p->hdr.hz && !strcmp(value_unit, "none") ? 1000000000ull / p->hdr.hz : 0;
     if (!threads) {
         if (speedscope_profile(out, p, fidx, "all threads", NULL, p->nsamples, period, NULL) != 0)
             goto out;
@@ -620,7 +629,17 @@ static void pb_msg(struct pb *b, unsigned field, struct pb *m)
 struct agg {
     uint32_t stack_id, tid, flags; /* tid: the thread's index in p->threads */
     uint64_t weight;
+    uint64_t v[4]; /* allocations: alloc blocks, alloc bytes, inuse blocks, inuse bytes */
 };
+
+/* Rounds x with the error carried in *carry (sums stay exact). */
+static uint64_t carry_round(double x, double *carry)
+{
+    *carry += x;
+    double w = *carry < 0 ? 0 : (double)(uint64_t)*carry;
+    *carry -= w;
+    return (uint64_t)w;
+}
 
 static int agg_cmp(const void *a, const void *b)
 {
@@ -651,7 +670,8 @@ static uint64_t weight_ns(uint64_t weight, uint32_t hz)
  * distinct (display name, raw symbol), one Mapping per module. Samples with
  * the same frames (and thread with --threads) are merged. Returns 0, or -1
  * on allocation failure. */
-static int pprof_encode(struct pb *b, const struct flamme_profile *p, int threads)
+static int pprof_encode(struct pb *b, const struct flamme_profile *p, int threads,
+                        const struct flamme_view *view)
 {
     int rc = -1;
     struct strtab st = { 0 }, fnkeys = { 0 }, mods = { 0 };
@@ -660,7 +680,8 @@ static int pprof_encode(struct pb *b, const struct flamme_profile *p, int thread
     int64_t *fn_name = NULL, *fn_sys = NULL;
     uint32_t *loc_fn = malloc(nall * sizeof *loc_fn), *loc_map = malloc(nall * sizeof *loc_map);
     uint64_t *map_lo = NULL, *map_hi = NULL;
-    struct agg *ag = malloc((p->nsamples + 1) * sizeof *ag);
+    size_t nin = view->alloc ? p->nallocs : p->nsamples;
+    struct agg *ag = malloc((nin + 1) * sizeof *ag);
     uint32_t *path = malloc(max_depth(p) * sizeof *path);
     if (!loc_fn || !loc_map || !ag || !path)
         goto out;
@@ -671,6 +692,14 @@ static int pprof_encode(struct pb *b, const struct flamme_profile *p, int thread
     int64_t s_cpu = strtab_get(&st, "cpu"), s_ns = strtab_get(&st, "nanoseconds");
     int64_t s_thread = strtab_get(&st, "thread");
     if (s_samples < 0 || s_count < 0 || s_cpu < 0 || s_ns < 0 || s_thread < 0)
+        goto out;
+    const char *tracked = flamme_profile_info(p, "alloc_live");
+    int inuse = view->alloc && tracked && strcmp(tracked, "1") == 0;
+    int64_t s_alloc[4] = { strtab_get(&st, "alloc_objects"), strtab_get(&st, "alloc_space"),
+                           strtab_get(&st, "inuse_objects"), strtab_get(&st, "inuse_space") };
+    int64_t s_bytes = strtab_get(&st, "bytes"), s_space = strtab_get(&st, "space");
+    if (s_alloc[0] < 0 || s_alloc[1] < 0 || s_alloc[2] < 0 || s_alloc[3] < 0 || s_bytes < 0 ||
+        s_space < 0)
         goto out;
 
     /* Functions and mappings. Keys "name\x01sys" index fn_name/fn_sys. */
@@ -725,21 +754,44 @@ static int pprof_encode(struct pb *b, const struct flamme_profile *p, int thread
         map_hi[mi] = f->addr + 1 > map_hi[mi] ? f->addr + 1 : map_hi[mi];
     }
 
-    /* sample_type [samples/count, cpu/nanoseconds] */
-    pb_uint(&m, 1, (uint64_t)s_samples);
-    pb_uint(&m, 2, (uint64_t)s_count);
-    pb_msg(b, 1, &m);
-    pb_uint(&m, 1, (uint64_t)s_cpu);
-    pb_uint(&m, 2, (uint64_t)s_ns);
-    pb_msg(b, 1, &m);
+    int nvals = view->alloc ? (inuse ? 4 : 2) : 2;
+    if (view->alloc) {
+        /* sample_type [alloc_objects/count, alloc_space/bytes(, inuse_...)] as Go's heap profiles */
+        for (int k = 0; k < nvals; k++) {
+            pb_uint(&m, 1, (uint64_t)s_alloc[k]);
+            pb_uint(&m, 2, (uint64_t)(k & 1 ? s_bytes : s_count));
+            pb_msg(b, 1, &m);
+        }
+    } else {
+        /* sample_type [samples/count, cpu/nanoseconds] */
+        pb_uint(&m, 1, (uint64_t)s_samples);
+        pb_uint(&m, 2, (uint64_t)s_count);
+        pb_msg(b, 1, &m);
+        pb_uint(&m, 1, (uint64_t)s_cpu);
+        pb_uint(&m, 2, (uint64_t)s_ns);
+        pb_msg(b, 1, &m);
+    }
 
     /* Samples, merged by (stack, thread, path flags). */
     size_t na = 0;
-    for (size_t i = 0; i < p->nsamples; i++) {
+    double carry[4] = { 0 };
+    for (size_t i = 0; view->alloc && i < p->nallocs; i++) {
+        const struct flamme_alloc *x = &p->allocs[i];
+        struct agg a = { x->stack_id, threads ? x->thread : 0, x->flags & PATH_FLAGS, 0, { 0 } };
+        double k = flamme_alloc_blocks(x), by = flamme_alloc_bytes(x);
+        a.v[0] = carry_round(k, &carry[0]);
+        a.v[1] = carry_round(by, &carry[1]);
+        a.v[2] = carry_round(x->died_ns ? 0 : k, &carry[2]);
+        a.v[3] = carry_round(x->died_ns ? 0 : by, &carry[3]);
+        a.weight = a.v[1];
+        if (x->stack_id < p->nstacks)
+            ag[na++] = a;
+    }
+    for (size_t i = 0; !view->alloc && i < p->nsamples; i++) {
         const struct flamme_sample *s = &p->samples[i];
         if (s->weight == 0)
             continue;
-        ag[na++] = (struct agg){ s->stack_id, threads ? s->thread : 0, s->flags & PATH_FLAGS, s->weight };
+        ag[na++] = (struct agg){ s->stack_id, threads ? s->thread : 0, s->flags & PATH_FLAGS, s->weight, { 0 } };
     }
     if (na)
         qsort(ag, na, sizeof *ag, agg_cmp);
@@ -748,8 +800,11 @@ static int pprof_encode(struct pb *b, const struct flamme_profile *p, int thread
     for (size_t i = 0; i < na;) {
         struct agg a = ag[i];
         size_t j = i + 1;
-        for (; j < na && agg_cmp(&ag[j], &a) == 0; j++)
+        for (; j < na && agg_cmp(&ag[j], &a) == 0; j++) {
             a.weight += ag[j].weight;
+            for (int k = 0; k < 4; k++)
+                a.v[k] += ag[j].v[k];
+        }
         i = j;
         struct flamme_sample s = { .stack_id = a.stack_id, .tid = a.tid, .flags = a.flags };
         size_t n = sample_path(p, &s, path);
@@ -760,8 +815,13 @@ static int pprof_encode(struct pb *b, const struct flamme_profile *p, int thread
         for (size_t k = n; k-- > 0;) /* pprof wants leaf first */
             pb_varint(&pk, (uint64_t)path[k] + 1);
         pb_msg(&m, 1, &pk);
-        pb_varint(&pk, a.weight);
-        pb_varint(&pk, weight_ns(a.weight, p->hdr.hz));
+        if (view->alloc) {
+            for (int k = 0; k < nvals; k++)
+                pb_varint(&pk, a.v[k] > INT64_MAX ? (uint64_t)INT64_MAX : a.v[k]);
+        } else {
+            pb_varint(&pk, a.weight);
+            pb_varint(&pk, weight_ns(a.weight, p->hdr.hz));
+        }
         pb_msg(&m, 2, &pk);
         if (threads) {
             char lbl[96];
@@ -807,11 +867,22 @@ static int pprof_encode(struct pb *b, const struct flamme_profile *p, int thread
     pb_uint(b, 9, p->hdr.start_realtime_ns);
     if (p->end_ns > p->hdr.start_monotonic_ns)
         pb_uint(b, 10, p->end_ns - p->hdr.start_monotonic_ns);
-    pb_uint(&m, 1, (uint64_t)s_cpu);
-    pb_uint(&m, 2, (uint64_t)s_ns);
-    pb_msg(b, 11, &m);
-    pb_uint(b, 12, period);
-    pb_uint(b, 14, (uint64_t)s_cpu);
+    if (view->alloc) {
+        /* period: the mean bytes between two samples, as Go's heap profiles */
+        const char *rate = flamme_profile_info(p, "alloc_rate");
+        double r = rate ? strtod(rate, NULL) : 0;
+        pb_uint(&m, 1, (uint64_t)s_space);
+        pb_uint(&m, 2, (uint64_t)s_bytes);
+        pb_msg(b, 11, &m);
+        pb_uint(b, 12, r > 0 && r <= 1 ? (uint64_t)(8 / r) : 0);
+        pb_uint(b, 14, (uint64_t)s_alloc[view->live && inuse ? 3 : 1]);
+    } else {
+        pb_uint(&m, 1, (uint64_t)s_cpu);
+        pb_uint(&m, 2, (uint64_t)s_ns);
+        pb_msg(b, 11, &m);
+        pb_uint(b, 12, period);
+        pb_uint(b, 14, (uint64_t)s_cpu);
+    }
     rc = b->oom || m.oom || sub.oom || pk.oom ? -1 : 0;
 out:
     strtab_free(&st);
@@ -886,6 +957,10 @@ static int usage(FILE *f)
                "  perf-script `perf script` text: one sample per block, time order, thread\n"
                "              label and pid/tid, frames leaf first (Firefox Profiler, speedscope,\n"
                "              stackcollapse-perf.pl)\n"
+               "  --alloc     sampled allocations instead of CPU samples: speedscope in bytes\n"
+               "              (--blocks: blocks), pprof alloc_objects/alloc_space (+ inuse_*\n"
+               "              when recorded with --live); --live: only what was alive at the end\n"
+               "              (pprof: all four, inuse_space shown first)\n"
                "  --threads   one speedscope profile per thread / a pprof \"thread\" label /\n"
                "              a thread root frame in folded stacks\n"
                "  -o OUT      output file (default: standard output)\n");
@@ -910,7 +985,8 @@ int flamme_export_pprof_gz(const struct flamme_profile *p, int threads, char **d
     *data = NULL;
     *len = 0;
     struct pb b = { 0 };
-    int fail = pprof_encode(&b, p, threads);
+    static const struct flamme_view cpu = { 0 }; /* push sends CPU profiles */
+    int fail = pprof_encode(&b, p, threads, &cpu);
     if (fail) {
         free(b.b);
         return fail;
@@ -933,11 +1009,14 @@ int flamme_cmd_export(int argc, char **argv)
     const char *in = NULL, *outpath = NULL;
     enum fmt fmt = FMT_NONE;
     int threads = 0;
+    struct flamme_view view = { 0 };
     /* Inputs are gathered in argv's own front (never past what was read). */
     const char **ins = (const char **)argv;
     size_t nin = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
+        if (flamme_view_option(&view, a))
+            continue;
         if (strcmp(a, "--threads") == 0)
             threads = 1;
         else if ((strcmp(a, "-o") == 0 || strcmp(a, "--format") == 0 || strcmp(a, "-f") == 0) &&
@@ -969,6 +1048,12 @@ int flamme_cmd_export(int argc, char **argv)
         fprintf(stderr, EXPORT_ERR "--format speedscope|pprof|folded|perf-script is required\n");
         return 2;
     }
+    if (view.alloc && fmt == FMT_PERF_SCRIPT) {
+        /* perf script's text has CPU clock events only */
+        fprintf(stderr, EXPORT_ERR "--format perf-script has no allocation view (--alloc, --live, "
+                                   "--blocks); use speedscope, pprof or folded\n");
+        return 2;
+    }
 
     struct flamme_profile p;
     char err[512];
@@ -977,6 +1062,18 @@ int flamme_cmd_export(int argc, char **argv)
     if (lr != 0) {
         fprintf(stderr, EXPORT_ERR "%s\n", err);
         return 2;
+    }
+    /* pprof takes the allocations as they are (several values per sample);
+     * the others take the view's samples. */
+    struct flamme_view check = view;
+    check.blocks = check.blocks && fmt != FMT_PPROF;
+    if (view.alloc) {
+        if (flamme_view_apply(&p, &check, in, err, sizeof err) != 0) {
+            fprintf(stderr, EXPORT_ERR "%s\n", err);
+            flamme_profile_free(&p);
+            return 2;
+        }
+        value_unit = flamme_view_unit(&view);
     }
     if (trunc)
         fprintf(stderr, EXPORT_ERR "%s: file is truncated or damaged; using what was readable\n", trunc);
@@ -998,7 +1095,7 @@ int flamme_cmd_export(int argc, char **argv)
         fail = flamme_collapse_profile(&p, &o, emit_line, out);
     } else {
         struct pb b = { 0 };
-        fail = pprof_encode(&b, &p, threads);
+        fail = pprof_encode(&b, &p, threads, &view);
         if (!fail && write_gzip(out, b.b, b.len) != 0) {
             fprintf(stderr, EXPORT_ERR "compression or write error on %s\n",
                     outpath ? outpath : "stdout");

@@ -21,7 +21,8 @@
 
 static void record_usage(FILE *f)
 {
-    fprintf(f, "usage: flamme record [-F HZ] [-o FILE] [--depth N] [--engine E] [--wall] [--period S] -- CMD ARGS...\n"
+    fprintf(f, "usage: flamme record [-F HZ] [-o FILE] [--depth N] [--engine E] [--wall] [--period S]\n"
+               "                     [--alloc[=RATE]] [--live] -- CMD ARGS...\n"
                "  -F, --freq HZ    samples per CPU-second per thread (default 99)\n"
                "  --engine E       auto|perf|timer|itimer (default auto: timer to 100 Hz, perf above)\n"
                "  --wall           wall-clock sampling: blocked threads too (off-CPU time)\n"
@@ -29,6 +30,10 @@ static void record_usage(FILE *f)
                "  --depth N        max frames per sample (default 16384)\n"
                "  --period S       a continuous profile: one complete file per S seconds,\n"
                "                   F's name + .000001, .000002, ... (FLAMME_PERIOD)\n"
+               "  --alloc[=RATE]   also sample allocations (Gc.Memprof, OCaml 5.3+; RATE per word,\n"
+               "                   default 1e-4): for programs that link the flamme library, as the\n"
+               "                   default of Flamme.start's ~alloc (FLAMME_ALLOC)\n"
+               "  --live           with --alloc: track sampled blocks until they die (FLAMME_LIVE=1)\n"
                "Child OCaml processes started by CMD write F.<pid>.\n");
 }
 
@@ -231,6 +236,17 @@ int flamme_cmd_record(int argc, char **argv)
                 return 2;
             }
             setenv("FLAMME_ENGINE", e, 1);
+        } else if (!strcmp(a, "--alloc") || !strncmp(a, "--alloc=", 8)) {
+            const char *r = a[7] == '=' ? a + 8 : "1e-4";
+            char *end;
+            double v = strtod(r, &end);
+            if (end == r || *end || !(v > 0 && v <= 1)) {
+                fprintf(stderr, "flamme record: --alloc rate must be in (0, 1], got '%s'\n", r);
+                return 2;
+            }
+            setenv("FLAMME_ALLOC", r, 1);
+        } else if (!strcmp(a, "--live")) {
+            setenv("FLAMME_LIVE", "1", 1);
         } else if (!strcmp(a, "--period")) {
             const char *v = i + 1 < argc ? argv[++i] : "";
             char *end;

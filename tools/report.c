@@ -2,7 +2,9 @@
  * tools/report.c — `flamme report FILE`: a one-screen text summary of a
  * profile: header facts, totals, how many stacks reach a real thread root,
  * per-thread shares, the GC section (tools/gc_frames.c) and the top functions
- * by self and total time.
+ * by self and total time; for a profile with sampled allocations, the
+ * allocation section (per domain rate beside its GC share, top allocators
+ * by bytes and by blocks, and with --live those still alive at the end).
  *
  * Built on flamme_collapse_profile (threads off), so the names, markers and
  * "[module]" frames are exactly those of `flamme collapse` and the SVG.
@@ -11,6 +13,7 @@
  */
 #include "common/hash.h"
 #include "common/roots.h"
+#include "tools/alloc_view.h"
 #include "tools/cmds.h"
 #include "tools/collapse.h"
 #include "tools/gc_frames.h"
@@ -278,17 +281,170 @@ static void print_budget(const struct flamme_profile *p)
                skipped, weight, depth);
 }
 
+/* Aggregates the view v of p by function (agg a, fresh). Returns 0, -1
+ * (memory), -2 (budget), -3 (no such view: err says why). */
+static int view_agg(const struct flamme_profile *p, const struct flamme_view *v, const char *in,
+                    struct agg *a, char *err, size_t errlen)
+{
+    struct flamme_profile q = *p;
+    if (flamme_view_samples(p, v, in, &q.samples, &q.nsamples, err, errlen) != 0)
+        return -3;
+    struct flamme_collapse_opts o = { 0 };
+    int r = flamme_collapse_profile(&q, &o, on_stack, a);
+    free(q.samples);
+    return r != 0 ? r : a->oom ? -1 : 0;
+}
+
+static void agg_free(struct agg *a)
+{
+    for (size_t i = 0; i < a->cap; i++)
+        free(a->fns[i].name);
+    free(a->fns);
+}
+
+static int by_self_fn(const void *x, const void *y)
+{
+    return by_self(x, y);
+}
+
+/* Top leaf functions of agg a (weights in unit), each with its share of a
+ * and, when other is not NULL, its own weight in other (blocks beside
+ * bytes). Returns 0 / -1. */
+static int print_alloc_top(const char *title, struct agg *a, struct agg *other, const char *unit,
+                           const char *other_unit)
+{
+    struct fn **v = malloc((a->n ? a->n : 1) * sizeof *v);
+    if (!v)
+        return -1;
+    size_t n = 0;
+    for (size_t i = 0; i < a->cap; i++)
+        if (a->fns[i].name)
+            v[n++] = &a->fns[i];
+    qsort(v, n, sizeof *v, by_self_fn);
+    printf("%s\n", title);
+    printf("  %7s %14s", "self%", unit);
+    if (other)
+        printf(" %7s %14s", "self%", other_unit);
+    printf("  function\n");
+    for (size_t i = 0; i < n && i < TOP_N && v[i]->self; i++) {
+        printf("  %6.1f%% %14llu", pct(v[i]->self, a->weight), (unsigned long long)v[i]->self);
+        if (other) {
+            struct fn *o = fn_get(other, v[i]->name, strlen(v[i]->name));
+            uint64_t w = o ? o->self : 0;
+            printf(" %6.1f%% %14llu", pct(w, other->weight), (unsigned long long)w);
+        }
+        printf("  ");
+        flamme_put_term_safe(stdout, v[i]->name);
+        putchar('\n');
+    }
+    free(v);
+    return 0;
+}
+
+/* The allocation section. Returns 0, -1 (memory), -2 (budget), -3 (err). */
+static int print_allocs(const struct flamme_profile *p, const char *in, int live, char *err,
+                        size_t errlen)
+{
+    enum { ROWS = 129 };
+    double bytes[ROWS] = { 0 }, blocks[ROWS] = { 0 }, tb = 0, tk = 0, major = 0, marshal = 0,
+           custom = 0, lb = 0, lk = 0;
+    uint64_t cpu[ROWS] = { 0 }, gc[ROWS] = { 0 };
+    for (size_t i = 0; i < p->nallocs; i++) {
+        const struct flamme_alloc *x = &p->allocs[i];
+        int r = x->domain >= 0 && x->domain < ROWS - 1 ? x->domain : ROWS - 1;
+        double b = flamme_alloc_bytes(x), k = flamme_alloc_blocks(x);
+        bytes[r] += b, blocks[r] += k, tb += b, tk += k;
+        major += x->heap == FLAMME_ALLOC_MAJOR ? b : 0;
+        marshal += x->source == FLAMME_ALLOC_MARSHAL ? b : 0;
+        custom += x->source == FLAMME_ALLOC_CUSTOM ? b : 0;
+        if (!x->died_ns)
+            lb += b, lk += k;
+    }
+    for (size_t i = 0; i < p->nsamples; i++) {
+        const struct flamme_sample *s = &p->samples[i];
+        int r = s->domain >= 0 && s->domain < ROWS - 1 ? s->domain : ROWS - 1;
+        uint32_t root;
+        cpu[r] += s->weight;
+        if (s->stack_id < p->nstacks &&
+            flamme_gc_classify(p, &p->stacks[s->stack_id], &root) != FLAMME_GCC_NONE)
+            gc[r] += s->weight;
+    }
+    const char *rate = flamme_profile_info(p, "alloc_rate");
+    const char *tracked = flamme_profile_info(p, "alloc_live");
+    double secs = p->end_ns > p->hdr.start_monotonic_ns
+                      ? (double)(p->end_ns - p->hdr.start_monotonic_ns) / 1e9
+                      : 0;
+    printf("allocations (Gc.Memprof, %zu sampled blocks at %s samples per word; estimates):\n",
+           p->nallocs, rate ? rate : "?");
+    printf("  allocated: %.1f MB in %.0f blocks; major heap directly: %.1f%%; marshal %.1f%%, "
+           "custom %.1f%%\n",
+           tb / 1e6, tk, tb > 0 ? 100 * major / tb : 0, tb > 0 ? 100 * marshal / tb : 0,
+           tb > 0 ? 100 * custom / tb : 0);
+    /* A segment the run went on after: no full major collection at its
+     * end, and its blocks may die in a later segment (doc/format.md). */
+    const char *alive = p->exit_how == FLAMME_EXIT_SEGMENT
+                            ? "not collected by the segment's end (the run went on)"
+                            : "alive when profiling stopped";
+    if (tracked && strcmp(tracked, "1") == 0)
+        printf("  %s: %.1f MB (%.1f%% of the bytes allocated) in %.0f blocks\n", alive, lb / 1e6,
+               tb > 0 ? 100 * lb / tb : 0, lk);
+    if (tracked && strcmp(tracked, "1") == 0 && flamme_view_live_domains(p) > 1)
+        printf("  (an undercount: with %d domains allocating, OCaml 5.3's Gc.Memprof reports some "
+               "blocks that another domain promotes as dead)\n",
+               flamme_view_live_domains(p));
+    printf("  %-8s %14s %7s %10s %14s %14s\n", "domain", "bytes", "%", "MB/s", "blocks",
+           "GC % of CPU");
+    for (int r = 0; r < ROWS; r++) {
+        if (bytes[r] <= 0)
+            continue;
+        char name[16];
+        snprintf(name, sizeof name, r == ROWS - 1 ? "none" : "%d", r);
+        printf("  %-8s %14.0f %6.1f%% %10.1f %14.0f", name, bytes[r], 100 * bytes[r] / tb,
+               secs > 0 ? bytes[r] / 1e6 / secs : 0, blocks[r]);
+        if (cpu[r])
+            printf(" %13.1f%%\n", pct(gc[r], cpu[r]));
+        else
+            printf(" %14s\n", "-");
+    }
+    struct agg ab = { 0 }, ak = { 0 }, al = { 0 };
+    struct flamme_view vb = { 1, 0, 0 }, vk = { 1, 0, 1 }, vl = { 1, 1, 0 };
+    int r = view_agg(p, &vb, in, &ab, err, errlen);
+    if (r == 0)
+        r = view_agg(p, &vk, in, &ak, err, errlen);
+    if (r == 0)
+        r = print_alloc_top("top allocators by bytes:", &ab, &ak, "bytes", "blocks");
+    if (r == 0)
+        r = print_alloc_top("top allocators by blocks:", &ak, &ab, "blocks", "bytes");
+    if (r == 0 && live) {
+        r = view_agg(p, &vl, in, &al, err, errlen);
+        if (r == 0)
+            r = print_alloc_top(p->exit_how == FLAMME_EXIT_SEGMENT
+                                    ? "not collected by the segment's end, by bytes:"
+                                    : "alive when profiling stopped, by bytes:",
+                                &al, NULL, "bytes", NULL);
+    }
+    agg_free(&ab);
+    agg_free(&ak);
+    agg_free(&al);
+    return r;
+}
+
 int flamme_cmd_report(int argc, char **argv)
 {
     const char *in = NULL;
     /* Inputs are gathered in argv's own front (never past what was read). */
     const char **ins = (const char **)argv;
     size_t nin = 0;
+    struct flamme_view view = { 0 };
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
-            fprintf(stderr, "usage: flamme report FILE...\n");
+            fprintf(stderr, "usage: flamme report FILE... [--alloc | --live]\n"
+                            "  a profile with sampled allocations gets an allocation section;\n"
+                            "  --alloc requires one, --live adds what was alive at the end\n");
             return 0;
         }
+        if (flamme_view_option(&view, argv[i]))
+            continue;
         if (argv[i][0] == '-' && argv[i][1]) {
             fprintf(stderr, "flamme report: unknown option: %s\n", argv[i]);
             return 2;
@@ -308,6 +464,16 @@ int flamme_cmd_report(int argc, char **argv)
     if (lr != 0) {
         fprintf(stderr, "flamme report: %s\n", err);
         return 2;
+    }
+    if (view.alloc) { /* asked for: say why there is none (the view is checked, not used) */
+        struct flamme_sample *vs;
+        size_t vn;
+        if (flamme_view_samples(&p, &view, in, &vs, &vn, err, sizeof err) != 0) {
+            fprintf(stderr, "flamme report: %s\n", err);
+            flamme_profile_free(&p);
+            return 2;
+        }
+        free(vs);
     }
     struct agg a = { 0 };
     struct flamme_collapse_opts o = { 0 };
@@ -346,10 +512,22 @@ int flamme_cmd_report(int argc, char **argv)
     print_top(v, n, a.weight, 1);
     qsort(v, n, sizeof *v, by_total);
     print_top(v, n, a.weight, 0);
+    if (p.nallocs) {
+        r = print_allocs(&p, in, view.live, err, sizeof err);
+        if (r == -2 || r == -3) {
+            rc = r == -2 ? flamme_collapse_error("report", in, r) : 2;
+            if (r == -3)
+                fprintf(stderr, "flamme report: %s\n", err);
+            goto out_quiet;
+        }
+        if (r != 0)
+            goto out;
+    }
     rc = 0;
 out:
     if (rc != 0)
         fprintf(stderr, "flamme report: %s: out of memory\n", in);
+out_quiet:
     if (fflush(stdout) != 0 && rc == 0) {
         fprintf(stderr, "flamme report: write error on stdout\n");
         rc = 1;

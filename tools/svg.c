@@ -19,6 +19,7 @@
 
 #include "common/outfile.h"
 #include "common/profile.h"
+#include "tools/alloc_view.h"
 #include "tools/collapse.h"
 #include "tools/flamegraph.h"
 #include "tools/folded.h"
@@ -65,6 +66,11 @@ static void usage(FILE *o)
           "  --encoding ENC      encoding named in the XML declaration (the bytes stay UTF-8)\n"
           "  --threads           profile input: one root frame per thread/domain, with a\n"
           "                      thread selector above the graph\n"
+          "  --alloc             profile input: sampled allocations (bytes allocated by each\n"
+          "                      stack) instead of CPU samples; palette mem, counts in bytes\n"
+          "  --live              profile input: the sampled blocks still alive when profiling\n"
+          "                      stopped (recorded with --live)\n"
+          "  --blocks            with --alloc or --live: count blocks instead of bytes\n"
           "  --lines             profile input: frames with a source position read\n"
           "                      \"function (file:line)\", one frame per source line\n"
           "  -h, --help          this help\n"
@@ -79,7 +85,7 @@ static void usage(FILE *o)
 enum { O_TITLE = 256, O_SUBTITLE, O_WIDTH, O_HEIGHT, O_MINWIDTH, O_FONTTYPE, O_FONTSIZE,
        O_FONTWIDTH, O_COUNTNAME, O_NAMETYPE, O_COLORS, O_HASH, O_CP, O_REVERSE, O_INVERTED,
        O_FLAMECHART, O_NEGATE, O_NOTES, O_THREADS, O_BGCOLORS, O_RANDOM, O_NAMEATTR, O_TOTAL,
-       O_FACTOR, O_ENCODING, O_LINES };
+       O_FACTOR, O_ENCODING, O_LINES, O_ALLOC, O_LIVE, O_BLOCKS };
 
 static const struct option longopts[] = {
     {"title", required_argument, 0, O_TITLE},
@@ -102,6 +108,9 @@ static const struct option longopts[] = {
     {"notes", required_argument, 0, O_NOTES},
     {"threads", no_argument, 0, O_THREADS},
     {"lines", no_argument, 0, O_LINES},
+    {"alloc", no_argument, 0, O_ALLOC},
+    {"live", no_argument, 0, O_LIVE},
+    {"blocks", no_argument, 0, O_BLOCKS},
     {"bgcolors", required_argument, 0, O_BGCOLORS},
     {"random", no_argument, 0, O_RANDOM},
     {"nameattr", required_argument, 0, O_NAMEATTR},
@@ -138,10 +147,52 @@ static int parse_num(const char *opt, const char *s, double *out, int *pct, int 
     return parse_num_max(opt, s, out, pct, integer, 1e9);
 }
 
+/* Which weight profile inputs give (--alloc, --live, --blocks). */
+static struct flamme_view view;
+
 static void collect(void *ctx, const char *stack, uint64_t count)
 {
     struct flamme_folded *f = ctx;
     flamme_folded_add(f, stack, strlen(stack), (double)count);
+}
+
+/* Profile files of an allocation view, read together once every input is
+ * seen (flamme_profile_load_many): a segment may have no allocations, and
+ * a block may die in a later segment than the one that allocated it. */
+static const char **alloc_paths;
+static size_t nalloc_paths;
+
+/* Collapses p (its view applied) into f; frees p. 0, 1 or 2 as load_profile. */
+static int add_profile(struct flamme_folded *f, struct flamme_profile *p, const char *name,
+                       const struct flamme_collapse_opts *co)
+{
+    char err[512];
+    if (flamme_view_apply(p, &view, name, err, sizeof err) != 0) {
+        fprintf(stderr, "flamme svg: %s\n", err);
+        flamme_profile_free(p);
+        return 2;
+    }
+    if (p->truncated)
+        fprintf(stderr, "flamme svg: %s: warning: profile is truncated; using what was read\n", name);
+    int r = flamme_collapse_profile(p, co, collect, f);
+    flamme_profile_free(p);
+    if (r != 0 || f->oom)
+        return flamme_collapse_error("svg", name, f->oom ? -1 : r);
+    return 0;
+}
+
+/* The deferred profiles of an allocation view, read as one into f. */
+static int load_alloc_profiles(struct flamme_folded *f, const struct flamme_collapse_opts *co)
+{
+    if (!nalloc_paths)
+        return 0;
+    struct flamme_profile p;
+    char err[512];
+    if (flamme_profile_load_many(alloc_paths, nalloc_paths, &p, NULL, err, sizeof err) != 0) {
+        fprintf(stderr, "flamme svg: %s\n", err);
+        return 2;
+    }
+    return add_profile(f, &p, alloc_paths[0], co);
 }
 
 /* Loads the profile at path (shown as name) into f. 0, 1 (I/O, memory) or 2 (bad input). */
@@ -158,13 +209,7 @@ static int load_profile(struct flamme_folded *f, const char *path, const char *n
             fprintf(stderr, "flamme svg: %s\n", err);
         return 2;
     }
-    if (p.truncated)
-        fprintf(stderr, "flamme svg: %s: warning: profile is truncated; using what was read\n", name);
-    int r = flamme_collapse_profile(&p, co, collect, f);
-    flamme_profile_free(&p);
-    if (r != 0 || f->oom)
-        return flamme_collapse_error("svg", name, f->oom ? -1 : r);
-    return 0;
+    return add_profile(f, &p, name, co);
 }
 
 static int write_all(int fd, const void *buf, size_t len)
@@ -269,6 +314,10 @@ static int read_input(struct flamme_folded *f, const char *path, const struct fl
     if (hn > 0 && flamme_is_profile(head, (size_t)hn)) {
         if (!is_stdin)
             close(fd);
+        if (view.alloc && !is_stdin) {
+            alloc_paths[nalloc_paths++] = path;
+            return 0;
+        }
         return load_profile(f, is_stdin ? "/proc/self/fd/0" : path, name, co);
     }
     int r = flamme_folded_read_fd(f, fd, name);
@@ -285,7 +334,8 @@ int flamme_cmd_svg(int argc, char **argv)
     double v;
     struct flamme_fg_nameattr *nameattr = NULL;
     int lines = 0;
-    int c;
+    int c, colors_set = 0, countname_set = 0;
+    memset(&view, 0, sizeof view);
     optind = 1;
     while ((c = getopt_long(argc, argv, "o:h", longopts, NULL)) != -1) {
         switch (c) {
@@ -309,7 +359,7 @@ int flamme_cmd_svg(int argc, char **argv)
         case O_FONTWIDTH:
             if (parse_num("fontwidth", optarg, &o.fontwidth, NULL, 0) || o.fontwidth <= 0) goto bad;
             break;
-        case O_COUNTNAME: o.countname = optarg; break;
+        case O_COUNTNAME: o.countname = optarg; countname_set = 1; break;
         case O_NAMETYPE: o.nametype = optarg; break;
         case O_COLORS:
             if (!flamme_fg_palette_ok(optarg)) {
@@ -317,6 +367,7 @@ int flamme_cmd_svg(int argc, char **argv)
                 goto bad;
             }
             o.colors = optarg;
+            colors_set = 1;
             break;
         case O_HASH: o.hash = 1; break;
         case O_CP: o.cp_file = optarg ? optarg : "palette.map"; break;
@@ -327,6 +378,9 @@ int flamme_cmd_svg(int argc, char **argv)
         case O_NOTES: o.notes = optarg; break;
         case O_THREADS: o.threads = 1; break;
         case O_LINES: lines = 1; break;
+        case O_ALLOC: flamme_view_option(&view, "--alloc"); break;
+        case O_LIVE: flamme_view_option(&view, "--live"); break;
+        case O_BLOCKS: flamme_view_option(&view, "--blocks"); break;
         case O_BGCOLORS:
             if (!flamme_fg_bgcolors_ok(optarg)) {
                 fprintf(stderr, "flamme svg: --bgcolors: unrecognized background: %s (yellow, blue, "
@@ -370,14 +424,30 @@ int flamme_cmd_svg(int argc, char **argv)
             goto bad;
         }
     }
+    if (view.alloc) {
+        if (!colors_set)
+            o.colors = "mem";
+        if (!countname_set)
+            o.countname = flamme_view_unit(&view);
+        if (!o.title)
+            o.title = view.live ? "Live Heap Flame Graph" : "Allocation Flame Graph";
+    }
     struct flamme_folded f;
     flamme_folded_init(&f);
     int rc = 0;
     struct flamme_collapse_opts co = {.threads = o.threads, .lines = lines};
+    alloc_paths = calloc((size_t)argc + 1, sizeof *alloc_paths);
+    if (!alloc_paths) {
+        fprintf(stderr, "flamme svg: out of memory\n");
+        rc = 1;
+        goto done;
+    }
     if (optind >= argc)
         rc = read_input(&f, "-", &co);
     for (int i = optind; i < argc && rc == 0; i++)
         rc = read_input(&f, argv[i], &co);
+    if (rc == 0)
+        rc = load_alloc_profiles(&f, &co);
     if (rc != 0)
         goto done;
     if (f.bad_lines)
@@ -415,6 +485,9 @@ int flamme_cmd_svg(int argc, char **argv)
         rc = 1;
     }
 done:
+    free(alloc_paths);
+    alloc_paths = NULL;
+    nalloc_paths = 0;
     flamme_folded_free(&f);
     flamme_fg_nameattr_free(nameattr);
     return rc;

@@ -3,7 +3,8 @@
  * 64-bit words carrying variable-length sample records.
  *
  * Producer: the SIGPROF handler of the ring's own thread (never nested: the
- * handler runs with SIGPROF blocked). Consumer: the writer thread.
+ * handler runs with SIGPROF blocked), or that thread in normal context with
+ * the handler held off (agent/alloc.c's ring_busy). Consumer: the writer thread.
  * Memory: one mmap per ring, its buffer page-aligned. Pages are touched only
  * as the ring fills, and the consumer gives consumed pages back to the kernel
  * (MADV_DONTNEED), so a thread's ring stays resident only as far as samples
@@ -20,6 +21,8 @@
 
 #define FLAMME_RING_PAD 0u
 #define FLAMME_RING_SAMPLE 1u
+#define FLAMME_RING_ALLOC 2u       /* agent/alloc.h */
+#define FLAMME_RING_ALLOC_EVENT 3u /* agent/alloc.h */
 
 struct flamme_ring {
     /* Written by the producer only; read by the consumer (acquire). */

@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "agent/agent.h"
+#include "agent/alloc.h"
 #include "agent/cfi.h"
 #include "agent/engine.h"
 #include "agent/fds.h"
@@ -85,6 +86,7 @@ static struct {
     size_t stash_n, stash_cap;
     int no_stash;             /* write samples into the current segment whatever their time */
     int final;                /* the last sweep of a run: no segment begins */
+    int alloc_info;           /* the current file has INFO alloc_rate (every file with ALLOCs) */
     const char *cmdline;
 } W;
 
@@ -222,7 +224,17 @@ static void announce(struct flamme_slot *s, int32_t domain)
         W.failed = 1;
 }
 
-/* Ring callback: one sample record -> FRAME/STACK records as needed + SAMPLE. */
+/* INFO alloc_rate / alloc_live of the current file. */
+static void write_alloc_info(double rate, int live)
+{
+    char v[40];
+    snprintf(v, sizeof v, "%.17g", rate);
+    if (flamme_pw_info(W.pw, "alloc_rate", v) != 0 ||
+        flamme_pw_info(W.pw, "alloc_live", live ? "1" : "0") != 0)
+        W.failed = 1;
+    W.alloc_info = 1;
+}
+
 /* Raw-stack cache: the frame addresses of a sample, hashed whole, map to
  * the stack id the per-frame path gave them, so a stack seen before costs
  * one hash over its words instead of one table lookup per frame (deep
@@ -356,11 +368,61 @@ static void replay_stash(int force)
     free(st);
 }
 
+/* Ring record of agent/alloc.c: ALLOC (its stack interned like a sample's,
+ * but never BROKEN: a Memprof callstack ends at the outermost OCaml frame,
+ * not at a thread root) or ALLOC_EVENT. */
+static void on_alloc_record(struct flamme_slot *s, uint32_t kind, const uint64_t *rec,
+                            uint64_t nwords)
+{
+    uint32_t flags = (uint32_t)(rec[0] >> 40);
+    /* A segment opened after the mode was recorded (or while a stop
+     * drains) still says how its allocations were sampled. */
+    double arate;
+    int alive;
+    if (!W.alloc_info && flamme_alloc_mode_last(&arate, &alive))
+        write_alloc_info(arate, alive);
+    if (kind == FLAMME_RING_ALLOC_EVENT) {
+        if (nwords >= FLAMME_ALLOC_EVENT_WORDS &&
+            flamme_pw_alloc_event(W.pw, rec[2], (uint8_t)flags, rec[1]) != 0)
+            W.failed = 1;
+        return;
+    }
+    if (nwords < FLAMME_ALLOC_HDR_WORDS)
+        return;
+    struct flamme_alloc a;
+    memset(&a, 0, sizeof a);
+    a.domain = (int32_t)(uint32_t)(rec[2] >> 32);
+    announce(s, a.domain);
+    int root;
+    a.stack_id = stack_of(rec + FLAMME_ALLOC_HDR_WORDS, nwords - FLAMME_ALLOC_HDR_WORDS, &root);
+    if (a.stack_id == UINT32_MAX) {
+        W.failed = 1;
+        return;
+    }
+    a.tid = (uint32_t)s->tid;
+    a.serial = serial_of(s);
+    a.flags = (flags >> 16) & 1 ? FLAMME_SAMPLE_TRUNCATED : 0;
+    a.time_ns = rec[1];
+    a.id = rec[4];
+    a.n_samples = (uint32_t)rec[2];
+    a.size_words = rec[3];
+    a.heap = (uint8_t)flags;
+    a.source = (uint8_t)(flags >> 8);
+    memcpy(&a.rate, &rec[5], sizeof a.rate);
+    if (flamme_pw_alloc(W.pw, &a) != 0)
+        W.failed = 1;
+}
+
 /* Ring callback: one sample record -> FRAME/STACK records as needed + SAMPLE. */
 static void on_record(void *ctx, const uint64_t *rec, uint64_t nwords)
 {
     (void)ctx;
     struct flamme_slot *s = W.cur;
+    uint32_t kind = (uint32_t)(rec[0] >> 32) & 0xff;
+    if (kind == FLAMME_RING_ALLOC || kind == FLAMME_RING_ALLOC_EVENT) {
+        on_alloc_record(s, kind, rec, nwords);
+        return;
+    }
     uint32_t flags = (uint32_t)(rec[0] >> 40);
     uint64_t t = rec[1];
     uint32_t weight = (uint32_t)rec[2];
@@ -494,6 +556,10 @@ static void sweep(void)
     }
     if (flamme_gc_drain(W.pw) != 0)
         W.failed = 1;
+    double arate;
+    int alive;
+    if (flamme_alloc_mode_changed(&arate, &alive) && arate > 0)
+        write_alloc_info(arate, alive);
     flamme_threads_arm_pending();
     flamme_safe_read_prepare_fallback();
     if (W.rot_at && !W.final && t0 >= W.rot_at + ROTATE_GRACE_NS)
@@ -797,6 +863,7 @@ static void write_start_info(void)
     }
     if (W.period_ns && flamme_pw_segment(W.pw, W.seq, W.seg_from, 0, W.period_ns) != 0)
         W.failed = 1;
+    W.alloc_info = 0;
 }
 
 /* Closes the current segment at W.rot_at and opens the next one, which

@@ -173,6 +173,16 @@ def test_errors(ctx):
     for name in ("first.flm", "restart.flm"):
         status, _ = report(ctx, os.path.join(d, name))
         check(status == "complete", "errors: %s has status %r" % (name, status))
+    raised("bad-alloc", r"alloc rate must be in \(0, 1\]")
+    check(lines.get("running-after-bad-alloc") == "false", "errors: running after a refused alloc rate")
+    if lines.get("ocaml-memprof") == "true":
+        check(lines.get("alloc-start") == "ok" and lines.get("alloc-stop") == "ok",
+              "errors: allocation profiling: %r %r" % (lines.get("alloc-start"), lines.get("alloc-stop")))
+        status, _ = report(ctx, os.path.join(d, "alloc.flm"))
+        check(status == "complete", "errors: alloc.flm has status %r" % status)
+    else:  # OCaml 5.1/5.2: one line saying what is needed, no profile left running
+        raised("alloc-start", r"allocation profiling needs OCaml 5\.3 or later")
+        check(lines.get("running-after-alloc") == "false", "errors: running after a refused alloc start")
     # The profile left running at exit is completed by the at_exit handler.
     check(lines.get("at-exit-start") == "ok", "errors: at-exit start failed")
     complete_profile(ctx, os.path.join(d, "atexit.flm"), "at_exit")

@@ -865,6 +865,165 @@ TEST(exit_round_trip)
     free(raw.b);
 }
 
+/* ALLOC and ALLOC_EVENT (1.7): every field comes back as written; events
+ * are matched to their block by id wherever they are in the file (before
+ * the ALLOC included); an event for an unknown id is kept aside as an
+ * orphan (a block of an earlier segment); an ALLOC
+ * naming an undefined stack is dropped; a body cut before its last field
+ * stops decoding (truncated); the estimates follow doc/format.md. */
+TEST(alloc_round_trip)
+{
+    snprintf(path, sizeof path, "%s/alloc.flamme", dir);
+    flamme_pw *w = open_writer(path);
+    uint32_t f0 = 0;
+    CHECK(flamme_pw_frame(w, 0, 0x1000, 0x10, "camlM.f_1", "/bin/x") == 0);
+    CHECK(flamme_pw_stack(w, 0, 1, &f0) == 0);
+    CHECK(flamme_pw_alloc_event(w, 7, FLAMME_ALLOC_PROMOTED, 150) == 0); /* before its ALLOC */
+    struct flamme_alloc a = { .stack_id = 0, .tid = 42, .serial = 3, .flags = FLAMME_SAMPLE_TRUNCATED,
+                              .domain = 1, .time_ns = 100, .id = 7, .n_samples = 2,
+                              .size_words = 1023, .heap = FLAMME_ALLOC_MAJOR,
+                              .source = FLAMME_ALLOC_MARSHAL, .rate = 1e-4 };
+    CHECK(flamme_pw_alloc(w, &a) == 0);
+    struct flamme_alloc b = a;
+    b.id = UINT64_MAX;
+    b.domain = -1;
+    b.heap = FLAMME_ALLOC_MINOR;
+    b.source = 9;
+    b.rate = 0.5;
+    b.size_words = 1;
+    b.n_samples = 1;
+    CHECK(flamme_pw_alloc(w, &b) == 0);
+    b.stack_id = 5; /* undefined: dropped */
+    CHECK(flamme_pw_alloc(w, &b) == 0);
+    CHECK(flamme_pw_alloc_event(w, 7, FLAMME_ALLOC_DIED_MAJOR, 200) == 0);
+    CHECK(flamme_pw_alloc_event(w, 8, FLAMME_ALLOC_DIED_MINOR, 300) == 0); /* unknown id */
+    CHECK(flamme_pw_close(w, 0, 0, 400, 1) == 0);
+    struct flamme_profile p;
+    char err[512] = "";
+    CHECK(flamme_profile_load(path, &p, err, sizeof err) == 0);
+    CHECK(p.complete && !p.truncated && p.nallocs == 2 && p.nsamples == 0);
+    CHECK(p.nalloc_orphans == 1 && p.alloc_orphans[0].id == 8 &&
+          p.alloc_orphans[0].event == FLAMME_ALLOC_DIED_MINOR && p.alloc_orphans[0].time_ns == 300);
+    if (p.nallocs == 2) {
+        const struct flamme_alloc *x = &p.allocs[0], *y = &p.allocs[1];
+        CHECK(x->stack_id == 0 && x->tid == 42 && x->serial == 3 && x->domain == 1);
+        CHECK(x->flags == FLAMME_SAMPLE_TRUNCATED && x->time_ns == 100 && x->id == 7);
+        CHECK(x->n_samples == 2 && x->size_words == 1023 && x->heap == FLAMME_ALLOC_MAJOR);
+        CHECK(x->source == FLAMME_ALLOC_MARSHAL && x->rate == 1e-4);
+        CHECK(x->promoted_ns == 150 && x->died_ns == 200);
+        CHECK(y->id == UINT64_MAX && y->domain == -1 && y->source == 9 && y->rate == 0.5);
+        CHECK(y->promoted_ns == 0 && y->died_ns == 0);
+        CHECK(p.threads[x->thread].tid == 42 && p.threads[x->thread].serial == 3);
+        /* 2 samples at 1e-4 per word: 160000 bytes, 2 / (1e-4 * 1024) blocks */
+        CHECK(flamme_alloc_bytes(x) > 159999.9 && flamme_alloc_bytes(x) < 160000.1);
+        CHECK(flamme_alloc_blocks(x) > 19.53 && flamme_alloc_blocks(x) < 19.54);
+        CHECK(flamme_alloc_bytes(y) == 16.0 && flamme_alloc_blocks(y) == 1.0);
+        struct flamme_alloc bad = *y;
+        bad.rate = 0;
+        CHECK(flamme_alloc_bytes(&bad) == 0 && flamme_alloc_blocks(&bad) == 0);
+        bad.rate = 2;
+        CHECK(flamme_alloc_bytes(&bad) == 0);
+    }
+    flamme_profile_free(&p);
+
+    /* An ALLOC one byte short of its rate; an ALLOC_EVENT short of its time. */
+    for (int kind = 0; kind < 2; kind++) {
+        struct buf bb = { 0 }, raw = { 0 };
+        b_header(&bb, 1, 7, 64);
+        b_frame(&raw, 0, "f");
+        b_stack1(&raw, 0, 0);
+        if (kind == 0) {
+            b_rec(&raw, FLAMME_REC_ALLOC, 57);
+            for (int i = 0; i < 57; i++)
+                b_u8(&raw, 0);
+        } else {
+            b_rec(&raw, FLAMME_REC_ALLOC_EVENT, 16);
+            for (int i = 0; i < 16; i++)
+                b_u8(&raw, 0);
+        }
+        b_chunk(&bb, &raw);
+        spit(path, bb.b, bb.len);
+        CHECK(flamme_profile_load(path, &p, err, sizeof err) == 0);
+        CHECK(p.truncated == 1 && p.nallocs == 0);
+        flamme_profile_free(&p);
+        free(bb.b);
+        free(raw.b);
+    }
+}
+
+/* One allocation segment file: pid, start, its ALLOCs (frame names
+ * given, one stack each) and ALLOC_EVENTs (id, event, time). */
+static void alloc_segment(const char *p, uint32_t pid, uint64_t start, const char *const *fn,
+                          const uint64_t *ids, int n, const uint64_t (*ev)[3], int nev)
+{
+    int fd = open(p, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    CHECK(fd >= 0);
+    struct flamme_header h = test_header();
+    h.pid = pid;
+    h.start_monotonic_ns = start;
+    flamme_pw *w = flamme_pw_open(fd, &h);
+    CHECK(w != NULL);
+    for (int i = 0; i < n; i++) {
+        uint32_t f = (uint32_t)i;
+        CHECK(flamme_pw_frame(w, f, 0x1000 + 16 * f, 0x10, fn[i], "/bin/x") == 0);
+        CHECK(flamme_pw_stack(w, f, 1, &f) == 0);
+        struct flamme_alloc a = { .stack_id = f, .tid = 42, .serial = 1, .time_ns = start + 1,
+                                  .id = ids[i], .n_samples = 1, .size_words = 1,
+                                  .heap = FLAMME_ALLOC_MINOR, .rate = 0.5 };
+        CHECK(flamme_pw_alloc(w, &a) == 0);
+    }
+    for (int k = 0; k < nev; k++)
+        CHECK(flamme_pw_alloc_event(w, ev[k][0], (uint8_t)ev[k][1], ev[k][2]) == 0);
+    CHECK(flamme_pw_close(w, 0, 0, start + 100, 1) == 0);
+}
+
+/* Several files read as one keep their allocations (stacks and threads
+ * renumbered), and an ALLOC_EVENT in a later segment of the same pid
+ * reaches its block from an earlier one (ids are unique in a process
+ * only: another pid's event for the same id does not). */
+TEST(merge_allocs_across_segments)
+{
+    char p1[600], p2[600], p3[600];
+    snprintf(p1, sizeof p1, "%s/seg1.flm", dir);
+    snprintf(p2, sizeof p2, "%s/seg2.flm", dir);
+    snprintf(p3, sizeof p3, "%s/other.flm", dir);
+    const char *f1[] = { "camlM.keep_1", "camlM.drop_2" };
+    const uint64_t id1[] = { 7, 8 };
+    alloc_segment(p1, 10, 1000, f1, id1, 2, NULL, 0);
+    const char *f2[] = { "camlM.late_3" };
+    const uint64_t id2[] = { 9 };
+    const uint64_t ev2[][3] = { { 8, FLAMME_ALLOC_DIED_MINOR, 1500 }, { 9, FLAMME_ALLOC_PROMOTED, 1600 } };
+    alloc_segment(p2, 10, 1200, f2, id2, 1, ev2, 2);
+    const uint64_t ev3[][3] = { { 7, FLAMME_ALLOC_DIED_MAJOR, 1700 } }; /* pid 11: not pid 10's 7 */
+    alloc_segment(p3, 11, 900, NULL, NULL, 0, ev3, 1);
+    const char *paths[] = { p2, p3, p1 };
+    struct flamme_profile p;
+    char err[512] = "";
+    CHECK(flamme_profile_load_many(paths, 3, &p, NULL, err, sizeof err) == 0);
+    CHECK(p.nfiles == 3 && p.nallocs == 3 && p.nalloc_orphans == 1);
+    int seen = 0;
+    for (size_t i = 0; i < p.nallocs; i++) {
+        const struct flamme_alloc *a = &p.allocs[i];
+        CHECK(a->stack_id < p.nstacks && p.stacks[a->stack_id].n == 1);
+        const char *fn = p.frames[p.stacks[a->stack_id].frames[0]].function;
+        CHECK(p.threads[a->thread].tid == 42);
+        if (a->id == 7) {
+            seen |= 1;
+            CHECK(!strcmp(fn, "camlM.keep_1") && a->died_ns == 0);
+        }
+        if (a->id == 8) {
+            seen |= 2;
+            CHECK(!strcmp(fn, "camlM.drop_2") && a->died_ns == 1500);
+        }
+        if (a->id == 9) {
+            seen |= 4;
+            CHECK(!strcmp(fn, "camlM.late_3") && a->promoted_ns == 1600 && !a->died_ns);
+        }
+    }
+    CHECK(seen == 7);
+    flamme_profile_free(&p);
+}
+
 int main(void)
 {
     const char *tmp = getenv("TMPDIR");
@@ -874,6 +1033,7 @@ int main(void)
         return 1;
     }
     RUN(round_trip_every_record);
+    RUN(merge_allocs_across_segments);
     RUN(many_chunks_and_auto_flush);
     RUN(truncated_at_every_offset);
     RUN(corrupted_chunks_stop_decoding);
@@ -883,6 +1043,7 @@ int main(void)
     RUN(hostile_ids_and_lengths);
     RUN(frame_line_round_trip);
     RUN(exit_round_trip);
+    RUN(alloc_round_trip);
     RUN(fuzzed_payloads_never_crash);
     RUN(write_error_is_sticky);
     RUN(short_writes_and_eintr);

@@ -1,0 +1,54 @@
+/*
+ * agent/alloc.h — sampled allocations into the profile: the OCaml library's
+ * Gc.Memprof callbacks (ocaml_stubs/) hand each sampled block's callstack
+ * (code addresses from the runtime's frame tables) and, for the live view,
+ * each promotion and death, to the calling thread's ring; the writer turns
+ * them into ALLOC / ALLOC_EVENT records (doc/format.md).
+ *
+ * Who: the thread that runs a Memprof callback (normal context, holding
+ * its domain), never a signal handler. The thread's sample handler is the
+ * ring's other producer; the two exclude each other through the slot's
+ * ring_busy flag (the handler skips a sample that lands on it).
+ */
+#ifndef FLAMME_AGENT_ALLOC_H
+#define FLAMME_AGENT_ALLOC_H
+#include <stdint.h>
+
+/* Ring words of an ALLOC record before its frames, and of an ALLOC_EVENT. */
+#define FLAMME_ALLOC_HDR_WORDS 6
+#define FLAMME_ALLOC_EVENT_WORDS 3
+
+/* Ring header flags of an ALLOC record: heap | source << 8 | TRUNCATED << 16. */
+struct flamme_alloc_in {
+    const uint64_t *addrs; /* return addresses, leaf (the allocation point) first */
+    uint32_t n;
+    int truncated;         /* the callstack was cut at the depth asked */
+    uint32_t n_samples;
+    uint64_t size_words;
+    unsigned heap, source; /* enum flamme_alloc_heap / flamme_alloc_source */
+    double rate;
+};
+
+/* Appends one sampled allocation to the calling thread's ring. Returns its
+ * id (> 0, unique in the process), or 0 when it was dropped (no profile, no
+ * ring for this thread, ring full: counted as lost). */
+uint64_t flamme_alloc_sample(const struct flamme_alloc_in *a);
+
+/* Appends an ALLOC_EVENT (enum flamme_alloc_event) for block id. Returns 0,
+ * or -1 when dropped (counted as lost). */
+int flamme_alloc_event(uint64_t id, unsigned event);
+
+/* Allocation profiling started (rate, live tracking) or stopped (rate 0):
+ * the writer records it as INFO alloc_rate / alloc_live. */
+void flamme_alloc_set_mode(double rate, int live);
+
+/* Writer thread: the mode to record when it changed since the last call
+ * (returns 1 and fills rate/live), else 0. */
+int flamme_alloc_mode_changed(double *rate, int *live);
+
+/* The last mode with a rate above 0: returns 1 and fills rate/live, or 0
+ * when allocation profiling never ran. The writer names it in each file
+ * (segment) that gets allocation records before a mode change did. */
+int flamme_alloc_mode_last(double *rate, int *live);
+
+#endif

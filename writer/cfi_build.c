@@ -5,17 +5,16 @@
  * Owns: every module's row table and the published table set
  * (flamme_cfi_add_module, flamme_cfi_add_from_maps, flamme_cfi_stats,
  * flamme_cfi_free_all). Writer thread (or agent start-up); allocates, reads
- * ELF files with pread (never a kept mmap: a file truncated on disk would
- * SIGBUS the profiled program), serialised by build_lock. The reader is
+ * ELF files through writer/elf.c, serialised by build_lock. The reader is
  * agent/cfi.c's flamme_cfi_lookup_sigsafe.
  *
  */
 #include "agent/cfi.h"
 #include "agent/fds.h"
 #include "agent/cfi_tables.h"
+#include "writer/elf.h"
 
 #include <elf.h>
-#include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -31,7 +30,6 @@
 #define STATE_STACK 8            /* DW_CFA_remember_state depth */
 #define DW_REG_RBP 6
 #define DW_REG_RSP 7
-#define SHDR_MAX 65535
 
 /* Pointer encodings (LSB ABI, .eh_frame) and call-frame opcodes (DWARF 5
  * section 6.4.2, plus the GNU extensions gcc emits); <elf.h> has neither. */
@@ -629,90 +627,19 @@ static int parse_eh_frame(const struct ehf *e, uint64_t bias, struct rowvec *out
 
 /* ------------------------------------------------------------ ELF */
 
-static int read_at(int fd, uint64_t off, void *dst, size_t len)
-{
-    size_t done = 0;
-    while (done < len) {
-        ssize_t n = pread(fd, (char *)dst + done, len - done, (off_t)(off + done));
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0)
-            return -1;
-        done += (size_t)n;
-    }
-    return 0;
-}
-
-static int read_ehdr(int fd, Elf64_Ehdr *eh)
-{
-    if (read_at(fd, 0, eh, sizeof *eh) != 0 || memcmp(eh->e_ident, ELFMAG, SELFMAG) != 0 ||
-        eh->e_ident[EI_CLASS] != ELFCLASS64 || eh->e_ident[EI_DATA] != ELFDATA2LSB ||
-        eh->e_machine != EM_X86_64)
-        return -1;
-    return 0;
-}
-
-/* Reads the program headers. Returns a malloc'd array (*n entries) or NULL. */
-static Elf64_Phdr *read_phdrs(int fd, const Elf64_Ehdr *eh, size_t *n)
-{
-    if (eh->e_phentsize != sizeof(Elf64_Phdr) || eh->e_phnum == 0 || eh->e_phnum == PN_XNUM)
-        return NULL;
-    Elf64_Phdr *ph = malloc(eh->e_phnum * sizeof *ph);
-    if (ph && read_at(fd, eh->e_phoff, ph, eh->e_phnum * sizeof *ph) != 0) {
-        free(ph);
-        return NULL;
-    }
-    *n = eh->e_phnum;
-    return ph;
-}
-
-/* Finds .eh_frame (and .eh_frame_hdr) by section name. Returns 0 and fills
- * file offset / size / vaddr, or -1. */
-static int find_by_sections(int fd, const Elf64_Ehdr *eh, struct ehf *e, uint64_t *foff)
-{
-    size_t n = eh->e_shnum;
-    if (n == 0 || n > SHDR_MAX || eh->e_shentsize != sizeof(Elf64_Shdr) || eh->e_shstrndx >= n)
-        return -1;
-    Elf64_Shdr *sh = malloc(n * sizeof *sh);
-    char *names = NULL;
-    int rc = -1;
-    if (!sh || read_at(fd, eh->e_shoff, sh, n * sizeof *sh) != 0)
-        goto out;
-    const Elf64_Shdr *ss = &sh[eh->e_shstrndx];
-    if (ss->sh_size == 0 || ss->sh_size > (1u << 24) || !(names = malloc(ss->sh_size + 1)) ||
-        read_at(fd, ss->sh_offset, names, ss->sh_size) != 0)
-        goto out;
-    names[ss->sh_size] = '\0';
-    for (size_t i = 0; i < n; i++) {
-        if (sh[i].sh_name >= ss->sh_size || sh[i].sh_type == SHT_NOBITS)
-            continue;
-        const char *nm = names + sh[i].sh_name;
-        if (strcmp(nm, ".eh_frame_hdr") == 0)
-            e->hdr_vaddr = sh[i].sh_addr;
-        if (strcmp(nm, ".eh_frame") == 0 && sh[i].sh_size > 0) {
-            *foff = sh[i].sh_offset;
-            e->size = sh[i].sh_size;
-            e->vaddr = sh[i].sh_addr;
-            rc = 0;
-        }
-    }
-out:
-    free(names);
-    free(sh);
-    return rc;
-}
-
 /* Stripped of section headers: .eh_frame_hdr (PT_GNU_EH_FRAME) points at
  * .eh_frame, whose end is found by its terminator within the segment.
  * Returns 0, or -1. */
-static int find_by_hdr(int fd, const Elf64_Phdr *ph, size_t nph, struct ehf *e, uint64_t *foff)
+static int find_by_hdr(const struct flamme_elf *el, struct ehf *e, uint64_t *foff)
 {
+    const Elf64_Phdr *ph = el->ph;
+    size_t nph = el->phnum;
     for (size_t i = 0; i < nph; i++) {
         if (ph[i].p_type != PT_GNU_EH_FRAME || ph[i].p_filesz < 8)
             continue;
         uint8_t hb[16];
         size_t got = ph[i].p_filesz < sizeof hb ? (size_t)ph[i].p_filesz : sizeof hb;
-        if (read_at(fd, ph[i].p_offset, hb, got) != 0 || hb[0] != 1)
+        if (flamme_elf_read(el, ph[i].p_offset, hb, got) != 0 || hb[0] != 1)
             return -1;
         struct rd r = { hb + 4, hb + got, hb, ph[i].p_vaddr, 0 };
         uint64_t at = rd_ptr(&r, hb[1], ph[i].p_vaddr);
@@ -733,27 +660,31 @@ static int find_by_hdr(int fd, const Elf64_Phdr *ph, size_t nph, struct ehf *e, 
     return -1;
 }
 
-/* Loads the .eh_frame of the ELF open on fd into e->buf. Returns 0, or -1. */
-static int load_eh_frame(int fd, struct ehf *e)
+/* Loads the .eh_frame of image el into e->buf: found by section name, or
+ * through PT_GNU_EH_FRAME when there are no section headers. Returns 0, or
+ * -1. */
+static int load_eh_frame(const struct flamme_elf *el, struct ehf *e)
 {
-    struct stat st;
-    Elf64_Ehdr eh;
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || read_ehdr(fd, &eh) != 0)
-        return -1;
-    size_t nph = 0;
-    Elf64_Phdr *ph = read_phdrs(fd, &eh, &nph);
     uint64_t foff = 0;
-    int rc = find_by_sections(fd, &eh, e, &foff);
-    if (rc != 0 && ph)
-        rc = find_by_hdr(fd, ph, nph, e, &foff);
-    free(ph);
-    if (rc != 0 || e->size == 0 || foff > (uint64_t)st.st_size)
+    int rc = -1;
+    const Elf64_Shdr *sh = flamme_elf_section(el, ".eh_frame");
+    if (sh) {
+        const Elf64_Shdr *hdr = flamme_elf_section(el, ".eh_frame_hdr");
+        e->hdr_vaddr = hdr ? hdr->sh_addr : 0;
+        foff = sh->sh_offset;
+        e->size = sh->sh_size;
+        e->vaddr = sh->sh_addr;
+        rc = 0;
+    } else {
+        rc = find_by_hdr(el, e, &foff);
+    }
+    if (rc != 0 || e->size == 0 || foff > el->size)
         return -1;
-    if (e->size > (uint64_t)st.st_size - foff)
-        e->size = (uint64_t)st.st_size - foff;
-    if (e->size > EH_FRAME_MAX || e->size == 0 || !(e->buf = malloc(e->size)))
+    if (e->size > el->size - foff)
+        e->size = el->size - foff;
+    if (e->size > EH_FRAME_MAX || !(e->buf = malloc(e->size)))
         return -1;
-    if (read_at(fd, foff, e->buf, e->size) != 0) {
+    if (flamme_elf_read(el, foff, e->buf, e->size) != 0) {
         free(e->buf);
         e->buf = NULL;
         return -1;
@@ -864,17 +795,26 @@ static int publish(struct cfi_mod *m)
     return 0;
 }
 
-/* Builds and publishes the module for the ELF open on fd. switch_only: the
+/* Builds and publishes the module for the x86_64 ELF open on fd, mapped at
+ * [lo, hi) with load bias bias, or (bias_from_map) with the bias of an
+ * executable mapping starting at lo at file offset map_off. switch_only: the
  * file's code has frame pointers, keep only the rows whose CFA is found in
  * memory (the OCaml runtime's stack switches: caml_start_program,
  * caml_c_call, caml_runstack...); elsewhere the walker follows rbp. Builder
  * lock held. Returns the number of rows, or -1. */
-static long add_fd(int fd, const char *name, uint64_t bias, uint64_t lo, uint64_t hi,
-                   int switch_only)
+static long add_fd(int fd, const char *name, uint64_t bias, int bias_from_map, uint64_t map_off,
+                   uint64_t lo, uint64_t hi, int switch_only)
 {
     struct ehf e = { 0 };
     struct stat st;
-    if (hi <= lo || hi - lo > UINT32_MAX || fstat(fd, &st) != 0 || load_eh_frame(fd, &e) != 0)
+    struct flamme_elf el;
+    if (hi <= lo || hi - lo > UINT32_MAX || fstat(fd, &st) != 0 || flamme_elf_open_fd(&el, fd) != 0)
+        return -1;
+    int ok = el.eh.e_machine == EM_X86_64 &&
+             (!bias_from_map || flamme_elf_exec_bias(el.ph, el.phnum, lo, map_off, &bias) == 0) &&
+             load_eh_frame(&el, &e) == 0;
+    flamme_elf_close(&el);
+    if (!ok)
         return -1;
     struct rowvec rv = { 0 };
     int rc = parse_eh_frame(&e, bias, &rv);
@@ -906,36 +846,13 @@ long flamme_cfi_add_module(const char *path, uint64_t bias, uint64_t lo, uint64_
     if (fd < 0)
         return -1;
     pthread_mutex_lock(&build_lock);
-    long n = add_fd(fd, path, bias, lo, hi, 0);
+    long n = add_fd(fd, path, bias, 0, 0, lo, hi, 0);
     pthread_mutex_unlock(&build_lock);
     flamme_close_checked(fd, &fid);
     return n;
 }
 
 /* ------------------------------------------------------------ maps */
-
-/* Load bias of the executable mapping [start, ...) at file offset off: the
- * executable PT_LOAD whose (page-rounded) file range holds off maps it.
- * Returns 0 and sets *bias, or -1. */
-static int exec_bias(int fd, uint64_t start, uint64_t off, uint64_t *bias)
-{
-    Elf64_Ehdr eh;
-    size_t n = 0;
-    Elf64_Phdr *ph;
-    if (read_ehdr(fd, &eh) != 0 || !(ph = read_phdrs(fd, &eh, &n)))
-        return -1;
-    uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE);
-    int rc = -1;
-    for (size_t i = 0; i < n && rc != 0; i++) {
-        if (ph[i].p_type == PT_LOAD && (ph[i].p_flags & PF_X) &&
-            off >= (ph[i].p_offset & ~(page - 1)) && off < ph[i].p_offset + ph[i].p_filesz) {
-            *bias = start - off + ph[i].p_offset - ph[i].p_vaddr;
-            rc = 0;
-        }
-    }
-    free(ph);
-    return rc;
-}
 
 /* 1 if the mapping's file (path, device, inode) is the file named skip. */
 static int is_skipped(const char *skip, const char *path, dev_t dev, uint64_t ino)
@@ -975,9 +892,8 @@ static int add_vdso(uint64_t start, uint64_t end)
     int fd = flamme_fd_high(memfd_create("flamme-vdso", MFD_CLOEXEC), &fid);
     if (fd < 0)
         return 0;
-    uint64_t bias;
     int ok = write(fd, (const void *)(uintptr_t)start, end - start) == (ssize_t)(end - start) &&
-             exec_bias(fd, start, 0, &bias) == 0 && add_fd(fd, "[vdso]", bias, start, end, 0) > 0;
+             add_fd(fd, "[vdso]", 0, 1, 0, start, end, 0) > 0;
     flamme_close_checked(fd, &fid);
     return ok;
 }
@@ -1026,10 +942,8 @@ int flamme_cfi_add_from_maps(const char *fp_file, const char *skip)
         if (fd < 0)
             continue;
         struct stat st;
-        uint64_t bias;
         if (fstat(fd, &st) == 0 && (uint64_t)st.st_ino == ino &&
-            exec_bias(fd, start, off, &bias) == 0 &&
-            add_fd(fd, path, bias, start, end, sw) > 0)
+            add_fd(fd, path, 0, 1, off, start, end, sw) > 0)
             added++;
         flamme_close_checked(fd, &fid);
     }

@@ -5,9 +5,8 @@
  * 5) run once into rows (address, file, line) sorted by address, where an
  * end_sequence row marks a gap; a lookup is a binary search.
  * Called by: the agent's writer thread (and tests). It allocates and reads
- * the file with pread (sections are copied, never kept mapped: a file
- * replaced or truncated under a live mapping would SIGBUS the profiled
- * program); never from a signal handler.
+ * the file through writer/elf.c (sections are copied, never kept mapped);
+ * never from a signal handler.
  *
  * The input is untrusted: every read is bounds-checked, a malformed unit is
  * dropped whole (the units before and after it are kept when its length is
@@ -15,13 +14,11 @@
  */
 #include "writer/lines.h"
 #include "agent/fds.h"
+#include "writer/elf.h"
 
-#include <elf.h>
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include "common/hash.h"
 
@@ -164,18 +161,6 @@ static const char *sect_str(const struct sect *s, uint64_t off)
         return NULL;
     const char *p = (const char *)s->data + off;
     return memchr(p, 0, (size_t)(s->size - off)) ? p : NULL;
-}
-
-static int pread_all(int fd, void *dst, size_t len, uint64_t off)
-{
-    size_t done = 0;
-    while (done < len) {
-        ssize_t r = pread(fd, (char *)dst + done, len - done, (off_t)(off + done));
-        if (r <= 0)
-            return -1;
-        done += (size_t)r;
-    }
-    return 0;
 }
 
 /* ------------------------------------------------------------ building */
@@ -506,60 +491,35 @@ out:
 
 /* ------------------------------------------------------------ the file */
 
-/* Copies section sh of the file into s (left empty for SHT_NOBITS, a
- * compressed or an implausible section). Returns 0, or -1 on a read error. */
-static int load_sect(int fd, uint64_t fsize, const Elf64_Shdr *sh, struct sect *s)
+/* Copies section sh of image e into s (left empty for SHT_NOBITS, a
+ * compressed, an implausible or an unreadable section). */
+static void load_sect(const struct flamme_elf *e, const Elf64_Shdr *sh, struct sect *s)
 {
     s->data = NULL;
     s->size = 0;
-    if (sh->sh_type == SHT_NOBITS || (sh->sh_flags & SHF_COMPRESSED) || sh->sh_size == 0 ||
-        sh->sh_size > LINES_MAX_SECTION || sh->sh_offset > fsize || sh->sh_size > fsize - sh->sh_offset)
-        return 0;
-    s->data = malloc(sh->sh_size);
-    if (!s->data || pread_all(fd, s->data, sh->sh_size, sh->sh_offset) < 0) {
-        free(s->data);
-        s->data = NULL;
-        return -1;
-    }
-    s->size = sh->sh_size;
-    return 0;
+    if (sh->sh_type == SHT_NOBITS || (sh->sh_flags & SHF_COMPRESSED))
+        return;
+    s->data = (uint8_t *)flamme_elf_copy(e, sh->sh_offset, sh->sh_size, LINES_MAX_SECTION);
+    if (s->data)
+        s->size = sh->sh_size;
 }
 
-/* Finds and copies .debug_line, .debug_line_str and .debug_str. Returns 0
- * when .debug_line was found, -1 otherwise. */
+/* Finds and copies .debug_line, .debug_line_str and .debug_str of the ELF
+ * file open on fd. Returns 0 when .debug_line was found, -1 otherwise. */
 static int load_sections(int fd, struct sect *line, struct sect *line_str, struct sect *str)
 {
-    struct stat st;
-    Elf64_Ehdr eh;
-    if (fstat(fd, &st) < 0 || pread_all(fd, &eh, sizeof eh, 0) < 0)
+    struct flamme_elf e;
+    if (flamme_elf_open_fd(&e, fd) != 0)
         return -1;
-    if (memcmp(eh.e_ident, ELFMAG, SELFMAG) != 0 || eh.e_ident[EI_CLASS] != ELFCLASS64 ||
-        eh.e_ident[EI_DATA] != ELFDATA2LSB || eh.e_shentsize != sizeof(Elf64_Shdr) ||
-        eh.e_shnum == 0 || eh.e_shstrndx >= eh.e_shnum)
-        return -1;
-    uint64_t fsize = (uint64_t)st.st_size;
-    if (eh.e_shoff > fsize || (uint64_t)eh.e_shnum * sizeof(Elf64_Shdr) > fsize - eh.e_shoff)
-        return -1;
-    Elf64_Shdr *sh = malloc(eh.e_shnum * sizeof *sh);
-    struct sect names = { 0 };
-    int ret = -1;
-    if (!sh || pread_all(fd, sh, eh.e_shnum * sizeof *sh, eh.e_shoff) < 0 ||
-        load_sect(fd, fsize, &sh[eh.e_shstrndx], &names) < 0)
-        goto out;
-    for (unsigned i = 0; i < eh.e_shnum; i++) {
-        const char *n = sect_str(&names, sh[i].sh_name);
-        struct sect *dst = !n ? NULL
-                           : strcmp(n, ".debug_line") == 0 ? line
-                           : strcmp(n, ".debug_line_str") == 0 ? line_str
-                           : strcmp(n, ".debug_str") == 0 ? str : NULL;
-        if (dst && !dst->data && load_sect(fd, fsize, &sh[i], dst) < 0)
-            goto out;
+    static const char *const names[] = { ".debug_line", ".debug_line_str", ".debug_str" };
+    struct sect *dst[] = { line, line_str, str };
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        const Elf64_Shdr *sh = flamme_elf_section(&e, names[i]);
+        if (sh)
+            load_sect(&e, sh, dst[i]);
     }
-    ret = line->data ? 0 : -1;
-out:
-    free(names.data);
-    free(sh);
-    return ret;
+    flamme_elf_close(&e);
+    return line->data ? 0 : -1;
 }
 
 static int cmp_brow(const void *a, const void *b)

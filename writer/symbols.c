@@ -22,9 +22,8 @@
  *     static function, e.g. in Debian's libc) stays module-only: naming it
  *     after its neighbour would be a confident lie.
  *
- * Files are read with pread into private buffers rather than kept mmap'd: if
- * the file is truncated on disk while the program runs, a kept mapping would
- * SIGBUS the profiled process on the next name lookup. The file is opened
+ * Images are read through writer/elf.c (pread into private buffers, never a
+ * kept mapping, every offset checked). The file is opened
  * through /proc/self/map_files/<range> when possible, which yields the very
  * inode that is mapped even if the path now names another file ("(deleted)");
  * otherwise by path, and only if its inode still matches /proc/self/maps.
@@ -36,9 +35,8 @@
  */
 #include "writer/symbols.h"
 #include "agent/fds.h"
+#include "writer/elf.h"
 
-#include <elf.h>
-#include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -50,7 +48,6 @@
 
 #define REFRESH_MIN_NS 100000000ull /* re-read maps on a miss at most every 100 ms */
 #define COVER_WALK_MAX 256           /* nested sized symbols searched backwards */
-#define ELF_MAX_SECTIONS 65535
 #define MAX_STRTABS 4 /* .symtab, .dynsym, a debug file's .symtab, PLT names */
 #define PLT_SLOT (MAX_STRTABS - 1)
 #define PLT_ENTRY 16 /* x86_64 .plt / .plt.sec entry size */
@@ -99,51 +96,7 @@ static uint64_t now_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-/* ------------------------------------------------------------ ELF parsing */
-
-/* Where an ELF image's bytes come from: a file descriptor or memory. */
-struct elf_src {
-    int fd;             /* -1 for memory */
-    const uint8_t *mem; /* used when fd < 0 */
-    uint64_t size;
-};
-
-/* Reads len bytes at off into dst. Returns 0, or -1 if out of range / short. */
-static int src_read(const struct elf_src *s, uint64_t off, void *dst, size_t len)
-{
-    if (off > s->size || len > s->size - off)
-        return -1;
-    if (s->fd < 0) {
-        memcpy(dst, s->mem + off, len);
-        return 0;
-    }
-    size_t done = 0;
-    while (done < len) {
-        ssize_t r = pread(s->fd, (char *)dst + done, len - done, (off_t)(off + done));
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r <= 0)
-            return -1;
-        done += (size_t)r;
-    }
-    return 0;
-}
-
-/* Returns a malloc'd copy of [off, off+len) plus a NUL, or NULL. */
-static char *src_dup(const struct elf_src *s, uint64_t off, uint64_t len)
-{
-    if (len > s->size)
-        return NULL;
-    char *buf = malloc(len + 1);
-    if (!buf)
-        return NULL;
-    if (src_read(s, off, buf, len) != 0) {
-        free(buf);
-        return NULL;
-    }
-    buf[len] = '\0';
-    return buf;
-}
+/* ------------------------------------------------------------ symbols */
 
 static int is_code_marker(const char *name)
 {
@@ -185,36 +138,29 @@ static int sym_cmp(const void *a, const void *b)
 }
 
 /* Appends the code symbols of one symbol table section (SYMTAB or DYNSYM).
- * Names point into a string table that is stored in m->strbufs[slot] (or
- * into the vDSO's memory). Returns 0, or -1 on allocation failure; a
- * malformed section is skipped (returns 0). */
-static int load_symsec(struct module *m, const struct elf_src *src, const Elf64_Shdr *sh,
-                       size_t shnum, size_t idx, int slot, struct sym **arr, size_t *cap)
+ * Names point into a copy of its string table, kept in m->strbufs[slot].
+ * Returns 0, or -1 on allocation failure; a malformed section is skipped
+ * (returns 0). */
+static int load_symsec(struct module *m, const struct flamme_elf *e, size_t idx, int slot,
+                       struct sym **arr, size_t *cap)
 {
-    const Elf64_Shdr *ss = &sh[idx];
+    const Elf64_Shdr *sh = e->sh, *ss = &e->sh[idx];
+    size_t shnum = e->shnum;
     if (ss->sh_entsize != sizeof(Elf64_Sym) || ss->sh_link >= shnum)
         return 0;
     const Elf64_Shdr *strsh = &sh[ss->sh_link];
     uint64_t nsym = ss->sh_size / sizeof(Elf64_Sym);
-    if (nsym == 0 || ss->sh_offset > src->size || ss->sh_size > src->size - ss->sh_offset)
-        return 0;
-    const char *strtab;
     uint64_t strsize = strsh->sh_size;
-    if (src->fd < 0) {
-        if (strsh->sh_offset > src->size || strsize > src->size - strsh->sh_offset ||
-            strsize == 0 || src->mem[strsh->sh_offset + strsize - 1] != '\0')
-            return 0;
-        strtab = (const char *)src->mem + strsh->sh_offset;
-    } else {
-        m->strbufs[slot] = src_dup(src, strsh->sh_offset, strsize);
-        if (!m->strbufs[slot])
-            return 0;
-        strtab = m->strbufs[slot];
-    }
+    if (nsym == 0 || ss->sh_size > e->size || strsize == 0)
+        return 0;
+    m->strbufs[slot] = flamme_elf_copy(e, strsh->sh_offset, strsize, e->size);
+    if (!m->strbufs[slot])
+        return 0;
+    const char *strtab = m->strbufs[slot];
     Elf64_Sym *es = malloc(ss->sh_size);
     if (!es)
         return -1;
-    if (src_read(src, ss->sh_offset, es, ss->sh_size) != 0) {
+    if (flamme_elf_read(e, ss->sh_offset, es, ss->sh_size) != 0) {
         free(es);
         return 0;
     }
@@ -253,44 +199,23 @@ struct symacc {
     size_t cap;
     int slot;          /* next m->strbufs slot */
     int have_symtab;   /* a .symtab was found */
-    char debug_path[128]; /* /usr/lib/debug/.build-id/xx/yyyy.debug, or "" */
+    /* /usr/lib/debug/.build-id/xx/yyyy.debug for the longest id
+     * flamme_elf_build_id returns, or "" */
+    char debug_path[sizeof "/usr/lib/debug/.build-id/xx/.debug" + 2 * FLAMME_ELF_BUILD_ID_MAX];
 };
-/* "/usr/lib/debug/.build-id/" + 2 + "/" + 2 * 39 + ".debug" + NUL for a
- * 40-byte id, the longest note_build_id accepts. */
-_Static_assert(sizeof(((struct symacc *)0)->debug_path) >= 25 + 2 + 1 + 2 * 39 + 6 + 1,
-               "debug_path too small for a 40-byte build-id");
 
-/* Reads and checks the ELF header. Returns 0, or -1 if src is not an ELF64
- * image of this machine's byte order. */
-static int read_ehdr(const struct elf_src *src, Elf64_Ehdr *eh)
+/* Sets acc->debug_path to where Debian/Fedora debug packages put the .symtab
+ * matching e's GNU build-id (left "" when e has none). */
+static void debug_path_of(const struct flamme_elf *e, struct symacc *acc)
 {
-    if (src_read(src, 0, eh, sizeof *eh) != 0 || memcmp(eh->e_ident, ELFMAG, SELFMAG) != 0 ||
-        eh->e_ident[EI_CLASS] != ELFCLASS64 || eh->e_ident[EI_DATA] != ELFDATA2LSB ||
-        eh->e_phentsize != sizeof(Elf64_Phdr))
-        return -1;
-    return 0;
-}
-
-/* If section sh is a GNU build-id note, sets acc->debug_path to where
- * Debian/Fedora debug packages put the matching .symtab. */
-static void note_build_id(const struct elf_src *src, const Elf64_Shdr *sh, struct symacc *acc)
-{
-    uint8_t buf[256];
-    if (sh->sh_size < sizeof(Elf64_Nhdr) || sh->sh_size > sizeof buf ||
-        src_read(src, sh->sh_offset, buf, sh->sh_size) != 0)
+    uint8_t id[FLAMME_ELF_BUILD_ID_MAX];
+    size_t n = flamme_elf_build_id(e, id);
+    if (n == 0)
         return;
-    Elf64_Nhdr nh;
-    memcpy(&nh, buf, sizeof nh);
-    size_t name_at = sizeof nh, desc_at = name_at + ((nh.n_namesz + 3) & ~3u);
-    if (nh.n_type != NT_GNU_BUILD_ID || nh.n_namesz != 4 || memcmp(buf + name_at, "GNU", 4) != 0 ||
-        nh.n_descsz < 2 || nh.n_descsz > 40 || desc_at + nh.n_descsz > sh->sh_size)
-        return;
-    /* Sized for the longest id accepted above (static assert below); each
-     * piece is bounded by what is left anyway. */
     char *o = acc->debug_path, *end = acc->debug_path + sizeof acc->debug_path;
-    o += snprintf(o, (size_t)(end - o), "/usr/lib/debug/.build-id/%02x/", buf[desc_at]);
-    for (size_t i = 1; i < nh.n_descsz && end - o > 2; i++)
-        o += snprintf(o, (size_t)(end - o), "%02x", buf[desc_at + i]);
+    o += snprintf(o, (size_t)(end - o), "/usr/lib/debug/.build-id/%02x/", id[0]);
+    for (size_t i = 1; i < n && end - o > 2; i++)
+        o += snprintf(o, (size_t)(end - o), "%02x", id[i]);
     snprintf(o, (size_t)(end - o), ".debug");
 }
 
@@ -299,14 +224,12 @@ static void note_build_id(const struct elf_src *src, const Elf64_Shdr *sh, struc
  * i+1 of .plt, after the resolver stub) jumps through the GOT slot of
  * .rela.plt's i-th relocation, whose symbol is in .dynsym. Best effort:
  * returns 0 when the sections are missing or odd, -1 on allocation failure. */
-static int load_plt(struct module *m, const struct elf_src *src, const Elf64_Shdr *sh,
-                    size_t shnum, const char *shstr, uint64_t shstr_size, struct symacc *acc)
+static int load_plt(struct module *m, const struct flamme_elf *e, struct symacc *acc)
 {
-    const Elf64_Shdr *plt = NULL, *plt_sec = NULL, *rela = NULL;
+    const Elf64_Shdr *sh = e->sh, *plt = NULL, *plt_sec = NULL, *rela = NULL;
+    size_t shnum = e->shnum;
     for (size_t i = 0; i < shnum; i++) {
-        if (sh[i].sh_name >= shstr_size)
-            continue;
-        const char *n = shstr + sh[i].sh_name;
+        const char *n = flamme_elf_section_name(e, &sh[i]);
         if (!strcmp(n, ".plt"))
             plt = &sh[i];
         else if (!strcmp(n, ".plt.sec"))
@@ -315,7 +238,7 @@ static int load_plt(struct module *m, const struct elf_src *src, const Elf64_Shd
             rela = &sh[i];
     }
     if (!rela || !(plt || plt_sec) || rela->sh_entsize != sizeof(Elf64_Rela) ||
-        rela->sh_link >= shnum || rela->sh_size > src->size)
+        rela->sh_link >= shnum || rela->sh_size > e->size)
         return 0;
     const Elf64_Shdr *dsym = &sh[rela->sh_link];
     if (dsym->sh_entsize != sizeof(Elf64_Sym) || dsym->sh_link >= shnum)
@@ -323,26 +246,28 @@ static int load_plt(struct module *m, const struct elf_src *src, const Elf64_Shd
     const Elf64_Shdr *dstr = &sh[dsym->sh_link];
     uint64_t nrel = rela->sh_size / sizeof(Elf64_Rela);
     uint64_t nsym = dsym->sh_size / sizeof(Elf64_Sym);
+    if (!plt_sec && plt->sh_size < PLT_ENTRY)
+        return 0;
     uint64_t base = plt_sec ? plt_sec->sh_addr : plt->sh_addr + PLT_ENTRY;
     uint64_t room = plt_sec ? plt_sec->sh_size : plt->sh_size - PLT_ENTRY;
-    if (nrel == 0 || nrel > room / PLT_ENTRY || dstr->sh_size == 0 || dstr->sh_size > src->size)
+    if (nrel == 0 || nrel > room / PLT_ENTRY || dstr->sh_size == 0 || dstr->sh_size > e->size)
         return 0;
     Elf64_Rela *rel = malloc(rela->sh_size);
-    char *strtab = src_dup(src, dstr->sh_offset, dstr->sh_size);
+    char *strtab = flamme_elf_copy(e, dstr->sh_offset, dstr->sh_size, e->size);
     char *names = malloc(nrel * 64);
     int rc = 0;
-    if (!rel || !strtab || !names) {
+    if (!rel || !names) {
         rc = -1;
         goto out;
     }
-    if (src_read(src, rela->sh_offset, rel, rela->sh_size) != 0)
+    if (!strtab || flamme_elf_read(e, rela->sh_offset, rel, rela->sh_size) != 0)
         goto out;
     size_t used = 0;
     for (uint64_t i = 0; i < nrel; i++) {
         uint64_t si = ELF64_R_SYM(rel[i].r_info);
         Elf64_Sym es;
         if (si == 0 || si >= nsym ||
-            src_read(src, dsym->sh_offset + si * sizeof es, &es, sizeof es) != 0 ||
+            flamme_elf_read(e, dsym->sh_offset + si * sizeof es, &es, sizeof es) != 0 ||
             es.st_name >= dstr->sh_size)
             continue;
         int len = snprintf(names + used, 64, "%.59s@plt", strtab + es.st_name);
@@ -372,52 +297,32 @@ out:
     return rc;
 }
 
-/* Collects the symbols of one image's section headers. main_file: also
- * .dynsym, the .text range and the build-id; otherwise (a debug file) only
- * .symtab. Missing or malformed section headers are not an error (the
+/* Collects the symbols of one image's sections. main_file: also .dynsym,
+ * the .text range, PLT names and the build-id; otherwise (a debug file)
+ * only .symtab. Missing or malformed section headers are not an error (the
  * module is then module-only). Returns 0, or -1 on allocation failure. */
-static int load_sections(struct module *m, const struct elf_src *src, const Elf64_Ehdr *eh,
-                         int main_file, struct symacc *acc)
+static int load_sections(struct module *m, const struct flamme_elf *e, int main_file,
+                         struct symacc *acc)
 {
-    size_t shnum = eh->e_shnum;
-    if (shnum == 0 || shnum > ELF_MAX_SECTIONS || eh->e_shentsize != sizeof(Elf64_Shdr) ||
-        eh->e_shstrndx >= shnum)
-        return 0;
-    Elf64_Shdr *sh = malloc(shnum * sizeof *sh);
-    if (!sh)
-        return -1;
-    if (src_read(src, eh->e_shoff, sh, shnum * sizeof *sh) != 0) {
-        free(sh);
-        return 0;
-    }
     if (main_file) {
-        const Elf64_Shdr *ss = &sh[eh->e_shstrndx];
-        char *shstr = src_dup(src, ss->sh_offset, ss->sh_size);
-        for (size_t i = 0; shstr && i < shnum; i++) {
-            if (sh[i].sh_name < ss->sh_size && strcmp(shstr + sh[i].sh_name, ".text") == 0 &&
-                (sh[i].sh_flags & SHF_EXECINSTR)) {
-                m->text_lo = sh[i].sh_addr;
-                m->text_hi = sh[i].sh_addr + sh[i].sh_size;
+        for (size_t i = 0; i < e->shnum; i++) {
+            if ((e->sh[i].sh_flags & SHF_EXECINSTR) &&
+                strcmp(flamme_elf_section_name(e, &e->sh[i]), ".text") == 0) {
+                m->text_lo = e->sh[i].sh_addr;
+                m->text_hi = e->sh[i].sh_addr + e->sh[i].sh_size;
             }
-            if (sh[i].sh_type == SHT_NOTE && sh[i].sh_name < ss->sh_size &&
-                strcmp(shstr + sh[i].sh_name, ".note.gnu.build-id") == 0)
-                note_build_id(src, &sh[i], acc);
         }
-        if (shstr && src->fd >= 0 && load_plt(m, src, sh, shnum, shstr, ss->sh_size, acc) != 0) {
-            free(shstr);
-            free(sh);
+        debug_path_of(e, acc);
+        if (e->fd >= 0 && load_plt(m, e, acc) != 0)
             return -1;
-        }
-        free(shstr);
     }
     int rc = 0;
-    for (size_t i = 0; i < shnum && acc->slot < PLT_SLOT && rc == 0; i++) {
-        if (sh[i].sh_type == SHT_SYMTAB || (main_file && sh[i].sh_type == SHT_DYNSYM)) {
-            acc->have_symtab |= sh[i].sh_type == SHT_SYMTAB;
-            rc = load_symsec(m, src, sh, shnum, i, acc->slot++, &acc->arr, &acc->cap);
+    for (size_t i = 0; i < e->shnum && acc->slot < PLT_SLOT && rc == 0; i++) {
+        if (e->sh[i].sh_type == SHT_SYMTAB || (main_file && e->sh[i].sh_type == SHT_DYNSYM)) {
+            acc->have_symtab |= e->sh[i].sh_type == SHT_SYMTAB;
+            rc = load_symsec(m, e, i, acc->slot++, &acc->arr, &acc->cap);
         }
     }
-    free(sh);
     return rc;
 }
 
@@ -430,34 +335,27 @@ static int load_debug_file(struct module *m, struct symacc *acc)
     int fd = flamme_open_high(acc->debug_path, O_RDONLY, &fid);
     if (fd < 0)
         return 0;
-    struct stat st;
     int rc = 0;
-    Elf64_Ehdr eh;
-    if (fstat(fd, &st) == 0 && st.st_size > 0) {
-        struct elf_src dsrc = { fd, NULL, (uint64_t)st.st_size };
-        if (read_ehdr(&dsrc, &eh) == 0)
-            rc = load_sections(m, &dsrc, &eh, 0, acc);
+    struct flamme_elf de;
+    if (flamme_elf_open_fd(&de, fd) == 0) {
+        rc = load_sections(m, &de, 0, acc);
+        flamme_elf_close(&de);
     }
     flamme_close_checked(fd, &fid);
     return rc;
 }
 
-/* Parses program headers and symbols of one ELF image into m.
- * Returns 0, or -1 if the image is not a readable ELF64 of this machine's
- * byte order (m is then module-only). */
-static int parse_elf(struct module *m, const struct elf_src *src)
+/* Takes the program headers and parses the symbols of image e into m.
+ * Returns 0, or -1 on allocation failure (m is then module-only). */
+static int parse_elf(struct module *m, struct flamme_elf *e)
 {
-    Elf64_Ehdr eh;
-    if (read_ehdr(src, &eh) != 0)
-        return -1;
-    m->nphdrs = eh.e_phnum;
-    m->phdrs = calloc(eh.e_phnum ? eh.e_phnum : 1, sizeof(Elf64_Phdr));
-    if (!m->phdrs || src_read(src, eh.e_phoff, m->phdrs, eh.e_phnum * sizeof(Elf64_Phdr)) != 0)
-        return -1;
+    m->phdrs = e->ph;
+    m->nphdrs = e->phnum;
+    e->ph = NULL;
 
     struct symacc acc = { 0 };
-    int rc = load_sections(m, src, &eh, 1, &acc);
-    if (rc == 0 && !acc.have_symtab && acc.debug_path[0] && src->fd >= 0)
+    int rc = load_sections(m, e, 1, &acc);
+    if (rc == 0 && !acc.have_symtab && acc.debug_path[0] && e->fd >= 0)
         rc = load_debug_file(m, &acc);
     struct sym *arr = acc.arr;
     if (rc != 0) {
@@ -518,12 +416,14 @@ static void ensure_parsed(struct mapping *mp)
     if (m->state != MOD_UNPARSED)
         return;
     m->state = MOD_FAILED;
+    struct flamme_elf e;
     if (m->is_vdso) {
         uintptr_t base = (uintptr_t)getauxval(AT_SYSINFO_EHDR);
-        if (base && base >= mp->start && base < mp->end) {
-            struct elf_src src = { -1, (const uint8_t *)base, mp->end - base };
-            if (parse_elf(m, &src) == 0)
+        if (base && base >= mp->start && base < mp->end &&
+            flamme_elf_open_mem(&e, (const void *)base, mp->end - base) == 0) {
+            if (parse_elf(m, &e) == 0)
                 m->state = MOD_OK;
+            flamme_elf_close(&e);
         }
         return;
     }
@@ -531,44 +431,37 @@ static void ensure_parsed(struct mapping *mp)
     int fd = open_mapped(mp, &fid);
     if (fd < 0)
         return;
-    struct stat st;
-    if (fstat(fd, &st) == 0 && st.st_size > 0) {
-        struct elf_src src = { fd, NULL, (uint64_t)st.st_size };
-        if (parse_elf(m, &src) == 0)
+    if (flamme_elf_open_fd(&e, fd) == 0) {
+        if (parse_elf(m, &e) == 0)
             m->state = MOD_OK;
+        flamme_elf_close(&e);
     }
     flamme_close_checked(fd, &fid);
 }
 
-/* Load bias of a mapping: from the PT_LOAD whose file range holds the
- * mapping's offset (page-rounded). Returns 0 and sets mp->bias, or -1. */
+/* Load bias of a mapping. Returns 0 and sets mp->bias, or -1. */
 static int compute_bias(struct mapping *mp)
 {
     if (mp->bias_known)
         return 0;
     const struct module *m = mp->mod;
-    uint64_t off = mp->file_off;
-    for (size_t i = 0; i < m->nphdrs; i++) {
-        const Elf64_Phdr *ph = &m->phdrs[i];
-        if (ph->p_type != PT_LOAD)
-            continue;
-        if (m->is_vdso) {
-            /* In memory: the image starts at AT_SYSINFO_EHDR, not at a file offset. */
+    if (m->is_vdso) {
+        /* In memory: the image starts at AT_SYSINFO_EHDR, not at a file
+         * offset; its first PT_LOAD places it. */
+        for (size_t i = 0; i < m->nphdrs; i++) {
+            const Elf64_Phdr *ph = &m->phdrs[i];
+            if (ph->p_type != PT_LOAD)
+                continue;
             mp->bias = (uint64_t)getauxval(AT_SYSINFO_EHDR) + ph->p_offset - ph->p_vaddr;
             mp->bias_known = 1;
             return 0;
         }
-        /* Mappings start on page boundaries; p_align may be larger (2 MiB) and
-         * would make a data segment's range swallow the code's offset. */
-        uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE);
-        uint64_t lo = ph->p_offset & ~(page - 1), hi = ph->p_offset + ph->p_filesz;
-        if ((ph->p_flags & PF_X) && off >= lo && off < hi) {
-            mp->bias = mp->start - off + ph->p_offset - ph->p_vaddr;
-            mp->bias_known = 1;
-            return 0;
-        }
+        return -1;
     }
-    return -1;
+    if (flamme_elf_exec_bias(m->phdrs, m->nphdrs, mp->start, mp->file_off, &mp->bias) != 0)
+        return -1;
+    mp->bias_known = 1;
+    return 0;
 }
 
 /* Name of vaddr in m, or NULL. */

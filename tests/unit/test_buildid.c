@@ -1,7 +1,8 @@
 /*
  * tests/unit/test_buildid.c — writer/symbols.c on libraries whose GNU
  * build-id note is longer than the usual 20 bytes (the linker accepts any
- * length; 32 to 40 bytes made the debug-file path overflow its buffer).
+ * length; 32 to 40 bytes made the debug-file path overflow its buffer; up
+ * to 64 bytes are used for the debug-file path, longer ids are ignored).
  * Each library is built here with `cc -Wl,--build-id=0x...`, dlopen'd, and
  * one of its functions looked up: the name must come back, and nothing may
  * be written out of bounds (mk/symbols_asan.mk also runs this test built
@@ -23,7 +24,7 @@ static char dir[256];
  * returns its dlopen handle or NULL. */
 static void *build_lib(int n)
 {
-    char src[512], so[512], cmd[2048], hex[2 * 64 + 1];
+    char src[512], so[512], cmd[2048], hex[2 * 255 + 1];
     snprintf(src, sizeof src, "%s/lib%d.c", dir, n);
     snprintf(so, sizeof so, "%s/lib%d.so", dir, n);
     FILE *f = fopen(src, "w");
@@ -42,7 +43,7 @@ static void *build_lib(int n)
 
 TEST(long_build_ids)
 {
-    static const int lens[] = {20, 32, 36, 40};
+    static const int lens[] = {20, 32, 36, 40, 64, 65, 255};
     for (size_t i = 0; i < sizeof lens / sizeof lens[0]; i++) {
         int n = lens[i];
         void *h = build_lib(n);

@@ -19,6 +19,7 @@
 #include "tools/folded.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <math.h>
 #include <stdio.h>
@@ -104,6 +105,15 @@ static void emit_side(void *ctx, const char *stack, uint64_t count)
     dtab_add(s->t, stack, strlen(stack), s->which, (double)count);
 }
 
+/* flamme_folded_read_lines' callback: one folded line into a side. */
+static int folded_side(void *ctx, const char *stack, size_t len, double count, int has_before,
+                       double before)
+{
+    struct side *s = ctx;
+    dtab_add(s->t, stack, len, s->which, count);
+    return s->t->oom ? -1 : 0;
+}
+
 /* Reads one input into side `which`: a flamme profile (collapsed with o) or
  * folded text ("stack COUNT" lines; a differential line's last column
  * counts). Returns 0, or -1 with one line printed. */
@@ -142,36 +152,18 @@ static int read_input(struct dtab *t, const char *path, int which,
         }
         return 0;
     }
-    rewind(f);
-    char *line = NULL;
-    size_t cap = 0, lineno = 0, bad = 0;
-    ssize_t n;
-    while ((n = getline(&line, &cap, f)) > 0) {
-        lineno++;
-        while (n > 0 && strchr("\n\r \t\v\f", line[n - 1]))
-            line[--n] = 0;
-        /* The same syntax as `flamme svg` reads (tools/folded.c): a
-         * differential input line's last column counts. */
-        size_t len = (size_t)n;
-        double count, before;
-        if (!flamme_folded_take_count(line, &len, &count)) {
-            if (n > 0 && bad++ == 0)
-                fprintf(stderr, "flamme diff: %s:%zu: skipped line: no trailing count\n", path,
-                        lineno);
-            continue;
-        }
-        flamme_folded_take_count(line, &len, &before);
-        if (len == 0)
-            continue;
-        dtab_add(t, line, len, which, count);
-    }
-    free(line);
     fclose(f);
-    if (t->oom) {
-        fprintf(stderr, "flamme diff: %s: out of memory\n", path);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        fprintf(stderr, "flamme diff: %s: cannot open: %s\n", path, strerror(errno));
         return -1;
     }
-    return 0;
+    /* The same rules as every folded reader (tools/folded.c): a
+     * differential input line's last column counts. */
+    struct side s = {t, which};
+    int rc = flamme_folded_read_lines(fd, "diff", path, NULL, 0, folded_side, &s, NULL);
+    close(fd);
+    return rc;
 }
 
 /* Writes count as the folded parsers (tools/folded.c, read_input above)

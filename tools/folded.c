@@ -209,45 +209,54 @@ int flamme_folded_add(struct flamme_folded *f, const char *stack, size_t len, do
     return add_stack(f, stack, len, count, 0, 0);
 }
 
-int flamme_folded_parse_line(struct flamme_folded *f, const char *line, size_t len,
-                             const char **why)
+int flamme_folded_split_line(const char *line, size_t *len, double *count, int *has_before,
+                             double *before, const char **why)
 {
-    while (len > 0 && is_ws(line[len - 1]))
-        len--;
+    size_t n = *len;
+    while (n > 0 && is_ws(line[n - 1]))
+        n--;
     size_t k = 0;
-    while (k < len && is_ws(line[k]))
+    while (k < n && is_ws(line[k]))
         k++;
-    if (k == len)
+    if (k == n)
         return 1;
-    double count, before = 0;
-    if (!flamme_folded_take_count(line, &len, &count)) {
+    *before = 0;
+    if (!flamme_folded_take_count(line, &n, count)) {
         *why = "no sample count at the end of the line";
         return -1;
     }
-    int diff = flamme_folded_take_count(line, &len, &before);
-    if (len == 0 || (len == 1 && line[0] == ';')) {
+    *has_before = flamme_folded_take_count(line, &n, before);
+    if (n == 0 || (n == 1 && line[0] == ';')) {
         *why = "empty stack";
         return -1;
     }
-    int r = add_stack(f, line, len, count, diff, before);
+    *len = n;
+    return 0;
+}
+
+int flamme_folded_parse_line(struct flamme_folded *f, const char *line, size_t len,
+                             const char **why)
+{
+    double count, before;
+    int diff;
+    int r = flamme_folded_split_line(line, &len, &count, &diff, &before, why);
+    if (r != 0)
+        return r;
+    r = add_stack(f, line, len, count, diff, before);
     if (r == -1)
         *why = "empty stack";
     return r;
 }
 
-static void warn_line(const char *name, size_t lineno, const char *why, size_t *nwarn)
+static void warn_line(const char *verb, const char *name, size_t lineno, const char *why,
+                      size_t *nwarn)
 {
     if (++*nwarn <= 10)
-        fprintf(stderr, "flamme svg: %s:%zu: skipped line: %s\n", name, lineno, why);
+        fprintf(stderr, "flamme %s: %s:%zu: skipped line: %s\n", verb, name, lineno, why);
 }
 
-int flamme_folded_read_fd(struct flamme_folded *f, int fd, const char *name)
-{
-    return flamme_folded_read_fd_head(f, fd, name, NULL, 0);
-}
-
-int flamme_folded_read_fd_head(struct flamme_folded *f, int fd, const char *name,
-                               const void *head, size_t headlen)
+int flamme_folded_read_lines(int fd, const char *verb, const char *name, const void *head,
+                             size_t headlen, flamme_folded_line_fn fn, void *ctx, size_t *bad)
 {
     size_t cap = 4u << 20, have = 0, lineno = 0, nwarn = 0;
     while (cap < headlen)
@@ -270,7 +279,7 @@ int flamme_folded_read_fd_head(struct flamme_folded *f, int fd, const char *name
         if (r < 0) {
             if (errno == EINTR)
                 continue;
-            fprintf(stderr, "flamme svg: %s: read error: %s\n", name, strerror(errno));
+            fprintf(stderr, "flamme %s: %s: read error: %s\n", verb, name, strerror(errno));
             free(buf);
             return -1;
         }
@@ -281,15 +290,18 @@ int flamme_folded_read_fd_head(struct flamme_folded *f, int fd, const char *name
             char *nl = memchr(buf + pos, '\n', have - pos);
             if (!nl && !(eof && pos < have))
                 break;
-            size_t llen = nl ? (size_t)(nl - (buf + pos)) : have - pos;
+            size_t llen = nl ? (size_t)(nl - (buf + pos)) : have - pos, slen = llen;
             const char *why = NULL;
+            double count, before;
+            int diff;
             lineno++;
-            int pr = flamme_folded_parse_line(f, buf + pos, llen, &why);
-            if (pr == -2)
+            int pr = flamme_folded_split_line(buf + pos, &slen, &count, &diff, &before, &why);
+            if (pr == 0 && fn(ctx, buf + pos, slen, count, diff, before) != 0)
                 goto oom;
             if (pr == -1) {
-                f->bad_lines++;
-                warn_line(name, lineno, why, &nwarn);
+                if (bad)
+                    ++*bad;
+                warn_line(verb, name, lineno, why, &nwarn);
             }
             pos += llen + (nl ? 1 : 0);
         }
@@ -299,12 +311,31 @@ int flamme_folded_read_fd_head(struct flamme_folded *f, int fd, const char *name
             break;
     }
     if (nwarn > 10)
-        fprintf(stderr, "flamme svg: %s: %zu more malformed lines skipped\n", name, nwarn - 10);
+        fprintf(stderr, "flamme %s: %s: %zu more malformed lines skipped\n", verb, name,
+                nwarn - 10);
     free(buf);
     return 0;
 oom:
     free(buf);
-    f->oom = 1;
-    fprintf(stderr, "flamme svg: %s: out of memory\n", name);
+    fprintf(stderr, "flamme %s: %s: out of memory\n", verb, name);
     return -1;
+}
+
+/* flamme_folded_read_lines' callback for a flamme_folded. */
+static int add_line(void *ctx, const char *stack, size_t len, double count, int has_before,
+                    double before)
+{
+    return add_stack(ctx, stack, len, count, has_before, before) == -2 ? -1 : 0;
+}
+
+int flamme_folded_read_fd(struct flamme_folded *f, int fd, const char *name)
+{
+    return flamme_folded_read_fd_head(f, fd, name, NULL, 0);
+}
+
+int flamme_folded_read_fd_head(struct flamme_folded *f, int fd, const char *name,
+                               const void *head, size_t headlen)
+{
+    /* add_stack sets f->oom itself when it runs out of memory. */
+    return flamme_folded_read_lines(fd, "svg", name, head, headlen, add_line, f, &f->bad_lines);
 }

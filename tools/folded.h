@@ -4,10 +4,12 @@
  *
  * Owns: line syntax (`root;...;leaf COUNT` or `... COUNT1 COUNT2` for a
  * differential line), the frame-name table, the per-stack records.
- * Called by: `flamme svg` (tools/svg.c) and the flamegraph layout
- * (tools/flamegraph.c); single thread; allocates.
+ * Called by: `flamme svg` (tools/svg.c), the flamegraph layout
+ * (tools/flamegraph.c) and `flamme diff` (tools/diff.c, which reads lines
+ * through flamme_folded_read_lines); single thread; allocates.
  *
- * Rules (same as flamegraph.pl): frames are separated by ';' and may contain
+ * Rules (same as flamegraph.pl; every reader of folded text in tools/ goes
+ * through flamme_folded_split_line): frames are separated by ';' and may contain
  * spaces; the count is the last whitespace-separated token, an unsigned
  * integer or decimal ("12", "12.", "12.5"); if the rest of the line again
  * ends in whitespace+number the line is differential (first number = before,
@@ -57,6 +59,13 @@ uint32_t flamme_folded_intern(struct flamme_folded *f, const char *s, size_t len
 /* Looks a name up without adding it; UINT32_MAX if absent. */
 uint32_t flamme_folded_lookup(const struct flamme_folded *f, const char *s, size_t len);
 
+/* The rules above for one line (without its '\n'), nothing stored: on
+ * success the stack is line[0..*len), *count the samples (a differential
+ * line's "after" column), *has_before and *before its "before" column.
+ * Returns 0, 1 for a blank line, or -1 if malformed (why set). */
+int flamme_folded_split_line(const char *line, size_t *len, double *count, int *has_before,
+                             double *before, const char **why);
+
 /* Parses one line (without its '\n'). Returns 0 if added, 1 if the line is
  * blank (ignored silently), -1 if malformed (why is set to a short reason),
  * -2 on allocation failure. */
@@ -73,7 +82,23 @@ int flamme_folded_add(struct flamme_folded *f, const char *stack, size_t len, do
  * both read the same lines. */
 int flamme_folded_take_count(const char *s, size_t *len, double *out);
 
-/* Reads all lines of fd. A malformed line prints "flamme svg: NAME:LINE: why"
+/* Called for each well-formed line read by flamme_folded_read_lines, with
+ * the parts flamme_folded_split_line gives. Returns 0, or -1 (out of
+ * memory) to stop reading. */
+typedef int (*flamme_folded_line_fn)(void *ctx, const char *stack, size_t len, double count,
+                                     int has_before, double before);
+
+/* Reads every line of fd (after the headlen bytes at head, already read
+ * from it), splits each with flamme_folded_split_line and hands the
+ * well-formed ones to fn. A malformed line prints "flamme VERB: NAME:LINE:
+ * skipped line: why" on stderr (at most 10, then one summary), counts in
+ * *bad (when bad is not NULL) and is skipped; blank lines are ignored.
+ * Returns 0, or -1 on a read error or when fn or an allocation fails
+ * (message printed). */
+int flamme_folded_read_lines(int fd, const char *verb, const char *name, const void *head,
+                             size_t headlen, flamme_folded_line_fn fn, void *ctx, size_t *bad);
+
+/* Reads all lines of fd into f. A malformed line prints "flamme svg: NAME:LINE: why"
  * on stderr (at most 10 such warnings, then one summary) and is skipped.
  * Returns 0, or -1 on a read error or allocation failure (message printed). */
 int flamme_folded_read_fd(struct flamme_folded *f, int fd, const char *name);

@@ -93,7 +93,8 @@ static int open_image(struct flamme_elf *e)
     size_t n = e->eh.e_phnum;
     if (n) {
         if (n == PN_XNUM || e->eh.e_phentsize != sizeof(Elf64_Phdr) || e->eh.e_phoff > e->size ||
-            n * sizeof(Elf64_Phdr) > e->size - e->eh.e_phoff || !(e->ph = malloc(n * sizeof *e->ph)))
+            n * sizeof(Elf64_Phdr) > e->size - e->eh.e_phoff ||
+            !(e->ph = malloc(n * sizeof *e->ph)))
             return -1;
         if (flamme_elf_read(e, e->eh.e_phoff, e->ph, n * sizeof *e->ph) != 0)
             return -1;
@@ -177,7 +178,8 @@ static size_t note_build_id(const struct flamme_elf *e, const Elf64_Shdr *sh, ui
         uint64_t next = desc_at + (((uint64_t)nh.n_descsz + 3) & ~3ull);
         if (desc_at > end || nh.n_descsz > end - desc_at)
             break;
-        if (nh.n_type == NT_GNU_BUILD_ID && nh.n_namesz == 4 && memcmp(buf + name_at, "GNU", 4) == 0) {
+        if (nh.n_type == NT_GNU_BUILD_ID && nh.n_namesz == 4 &&
+            memcmp(buf + name_at, "GNU", 4) == 0) {
             if (nh.n_descsz >= 2 && nh.n_descsz <= FLAMME_ELF_BUILD_ID_MAX) {
                 memcpy(id, buf + desc_at, nh.n_descsz);
                 got = nh.n_descsz;

@@ -37,7 +37,8 @@ static struct image build(size_t idlen)
     size_t note_size = sizeof(Elf64_Nhdr) + 4 + ((idlen + 3) & ~(size_t)3);
     size_t off_text = (off_note + note_size + 15) & ~(size_t)15;
     size_t off_sh = off_text + 64;
-    struct image im = { calloc(1, off_sh + NSEC * sizeof(Elf64_Shdr)), off_sh + NSEC * sizeof(Elf64_Shdr), off_note };
+    size_t size = off_sh + NSEC * sizeof(Elf64_Shdr);
+    struct image im = { calloc(1, size), size, off_note };
     if (!im.buf)
         abort();
     Elf64_Ehdr eh = { .e_type = ET_DYN, .e_machine = EM_X86_64, .e_version = EV_CURRENT,
@@ -206,7 +207,8 @@ TEST(corrupt)
     RESET();
     sh[SEC_TEXT].sh_size = UINT64_MAX;
     CHECK(OPEN_OK());
-    CHECK(flamme_elf_copy(&e, e.sh[SEC_TEXT].sh_offset, e.sh[SEC_TEXT].sh_size, UINT64_MAX) == NULL);
+    const Elf64_Shdr *t = &e.sh[SEC_TEXT];
+    CHECK(flamme_elf_copy(&e, t->sh_offset, t->sh_size, UINT64_MAX) == NULL);
     flamme_elf_close(&e);
     RESET();
 

@@ -11,6 +11,7 @@
  * Any thread; allocates.
  */
 #include "common/hash.h"
+#include "common/index_table.h"
 #include "common/outfile.h"
 #include "common/profile.h"
 #include "tools/alloc_view.h"
@@ -35,10 +36,21 @@ struct dstack {
 struct dtab {
     struct dstack *v;
     size_t n, cap;
-    size_t *slot; /* index + 1; 0 = empty */
-    size_t hcap;
+    struct flamme_itab ids; /* stack text -> index into v */
     int oom;
 };
+
+static uint64_t dstack_hash(const void *ctx, uint32_t i)
+{
+    const struct dtab *t = ctx;
+    return flamme_table_hash(t->v[i].text, strlen(t->v[i].text));
+}
+
+static int dstack_eq(const void *ctx, uint32_t i, const void *text, size_t len)
+{
+    const struct dtab *t = ctx;
+    return strlen(t->v[i].text) == len && memcmp(t->v[i].text, text, len) == 0;
+}
 
 /* Adds count to side `which` of the stack text[0..len). Sets t->oom on
  * allocation failure. */
@@ -46,31 +58,15 @@ static void dtab_add(struct dtab *t, const char *text, size_t len, int which, do
 {
     if (t->oom)
         return;
-    if (2 * (t->n + 1) > t->hcap) {
-        size_t nc = t->hcap ? t->hcap * 2 : 1024;
-        size_t *ns = calloc(nc, sizeof *ns);
-        if (!ns) {
-            t->oom = 1;
-            return;
-        }
-        for (size_t i = 0; i < t->n; i++) {
-            size_t j = flamme_table_hash(t->v[i].text, strlen(t->v[i].text)) & (nc - 1);
-            while (ns[j])
-                j = (j + 1) & (nc - 1);
-            ns[j] = i + 1;
-        }
-        free(t->slot);
-        t->slot = ns;
-        t->hcap = nc;
+    if (flamme_itab_reserve(&t->ids, t->n, 1024, dstack_hash, t) < 0) {
+        t->oom = 1;
+        return;
     }
-    size_t j = flamme_table_hash(text, len) & (t->hcap - 1);
-    while (t->slot[j]) {
-        struct dstack *d = &t->v[t->slot[j] - 1];
-        if (strlen(d->text) == len && memcmp(d->text, text, len) == 0) {
-            d->count[which] += count;
-            return;
-        }
-        j = (j + 1) & (t->hcap - 1);
+    uint32_t *slot =
+        flamme_itab_probe(&t->ids, flamme_table_hash(text, len), dstack_eq, t, text, len);
+    if (*slot) {
+        t->v[*slot - 1].count[which] += count;
+        return;
     }
     if (t->n == t->cap) {
         size_t nc = t->cap ? t->cap * 2 : 1024;
@@ -91,7 +87,7 @@ static void dtab_add(struct dtab *t, const char *text, size_t len, int which, do
     copy[len] = 0;
     t->v[t->n] = (struct dstack){copy, {0, 0}};
     t->v[t->n].count[which] = count;
-    t->slot[j] = ++t->n;
+    *slot = (uint32_t)++t->n;
 }
 
 struct side {
@@ -344,7 +340,7 @@ done:
     for (size_t i = 0; i < t.n; i++)
         free(t.v[i].text);
     free(t.v);
-    free(t.slot);
+    flamme_itab_free(&t.ids);
     free(svg_args);
     return rc;
 }

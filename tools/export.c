@@ -19,6 +19,7 @@
  * inuse_space/bytes when blocks were tracked until they died).
  */
 #include "common/hash.h"
+#include "common/index_table.h"
 #include "common/outfile.h"
 #include "common/profile.h"
 #include "tools/alloc_view.h"
@@ -164,13 +165,12 @@ fail:
 
 /* ------------------------------------------------------------ string interning */
 
-/* Open-addressing string -> dense index table (pprof string table, speedscope
- * frame table). Strings are copied. */
+/* String -> dense index table (pprof string table, speedscope frame table).
+ * Strings are copied. */
 struct strtab {
     char **s;       /* by index */
     size_t n, scap; /* entries, capacity of s */
-    uint32_t *slot; /* hash slots: index + 1, 0 = empty */
-    size_t hcap;
+    struct flamme_itab ids;
 };
 
 static uint64_t str_hash(const char *s, size_t len)
@@ -178,31 +178,27 @@ static uint64_t str_hash(const char *s, size_t len)
     return flamme_table_hash(s, len);
 }
 
+static uint64_t strtab_hash(const void *ctx, uint32_t i)
+{
+    const struct strtab *t = ctx;
+    return str_hash(t->s[i], strlen(t->s[i]));
+}
+
+static int strtab_eq(const void *ctx, uint32_t i, const void *s, size_t len)
+{
+    const struct strtab *t = ctx;
+    return strcmp(t->s[i], s) == 0;
+}
+
 /* Index of s (added if new). Returns -1 on allocation failure. */
 static int64_t strtab_get(struct strtab *t, const char *s)
 {
     size_t len = strlen(s);
-    if ((t->n + 1) * 2 > t->hcap) {
-        size_t nc = t->hcap ? t->hcap * 2 : 256;
-        uint32_t *ns = calloc(nc, sizeof *ns);
-        if (!ns)
-            return -1;
-        for (size_t i = 0; i < t->n; i++) {
-            size_t j = str_hash(t->s[i], strlen(t->s[i])) & (nc - 1);
-            while (ns[j])
-                j = (j + 1) & (nc - 1);
-            ns[j] = (uint32_t)i + 1;
-        }
-        free(t->slot);
-        t->slot = ns;
-        t->hcap = nc;
-    }
-    size_t j = str_hash(s, len) & (t->hcap - 1);
-    while (t->slot[j]) {
-        if (strcmp(t->s[t->slot[j] - 1], s) == 0)
-            return t->slot[j] - 1;
-        j = (j + 1) & (t->hcap - 1);
-    }
+    if (flamme_itab_reserve(&t->ids, t->n, 256, strtab_hash, t) < 0)
+        return -1;
+    uint32_t *slot = flamme_itab_probe(&t->ids, str_hash(s, len), strtab_eq, t, s, len);
+    if (*slot)
+        return *slot - 1;
     if (t->n == t->scap) {
         size_t nc = t->scap ? t->scap * 2 : 256;
         char **ns = realloc(t->s, nc * sizeof *ns);
@@ -215,7 +211,7 @@ static int64_t strtab_get(struct strtab *t, const char *s)
     if (!copy)
         return -1;
     t->s[t->n] = copy;
-    t->slot[j] = (uint32_t)t->n + 1;
+    *slot = (uint32_t)t->n + 1;
     return (int64_t)t->n++;
 }
 
@@ -224,7 +220,7 @@ static void strtab_free(struct strtab *t)
     for (size_t i = 0; i < t->n; i++)
         free(t->s[i]);
     free(t->s);
-    free(t->slot);
+    flamme_itab_free(&t->ids);
 }
 
 /* ------------------------------------------------------------ speedscope */

@@ -21,7 +21,7 @@ void flamme_folded_free(struct flamme_folded *f)
     free(f->arena);
     free(f->name_off);
     free(f->name_len);
-    free(f->htab);
+    flamme_itab_free(&f->names);
     free(f->ids);
     free(f->stacks);
     memset(f, 0, sizeof *f);
@@ -49,49 +49,30 @@ static uint64_t hash_bytes(const char *s, size_t len)
     return flamme_table_hash(s, len);
 }
 
-static int name_eq(const struct flamme_folded *f, uint32_t id, const char *s, size_t len)
+static uint64_t name_hash(const void *ctx, uint32_t id)
 {
+    const struct flamme_folded *f = ctx;
+    return hash_bytes(f->arena + f->name_off[id], f->name_len[id]);
+}
+
+static int name_eq(const void *ctx, uint32_t id, const void *s, size_t len)
+{
+    const struct flamme_folded *f = ctx;
     return f->name_len[id] == len && memcmp(f->arena + f->name_off[id], s, len) == 0;
 }
 
 uint32_t flamme_folded_lookup(const struct flamme_folded *f, const char *s, size_t len)
 {
-    if (!f->hcap)
-        return UINT32_MAX;
-    size_t mask = f->hcap - 1, i = hash_bytes(s, len) & mask;
-    for (; f->htab[i]; i = (i + 1) & mask)
-        if (name_eq(f, f->htab[i] - 1, s, len))
-            return f->htab[i] - 1;
-    return UINT32_MAX;
-}
-
-static int rehash(struct flamme_folded *f)
-{
-    size_t ncap = f->hcap ? f->hcap * 2 : 1024;
-    uint32_t *t = calloc(ncap, sizeof *t);
-    if (!t)
-        return -1;
-    for (uint32_t id = 0; id < f->nnames; id++) {
-        size_t i = hash_bytes(f->arena + f->name_off[id], f->name_len[id]) & (ncap - 1);
-        while (t[i])
-            i = (i + 1) & (ncap - 1);
-        t[i] = id + 1;
-    }
-    free(f->htab);
-    f->htab = t;
-    f->hcap = ncap;
-    return 0;
+    const uint32_t *slot = flamme_itab_probe(&f->names, hash_bytes(s, len), name_eq, f, s, len);
+    return slot && *slot ? *slot - 1 : UINT32_MAX;
 }
 
 uint32_t flamme_folded_intern(struct flamme_folded *f, const char *s, size_t len)
 {
-    if (f->hcap) {
-        size_t mask = f->hcap - 1, i = hash_bytes(s, len) & mask;
-        for (; f->htab[i]; i = (i + 1) & mask)
-            if (name_eq(f, f->htab[i] - 1, s, len))
-                return f->htab[i] - 1;
-    }
-    if ((size_t)f->nnames * 2 + 2 >= f->hcap && rehash(f) < 0)
+    uint32_t id = flamme_folded_lookup(f, s, len);
+    if (id != UINT32_MAX)
+        return id;
+    if (flamme_itab_reserve(&f->names, f->nnames, 1024, name_hash, f) < 0)
         goto oom;
     size_t cap = f->names_cap;
     if (grow((void **)&f->name_off, &cap, f->nnames + 1u, sizeof *f->name_off) < 0)
@@ -102,16 +83,13 @@ uint32_t flamme_folded_intern(struct flamme_folded *f, const char *s, size_t len
     f->names_cap = (uint32_t)cap;
     if (grow((void **)&f->arena, &f->arena_cap, f->arena_len + len + 1, 1) < 0)
         goto oom;
-    uint32_t id = f->nnames++;
+    id = f->nnames++;
     f->name_off[id] = f->arena_len;
     f->name_len[id] = (uint32_t)len;
     memcpy(f->arena + f->arena_len, s, len);
     f->arena[f->arena_len + len] = 0;
     f->arena_len += len + 1;
-    size_t mask = f->hcap - 1, i = hash_bytes(s, len) & mask;
-    while (f->htab[i])
-        i = (i + 1) & mask;
-    f->htab[i] = id + 1;
+    *flamme_itab_probe(&f->names, hash_bytes(s, len), name_eq, f, s, len) = id + 1;
     return id;
 oom:
     f->oom = 1;

@@ -23,6 +23,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "common/index_table.h"
+
 struct flamme_folded_stack {
     size_t off;      /* index of the first frame id in flamme_folded.ids (root first) */
     uint32_t n;      /* number of frames */
@@ -35,7 +37,7 @@ struct flamme_folded {
     /* interned names: name i is arena + name_off[i], name_len[i] bytes, NUL-terminated */
     char *arena; size_t arena_len, arena_cap;
     size_t *name_off; uint32_t *name_len; uint32_t nnames, names_cap;
-    uint32_t *htab; size_t hcap;          /* open addressing, holds id+1, 0 = empty */
+    struct flamme_itab names;             /* name -> id (common/index_table.h) */
     uint32_t *ids; size_t nids, ids_cap;  /* frame ids of all stacks, concatenated */
     struct flamme_folded_stack *stacks; size_t nstacks, stacks_cap;
     double total;        /* sum of count over all stacks */

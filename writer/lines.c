@@ -21,6 +21,7 @@
 #include <string.h>
 
 #include "common/hash.h"
+#include "common/index_table.h"
 
 #define LINES_MAX_SECTION (1ull << 30) /* a larger debug section is not believed */
 #define END_FILE UINT32_MAX            /* file index of an end_sequence row */
@@ -61,8 +62,7 @@ struct builder {
     size_t nrows, cap;
     char **files;
     size_t nfiles, cap_files;
-    uint32_t *slots; /* open-addressing set over files: index + 1, 0 empty */
-    size_t nslots;
+    struct flamme_itab file_ids; /* file name -> index into files */
     int oom;
 };
 
@@ -182,22 +182,18 @@ static int push_row(struct builder *b, uint64_t addr, uint32_t file, uint32_t li
     return 0;
 }
 
-static int grow_slots(struct builder *b)
+/* The file table is over names from the program's own debug information:
+ * the deterministic hash (common/hash.h). */
+static uint64_t file_hash(const void *ctx, uint32_t i)
 {
-    size_t ns = b->nslots ? b->nslots * 2 : 256;
-    uint32_t *s = calloc(ns, sizeof *s);
-    if (!s)
-        return -1;
-    for (size_t i = 0; i < b->nfiles; i++) {
-        size_t h = (size_t)flamme_hash_bytes(b->files[i], strlen(b->files[i]), 0) & (ns - 1);
-        while (s[h])
-            h = (h + 1) & (ns - 1);
-        s[h] = (uint32_t)i + 1;
-    }
-    free(b->slots);
-    b->slots = s;
-    b->nslots = ns;
-    return 0;
+    const struct builder *b = ctx;
+    return flamme_hash_bytes(b->files[i], strlen(b->files[i]), 0);
+}
+
+static int file_eq(const void *ctx, uint32_t i, const void *s, size_t len)
+{
+    const struct builder *b = ctx;
+    return strcmp(b->files[i], s) == 0;
 }
 
 /* Index of the file "dir/name" in the table (added once); UINT32_MAX when
@@ -215,16 +211,17 @@ static uint32_t intern(struct builder *b, const char *dir, const char *name)
     } else {
         memcpy(s, name, nl + 1);
     }
-    if ((b->nfiles + 1) * 2 > b->nslots && grow_slots(b) < 0) {
+    if (flamme_itab_reserve(&b->file_ids, b->nfiles, 256, file_hash, b) < 0) {
         free(s);
         goto oom;
     }
-    size_t len = strlen(s), h = (size_t)flamme_hash_bytes(s, len, 0) & (b->nslots - 1);
-    for (; b->slots[h]; h = (h + 1) & (b->nslots - 1))
-        if (strcmp(b->files[b->slots[h] - 1], s) == 0) {
-            free(s);
-            return b->slots[h] - 1;
-        }
+    size_t len = strlen(s);
+    uint32_t *slot =
+        flamme_itab_probe(&b->file_ids, flamme_hash_bytes(s, len, 0), file_eq, b, s, len);
+    if (*slot) {
+        free(s);
+        return *slot - 1;
+    }
     if (b->nfiles == b->cap_files) {
         size_t nc = b->cap_files ? b->cap_files * 2 : 64;
         char **n = realloc(b->files, nc * sizeof *n);
@@ -236,7 +233,7 @@ static uint32_t intern(struct builder *b, const char *dir, const char *name)
         b->cap_files = nc;
     }
     b->files[b->nfiles] = s;
-    b->slots[h] = (uint32_t)b->nfiles + 1;
+    *slot = (uint32_t)b->nfiles + 1;
     return (uint32_t)b->nfiles++;
 oom:
     b->oom = 1;
@@ -611,7 +608,7 @@ out:
         free(b.files[i]);
     free(b.files);
     free(b.rows);
-    free(b.slots);
+    flamme_itab_free(&b.file_ids);
     free(line.data);
     free(line_str.data);
     free(str.data);

@@ -11,11 +11,10 @@
  * Percentages are of sample weight (a sample's weight is the number of
  * timer ticks it stands for).
  */
-#include "common/hash.h"
-#include "common/roots.h"
 #include "tools/alloc_view.h"
 #include "tools/cmds.h"
 #include "tools/collapse.h"
+#include "tools/fnagg.h"
 #include "tools/gc_frames.h"
 
 #include <stdio.h>
@@ -25,125 +24,12 @@
 
 #define TOP_N 20
 
-struct fn {
-    char *name;
-    uint64_t self, total;
-    size_t stamp; /* last line counted in total, +1 (0 = never) */
-};
-
-struct agg {
-    struct fn *fns;
-    size_t cap, n;
-    uint64_t weight, complete, truncated, broken;
-    size_t line; /* current line number, for the stamp */
-    int oom;
-};
-
-static uint64_t hash_mem(const char *s, size_t n)
-{
-    return flamme_table_hash(s, n);
-}
-
-/* Entry for name s[0..n); NULL on allocation failure. */
-static struct fn *fn_get(struct agg *a, const char *s, size_t n)
-{
-    if ((a->n + 1) * 2 > a->cap) {
-        size_t nc = a->cap ? a->cap * 2 : 1024;
-        struct fn *ne = calloc(nc, sizeof *ne);
-        if (!ne)
-            return NULL;
-        for (size_t i = 0; i < a->cap; i++) {
-            if (!a->fns[i].name)
-                continue;
-            size_t j = hash_mem(a->fns[i].name, strlen(a->fns[i].name)) & (nc - 1);
-            while (ne[j].name)
-                j = (j + 1) & (nc - 1);
-            ne[j] = a->fns[i];
-        }
-        free(a->fns);
-        a->fns = ne;
-        a->cap = nc;
-    }
-    size_t j = hash_mem(s, n) & (a->cap - 1);
-    while (a->fns[j].name) {
-        if (strncmp(a->fns[j].name, s, n) == 0 && a->fns[j].name[n] == '\0')
-            return &a->fns[j];
-        j = (j + 1) & (a->cap - 1);
-    }
-    char *name = strndup(s, n);
-    if (!name)
-        return NULL;
-    a->fns[j] = (struct fn){ name, 0, 0, 0 };
-    a->n++;
-    return &a->fns[j];
-}
-
-static int is_marker(const char *s, size_t n)
-{
-    return (n == 11 && memcmp(s, "[truncated]", 11) == 0) || (n == 8 && memcmp(s, "[broken]", 8) == 0) ||
-           (n == 11 && memcmp(s, "[no frames]", 11) == 0);
-}
-
-/* One folded line: classify its root, count self for the leaf and total
- * once per distinct function. */
-static void on_stack(void *ctx, const char *stack, uint64_t w)
-{
-    struct agg *a = ctx;
-    a->line++;
-    a->weight += w;
-    size_t rootlen = strcspn(stack, ";");
-    if (rootlen == 11 && memcmp(stack, "[truncated]", 11) == 0)
-        a->truncated += w;
-    else if (rootlen == 8 && memcmp(stack, "[broken]", 8) == 0)
-        a->broken += w;
-    else if (flamme_is_thread_root(stack, rootlen))
-        a->complete += w;
-
-    struct fn *leaf = NULL;
-    for (const char *p = stack; *p;) {
-        size_t n = strcspn(p, ";");
-        if (!is_marker(p, n)) {
-            struct fn *f = fn_get(a, p, n);
-            if (!f) {
-                a->oom = 1;
-                return;
-            }
-            if (f->stamp != a->line) {
-                f->stamp = a->line;
-                f->total += w;
-            }
-            leaf = f;
-        }
-        p += n;
-        if (*p == ';')
-            p++;
-    }
-    if (leaf)
-        leaf->self += w;
-}
-
-static int by_self(const void *x, const void *y)
-{
-    const struct fn *a = *(struct fn *const *)x, *b = *(struct fn *const *)y;
-    if (a->self != b->self)
-        return a->self > b->self ? -1 : 1;
-    return strcmp(a->name, b->name);
-}
-
-static int by_total(const void *x, const void *y)
-{
-    const struct fn *a = *(struct fn *const *)x, *b = *(struct fn *const *)y;
-    if (a->total != b->total)
-        return a->total > b->total ? -1 : 1;
-    return strcmp(a->name, b->name);
-}
-
 static double pct(uint64_t part, uint64_t whole)
 {
     return whole ? 100.0 * (double)part / (double)whole : 0.0;
 }
 
-static void print_top(struct fn **v, size_t n, uint64_t weight, int self_first)
+static void print_top(struct flamme_fn **v, size_t n, uint64_t weight, int self_first)
 {
     printf("%s\n", self_first ? "top functions by self time:" : "top functions by total time:");
     printf("  %7s %7s %10s  %s\n", "self%", "total%", self_first ? "self" : "total", "function");
@@ -284,43 +170,27 @@ static void print_budget(const struct flamme_profile *p)
 /* Aggregates the view v of p by function (agg a, fresh). Returns 0, -1
  * (memory), -2 (budget), -3 (no such view: err says why). */
 static int view_agg(const struct flamme_profile *p, const struct flamme_view *v, const char *in,
-                    struct agg *a, char *err, size_t errlen)
+                    struct flamme_fnagg *a, char *err, size_t errlen)
 {
     struct flamme_profile q = *p;
     if (flamme_view_samples(p, v, in, &q.samples, &q.nsamples, err, errlen) != 0)
         return -3;
     struct flamme_collapse_opts o = { 0 };
-    int r = flamme_collapse_profile(&q, &o, on_stack, a);
+    int r = flamme_collapse_profile(&q, &o, flamme_fnagg_stack, a);
     free(q.samples);
     return r != 0 ? r : a->oom ? -1 : 0;
-}
-
-static void agg_free(struct agg *a)
-{
-    for (size_t i = 0; i < a->cap; i++)
-        free(a->fns[i].name);
-    free(a->fns);
-}
-
-static int by_self_fn(const void *x, const void *y)
-{
-    return by_self(x, y);
 }
 
 /* Top leaf functions of agg a (weights in unit), each with its share of a
  * and, when other is not NULL, its own weight in other (blocks beside
  * bytes). Returns 0 / -1. */
-static int print_alloc_top(const char *title, struct agg *a, struct agg *other, const char *unit,
+static int print_alloc_top(const char *title, struct flamme_fnagg *a, struct flamme_fnagg *other, const char *unit,
                            const char *other_unit)
 {
-    struct fn **v = malloc((a->n ? a->n : 1) * sizeof *v);
+    size_t n;
+    struct flamme_fn **v = flamme_fnagg_sorted(a, 0, &n);
     if (!v)
         return -1;
-    size_t n = 0;
-    for (size_t i = 0; i < a->cap; i++)
-        if (a->fns[i].name)
-            v[n++] = &a->fns[i];
-    qsort(v, n, sizeof *v, by_self_fn);
     printf("%s\n", title);
     printf("  %7s %14s", "self%", unit);
     if (other)
@@ -329,7 +199,7 @@ static int print_alloc_top(const char *title, struct agg *a, struct agg *other, 
     for (size_t i = 0; i < n && i < TOP_N && v[i]->self; i++) {
         printf("  %6.1f%% %14llu", pct(v[i]->self, a->weight), (unsigned long long)v[i]->self);
         if (other) {
-            struct fn *o = fn_get(other, v[i]->name, strlen(v[i]->name));
+            struct flamme_fn *o = flamme_fnagg_get(other, v[i]->name, strlen(v[i]->name));
             uint64_t w = o ? o->self : 0;
             printf(" %6.1f%% %14llu", pct(w, other->weight), (unsigned long long)w);
         }
@@ -406,7 +276,7 @@ static int print_allocs(const struct flamme_profile *p, const char *in, int live
         else
             printf(" %14s\n", "-");
     }
-    struct agg ab = { 0 }, ak = { 0 }, al = { 0 };
+    struct flamme_fnagg ab = { 0 }, ak = { 0 }, al = { 0 };
     struct flamme_view vb = { 1, 0, 0 }, vk = { 1, 0, 1 }, vl = { 1, 1, 0 };
     int r = view_agg(p, &vb, in, &ab, err, errlen);
     if (r == 0)
@@ -423,9 +293,9 @@ static int print_allocs(const struct flamme_profile *p, const char *in, int live
                                     : "alive when profiling stopped, by bytes:",
                                 &al, NULL, "bytes", NULL);
     }
-    agg_free(&ab);
-    agg_free(&ak);
-    agg_free(&al);
+    flamme_fnagg_free(&ab);
+    flamme_fnagg_free(&ak);
+    flamme_fnagg_free(&al);
     return r;
 }
 
@@ -475,11 +345,11 @@ int flamme_cmd_report(int argc, char **argv)
         }
         free(vs);
     }
-    struct agg a = { 0 };
+    struct flamme_fnagg a = { 0 };
     struct flamme_collapse_opts o = { 0 };
-    struct fn **v = NULL;
+    struct flamme_fn **v = NULL;
     int rc = 1;
-    int r = flamme_collapse_profile(&p, &o, on_stack, &a);
+    int r = flamme_collapse_profile(&p, &o, flamme_fnagg_stack, &a);
     if (r == -2) {
         rc = flamme_collapse_error("report", in, r);
         flamme_profile_free(&p);
@@ -501,16 +371,11 @@ int flamme_cmd_report(int argc, char **argv)
     if (print_threads(&p, a.weight) != 0 || flamme_gc_report(&p, stdout) != 0)
         goto out;
 
-    v = malloc((a.n ? a.n : 1) * sizeof *v);
-    if (!v)
+    size_t n;
+    if (!(v = flamme_fnagg_sorted(&a, 0, &n)))
         goto out;
-    size_t n = 0;
-    for (size_t i = 0; i < a.cap; i++)
-        if (a.fns[i].name)
-            v[n++] = &a.fns[i];
-    qsort(v, n, sizeof *v, by_self);
     print_top(v, n, a.weight, 1);
-    qsort(v, n, sizeof *v, by_total);
+    qsort(v, n, sizeof *v, flamme_fn_by_total);
     print_top(v, n, a.weight, 0);
     if (p.nallocs) {
         r = print_allocs(&p, in, view.live, err, sizeof err);
@@ -533,9 +398,7 @@ out_quiet:
         rc = 1;
     }
     free(v);
-    for (size_t i = 0; i < a.cap; i++)
-        free(a.fns[i].name);
-    free(a.fns);
+    flamme_fnagg_free(&a);
     flamme_profile_free(&p);
     return rc;
 }

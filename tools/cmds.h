@@ -7,6 +7,7 @@
  */
 #ifndef FLAMME_TOOLS_CMDS_H
 #define FLAMME_TOOLS_CMDS_H
+#include <sys/types.h>
 
 int flamme_cmd_record(int argc, char **argv);
 int flamme_cmd_collapse(int argc, char **argv);
@@ -16,5 +17,13 @@ int flamme_cmd_export(int argc, char **argv);
 int flamme_cmd_diff(int argc, char **argv);
 int flamme_cmd_push(int argc, char **argv);
 int flamme_cmd_attach(int argc, char **argv);
+
+/* (tools/record.c) Starts cmd (argv form, NULL-terminated) with the agent
+ * preloaded, writing its profile to out (an existing file there becomes
+ * out.old); the agent's other settings come from the environment
+ * (FLAMME_HZ, ...), which this changes for the caller too. Returns the
+ * child's pid, or -1 after one line "flamme VERB: ..." with *rc the exit
+ * status to return (1, 2). A child that cannot exec cmd exits 127. */
+pid_t flamme_record_spawn(const char *verb, const char *out, char **cmd, int *rc);
 
 #endif

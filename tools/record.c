@@ -41,7 +41,7 @@ static void record_usage(FILE *f)
  * ../lib/flamme/ relative to it (an installed tree, wherever it was moved),
  * else $FLAMME_AGENT. Returns 0 and fills out, or -1 after printing the
  * places it looked. */
-static int find_agent(char *out, size_t len)
+static int find_agent(const char *verb, char *out, size_t len)
 {
     char dir[PATH_MAX - 64] = "";
     ssize_t n = readlink("/proc/self/exe", dir, sizeof dir - 1);
@@ -64,9 +64,9 @@ static int find_agent(char *out, size_t len)
             return 0;
     }
     fprintf(stderr,
-            "flamme record: cannot find the agent libflamme.so (looked in %s/ and %s/../lib/flamme/%s%s); "
+            "flamme %s: cannot find the agent libflamme.so (looked in %s/ and %s/../lib/flamme/%s%s); "
             "set FLAMME_AGENT to its path\n",
-            dir, dir, env && *env ? ", FLAMME_AGENT=" : "", env && *env ? env : "");
+            verb, dir, dir, env && *env ? ", FLAMME_AGENT=" : "", env && *env ? env : "");
     return -1;
 }
 
@@ -213,6 +213,55 @@ static void summarize_children(const char *path)
     closedir(d);
 }
 
+pid_t flamme_record_spawn(const char *verb, const char *out, char **cmd, int *rc)
+{
+    char agent[PATH_MAX];
+    *rc = 1;
+    if (find_agent(verb, agent, sizeof agent) != 0)
+        return -1;
+    struct stat st;
+    *rc = 2;
+    /* The agent creates the profile without following links (O_EXCL): a
+     * link at the path would send it to PATH.<pid>, so say so now. */
+    if (lstat(out, &st) == 0 && S_ISLNK(st.st_mode)) {
+        fprintf(stderr, "flamme %s: %s is a symbolic link; profiles are not written through "
+                        "links (remove it or choose another -o)\n", verb, out);
+        return -1;
+    }
+    if (lstat(out, &st) == 0 && !S_ISREG(st.st_mode)) {
+        fprintf(stderr, "flamme %s: %s exists and is not a regular file\n", verb, out);
+        return -1;
+    }
+    *rc = 1;
+    if (lstat(out, &st) == 0) {
+        char old[PATH_MAX];
+        snprintf(old, sizeof old, "%s.old", out);
+        if (rename(out, old) != 0) {
+            fprintf(stderr, "flamme %s: cannot move old %s aside: %s\n", verb, out, strerror(errno));
+            return -1;
+        }
+    }
+    char preload[PATH_MAX * 2];
+    const char *prev = getenv("LD_PRELOAD");
+    snprintf(preload, sizeof preload, "%s%s%s", agent, prev && *prev ? " " : "",
+             prev ? prev : "");
+    setenv("LD_PRELOAD", preload, 1);
+    setenv("FLAMME_OUTPUT", out, 1);
+    setenv("FLAMME_EXCL", "1", 1);
+    setenv("FLAMME_QUIET", "1", 1);
+    pid_t pid = fork();
+    if (pid < 0) {
+        fprintf(stderr, "flamme %s: fork: %s\n", verb, strerror(errno));
+        return -1;
+    }
+    if (pid == 0) {
+        execvp(cmd[0], cmd);
+        fprintf(stderr, "flamme %s: cannot run %s: %s\n", verb, cmd[0], strerror(errno));
+        _exit(127);
+    }
+    return pid;
+}
+
 int flamme_cmd_record(int argc, char **argv)
 {
     const char *out = "flamme.flm";
@@ -280,38 +329,7 @@ int flamme_cmd_record(int argc, char **argv)
         record_usage(stderr);
         return 2;
     }
-    char agent[PATH_MAX];
-    if (find_agent(agent, sizeof agent) != 0)
-        return 1;
-    struct stat st;
-    /* The agent creates the profile without following links (O_EXCL): a
-     * link at the path would send it to PATH.<pid>, so say so now. */
-    if (lstat(out, &st) == 0 && S_ISLNK(st.st_mode)) {
-        fprintf(stderr, "flamme record: %s is a symbolic link; profiles are not written through "
-                        "links (remove it or choose another -o)\n", out);
-        return 2;
-    }
-    if (lstat(out, &st) == 0 && !S_ISREG(st.st_mode)) {
-        fprintf(stderr, "flamme record: %s exists and is not a regular file\n", out);
-        return 2;
-    }
-    if (lstat(out, &st) == 0) {
-        char old[PATH_MAX];
-        snprintf(old, sizeof old, "%s.old", out);
-        if (rename(out, old) != 0) {
-            fprintf(stderr, "flamme record: cannot move old %s aside: %s\n", out, strerror(errno));
-            return 1;
-        }
-    }
-    char preload[PATH_MAX * 2];
-    const char *prev = getenv("LD_PRELOAD");
-    snprintf(preload, sizeof preload, "%s%s%s", agent, prev && *prev ? " " : "",
-             prev ? prev : "");
     char num[32];
-    setenv("LD_PRELOAD", preload, 1);
-    setenv("FLAMME_OUTPUT", out, 1);
-    setenv("FLAMME_EXCL", "1", 1);
-    setenv("FLAMME_QUIET", "1", 1);
     if (hz) {
         snprintf(num, sizeof num, "%ld", hz);
         setenv("FLAMME_HZ", num, 1);
@@ -320,16 +338,10 @@ int flamme_cmd_record(int argc, char **argv)
         snprintf(num, sizeof num, "%ld", depth);
         setenv("FLAMME_DEPTH", num, 1);
     }
-    pid_t pid = fork();
-    if (pid < 0) {
-        fprintf(stderr, "flamme record: fork: %s\n", strerror(errno));
-        return 1;
-    }
-    if (pid == 0) {
-        execvp(argv[i], argv + i);
-        fprintf(stderr, "flamme record: cannot run %s: %s\n", argv[i], strerror(errno));
-        _exit(127);
-    }
+    int rc;
+    pid_t pid = flamme_record_spawn("record", out, argv + i, &rc);
+    if (pid < 0)
+        return rc;
     /* Ctrl-C reaches the whole foreground group: let the child decide, and
      * stay alive to report what it wrote. */
     signal(SIGINT, SIG_IGN);
@@ -337,10 +349,11 @@ int flamme_cmd_record(int argc, char **argv)
     int status;
     while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
         ;
-    int rc = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    rc = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
     const char *period = getenv("FLAMME_PERIOD");
     if (period && *period && summarize_segments(out) == 0)
         return rc;
+    struct stat st;
     int wrote = lstat(out, &st) == 0 && S_ISREG(st.st_mode);
     if (WIFEXITED(status) && rc == 127 && !wrote)
         return rc;

@@ -17,6 +17,7 @@ int flamme_cmd_export(int argc, char **argv);
 int flamme_cmd_diff(int argc, char **argv);
 int flamme_cmd_push(int argc, char **argv);
 int flamme_cmd_attach(int argc, char **argv);
+int flamme_cmd_top(int argc, char **argv);
 
 /* (tools/record.c) Starts cmd (argv form, NULL-terminated) with the agent
  * preloaded, writing its profile to out (an existing file there becomes

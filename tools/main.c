@@ -23,6 +23,7 @@ static void usage(FILE *f)
             "  export FILE... --format speedscope|pprof|folded [-o OUT] [--threads]\n"
             "                                                         for speedscope, pprof and other tools\n"
             "  attach PID [--duration S] [-F HZ] [-o FILE]            profile a running program (agent dormant)\n"
+            "  top [-F HZ] [-o FILE] -- CMD ARGS... | top FILE        live view: top functions, refreshed each second\n"
             "  push FILE... | --watch DIR [--url URL] [--delete]      send profiles to Grafana Pyroscope (pprof)\n"
             "  --version                                              this flamme's version and profile formats\n"
             "Several FILEs (e.g. the segments of FLAMME_PERIOD) are read as one profile.\n"
@@ -61,6 +62,8 @@ int main(int argc, char **argv)
         return flamme_cmd_push(argc - 1, argv + 1);
     if (!strcmp(verb, "attach"))
         return flamme_cmd_attach(argc - 1, argv + 1);
+    if (!strcmp(verb, "top"))
+        return flamme_cmd_top(argc - 1, argv + 1);
     if (!strcmp(verb, "diff"))
         return flamme_cmd_diff(argc - 1, argv + 1);
     if (!strcmp(verb, "--version") || !strcmp(verb, "version")) {

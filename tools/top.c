@@ -51,7 +51,7 @@
 static const double windows[] = { 1, 5, 15, 60, 0 };
 #define NWINDOWS (sizeof windows / sizeof windows[0])
 
-static volatile sig_atomic_t got_quit, got_winch, got_chld;
+static volatile sig_atomic_t got_quit, got_winch, got_chld, got_tstp;
 
 static void on_quit(int sig)
 {
@@ -62,6 +62,11 @@ static void on_winch(int sig)
 {
     (void)sig;
     got_winch = 1;
+}
+static void on_tstp(int sig)
+{
+    (void)sig;
+    got_tstp = 1;
 }
 static void on_chld(int sig)
 {
@@ -85,6 +90,7 @@ struct top {
     char err[512];      /* the last load's failure, shown in the view */
     uint8_t *gc_class;  /* per stack of p: flamme_gc_class + 1, 0 = not yet */
     uint64_t interval_ns; /* between refreshes: 1 s, more for big profiles */
+    int writer_gone;    /* FILE mode: the profile is incomplete and its pid is gone */
     int rows, cols;
 };
 
@@ -223,7 +229,7 @@ static int compute(struct top *t, struct snap *s)
         s->threads_alive += p->threads[i].end_ns == 0;
     }
     free(seen);
-    s->lost = sel >= 0 ? p->threads[sel].lost : p->lost;
+    s->lost = t->all_threads ? p->lost : sel >= 0 ? p->threads[sel].lost : 0;
     struct flamme_collapse_opts o = { 0 };
     int r = flamme_collapse_profile(&q, &o, flamme_fnagg_stack, &s->agg);
     free(q.samples);
@@ -245,6 +251,8 @@ static void run_state(const struct top *t, char *buf, size_t len)
             snprintf(buf, len, "program killed by signal %d", WTERMSIG(t->child_status));
     } else if (t->have && t->p.complete)
         snprintf(buf, len, "profile complete");
+    else if (t->writer_gone)
+        snprintf(buf, len, "incomplete, its process (pid %u) is gone", (unsigned)t->p.hdr.pid);
     else
         snprintf(buf, len, "running");
 }
@@ -499,6 +507,10 @@ static void refresh(struct top *t)
     poll_child(t);
     if (!t->paused || !t->have)
         reload(t);
+    /* A profile whose writer was killed (SIGKILL) never completes: when its
+     * process is gone, nothing more will come. */
+    if (!t->child && t->have && !t->p.complete && !t->paused)
+        t->writer_gone = t->p.hdr.pid && kill((pid_t)t->p.hdr.pid, 0) != 0 && errno == ESRCH;
 }
 
 /* The interactive view until q, Ctrl-C or a termination signal. Returns 0,
@@ -510,9 +522,21 @@ static int run_tty(struct top *t)
     term_enter();
     int rc = 0, fail = 0;
     uint64_t next = 0;
+    struct sigaction tstp = { .sa_handler = on_tstp }, old_tstp;
+    sigaction(SIGTSTP, &tstp, &old_tstp);
     for (;;) {
         if (got_quit)
             break;
+        if (got_tstp) { /* Ctrl-Z: the user's screen back while stopped */
+            got_tstp = 0;
+            term_leave();
+            signal(SIGTSTP, SIG_DFL);
+            raise(SIGTSTP);
+            struct sigaction sa = { .sa_handler = on_tstp };
+            sigaction(SIGTSTP, &sa, NULL); /* continued */
+            term_size(t);
+            term_enter();
+        }
         uint64_t now = now_ns(), t0 = now;
         int refreshed = now >= next;
         if (refreshed)
@@ -542,6 +566,7 @@ static int run_tty(struct top *t)
         got_chld = 0;
     }
     term_leave();
+    sigaction(SIGTSTP, &old_tstp, NULL);
     if (fail)
         rc = flamme_collapse_error("top", t->path, fail);
     return rc;
@@ -568,7 +593,7 @@ static int run_plain(struct top *t, int once)
         uint64_t t0 = now_ns();
         refresh(t);
         int r = 0;
-        int last = got_quit || (t->child ? t->child_done : t->have && t->p.complete) ||
+        int last = got_quit || (t->child ? t->child_done : t->have && (t->p.complete || t->writer_gone)) ||
                    (once && !t->child);
         if ((!once || last) && (r = print_plain(t)) != 0)
             return r;
@@ -726,8 +751,14 @@ int flamme_cmd_top(int argc, char **argv)
         return rc;
     }
     int vrc = t.tty && !once ? run_tty(&t) : run_plain(&t, once);
+    /* After Ctrl-C the program usually ends at once: no "runs on" then. */
+    for (int k = 0; k < 20 && !t.child_done; k++) {
+        struct timespec ts = { 0, 10000000 };
+        nanosleep(&ts, NULL);
+        poll_child(&t);
+    }
     if (!t.child_done) {
-        if (t.tty)
+        if (t.tty && !once)
             fprintf(stderr, "flamme top: view closed; %s (pid %d) runs on until it ends "
                             "(Ctrl-C interrupts it)\n", argv[i], (int)t.child);
         /* Ctrl-C reaches the whole foreground group: the program decides,

@@ -2,6 +2,7 @@
 # the live view of a profile being written. Target: top-test (part of make
 # test), driven in tmux (Debian package, make deps).
 TOOL_SRCS += tools/top.c tools/fnagg.c
+UNIT_TESTS += tests/unit/test_fnagg.c
 
 TOP_DIR := $(BUILD)/top
 TOP_OCAMLOPT_fp   := $(FLAMME_CACHE)/ocaml-$(OCAML_VERSION)-fp/bin/ocamlopt

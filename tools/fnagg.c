@@ -10,37 +10,40 @@
 #include "common/hash.h"
 #include "common/roots.h"
 
+static uint64_t name_hash(const void *ctx, uint32_t i)
+{
+    const char *name = ((const struct flamme_fnagg *)ctx)->fns[i].name;
+    return flamme_table_hash(name, strlen(name));
+}
+
+static int name_eq(const void *ctx, uint32_t i, const void *key, size_t len)
+{
+    const char *name = ((const struct flamme_fnagg *)ctx)->fns[i].name;
+    return strncmp(name, key, len) == 0 && name[len] == '\0';
+}
+
 struct flamme_fn *flamme_fnagg_get(struct flamme_fnagg *a, const char *s, size_t n)
 {
-    if ((a->n + 1) * 2 > a->cap) {
-        size_t nc = a->cap ? a->cap * 2 : 1024;
-        struct flamme_fn *ne = calloc(nc, sizeof *ne);
-        if (!ne)
+    uint32_t *slot = flamme_itab_probe(&a->index, flamme_table_hash(s, n), name_eq, a, s, n);
+    if (slot && *slot)
+        return &a->fns[*slot - 1];
+    if (a->n >= UINT32_MAX - 1 || flamme_itab_reserve(&a->index, a->n, 1024, name_hash, a) < 0)
+        return NULL;
+    if (a->n == a->cap) {
+        size_t nc = a->cap ? 2 * a->cap : 512;
+        struct flamme_fn *f = realloc(a->fns, nc * sizeof *f);
+        if (!f)
             return NULL;
-        for (size_t i = 0; i < a->cap; i++) {
-            if (!a->fns[i].name)
-                continue;
-            size_t j = flamme_table_hash(a->fns[i].name, strlen(a->fns[i].name)) & (nc - 1);
-            while (ne[j].name)
-                j = (j + 1) & (nc - 1);
-            ne[j] = a->fns[i];
-        }
-        free(a->fns);
-        a->fns = ne;
+        a->fns = f;
         a->cap = nc;
-    }
-    size_t j = flamme_table_hash(s, n) & (a->cap - 1);
-    while (a->fns[j].name) {
-        if (strncmp(a->fns[j].name, s, n) == 0 && a->fns[j].name[n] == '\0')
-            return &a->fns[j];
-        j = (j + 1) & (a->cap - 1);
     }
     char *name = strndup(s, n);
     if (!name)
         return NULL;
-    a->fns[j] = (struct flamme_fn){ name, 0, 0, 0 };
-    a->n++;
-    return &a->fns[j];
+    a->fns[a->n] = (struct flamme_fn){ name, 0, 0, 0 };
+    /* the table may have grown: probe again for the empty slot */
+    *flamme_itab_probe(&a->index, flamme_table_hash(s, n), name_eq, a, s, n) = (uint32_t)a->n + 1;
+    return &a->fns[a->n++];
 }
 
 static int is_marker(const char *s, size_t n)
@@ -62,7 +65,8 @@ void flamme_fnagg_stack(void *ctx, const char *stack, uint64_t w)
     else if (flamme_is_thread_root(stack, rootlen))
         a->complete += w;
 
-    struct flamme_fn *leaf = NULL;
+    /* an index, not a pointer: a later get may move the array */
+    size_t leaf = SIZE_MAX;
     for (const char *p = stack; *p;) {
         size_t n = strcspn(p, ";");
         if (!is_marker(p, n)) {
@@ -75,14 +79,14 @@ void flamme_fnagg_stack(void *ctx, const char *stack, uint64_t w)
                 f->stamp = a->line;
                 f->total += w;
             }
-            leaf = f;
+            leaf = (size_t)(f - a->fns);
         }
         p += n;
         if (*p == ';')
             p++;
     }
-    if (leaf)
-        leaf->self += w;
+    if (leaf != SIZE_MAX)
+        a->fns[leaf].self += w;
 }
 
 int flamme_fn_by_self(const void *x, const void *y)
@@ -106,20 +110,19 @@ struct flamme_fn **flamme_fnagg_sorted(const struct flamme_fnagg *a, int by_tota
     struct flamme_fn **v = malloc((a->n ? a->n : 1) * sizeof *v);
     if (!v)
         return NULL;
-    size_t k = 0;
-    for (size_t i = 0; i < a->cap; i++)
-        if (a->fns[i].name)
-            v[k++] = &a->fns[i];
-    qsort(v, k, sizeof *v, by_total ? flamme_fn_by_total : flamme_fn_by_self);
-    *n = k;
+    for (size_t i = 0; i < a->n; i++)
+        v[i] = &a->fns[i];
+    qsort(v, a->n, sizeof *v, by_total ? flamme_fn_by_total : flamme_fn_by_self);
+    *n = a->n;
     return v;
 }
 
 void flamme_fnagg_free(struct flamme_fnagg *a)
 {
-    for (size_t i = 0; i < a->cap; i++)
+    for (size_t i = 0; i < a->n; i++)
         free(a->fns[i].name);
     free(a->fns);
+    flamme_itab_free(&a->index);
     a->fns = NULL;
     a->cap = a->n = 0;
 }

@@ -9,6 +9,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/index_table.h"
+
 struct flamme_fn {
     char *name;
     uint64_t self, total;
@@ -17,15 +19,17 @@ struct flamme_fn {
 
 /* Zero-initialize; flamme_fnagg_free releases. */
 struct flamme_fnagg {
-    struct flamme_fn *fns; /* open addressing: entries with name NULL are empty */
+    struct flamme_fn *fns; /* n of them, in order of first appearance */
     size_t cap, n;
+    struct flamme_itab index; /* name -> index in fns */
     uint64_t weight, complete, truncated, broken; /* by the stack's root frame */
     size_t line; /* current line number, for the stamp */
     int oom;     /* an allocation failed: the figures are short */
 };
 
 /* Entry for name s[0..n), created with zero weights if absent; NULL on
- * allocation failure. */
+ * allocation failure. The pointer is good until the next get (the array
+ * grows). */
 struct flamme_fn *flamme_fnagg_get(struct flamme_fnagg *a, const char *s, size_t n);
 
 /* flamme_collapse_profile's emit (ctx: a struct flamme_fnagg): self for the

@@ -102,6 +102,8 @@ int flamme_fn_by_total(const void *x, const void *y)
     const struct flamme_fn *a = *(struct flamme_fn *const *)x, *b = *(struct flamme_fn *const *)y;
     if (a->total != b->total)
         return a->total > b->total ? -1 : 1;
+    if (a->self != b->self) /* callers before the callees that share their total */
+        return a->self < b->self ? -1 : 1;
     return strcmp(a->name, b->name);
 }
 

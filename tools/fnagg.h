@@ -37,7 +37,9 @@ struct flamme_fn *flamme_fnagg_get(struct flamme_fnagg *a, const char *s, size_t
  * [truncated], [broken], [no frames] are no function. */
 void flamme_fnagg_stack(void *ctx, const char *stack, uint64_t w);
 
-/* qsort comparators over struct flamme_fn * (heaviest first, then by name). */
+/* qsort comparators over struct flamme_fn * (heaviest first, then by
+ * name; by total, equal totals put the one with less self first: a caller
+ * before the hot leaf under it that has the same total). */
 int flamme_fn_by_self(const void *x, const void *y);
 int flamme_fn_by_total(const void *x, const void *y);
 

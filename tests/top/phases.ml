@@ -1,9 +1,10 @@
 (* phases.ml — tests/top program: a run whose hot function changes while
    flamme top watches it. [phase_a] (an FNV-style integer hash loop) runs
-   for SECS seconds of wall-clock time, then [phase_b] (float arithmetic
-   through a [@@noalloc] external, an Atomic counter of rounds) for SECS
-   more: each is the leaf of nearly all samples of its phase, while [main]
-   and the runtime's entry frames are in every stack (top by total time).
+   for SECS seconds of wall-clock time on the main thread, then [phase_b]
+   (float arithmetic through a [@@noalloc] external, an Atomic counter of
+   rounds) for SECS more in a second domain while the main thread waits in
+   Domain.join: each is the leaf of nearly all samples of its phase, and
+   each thread has its own.
    Prints one line per phase change and exits 3 (flamme top must return the
    program's own status).
    Usage: phases.exe SECS *)
@@ -38,7 +39,7 @@ let[@inline never] main secs =
   print_endline "phases: a";
   let a = phase_a (t0 +. secs) in
   print_endline "phases: b";
-  let b = phase_b (t0 +. (2. *. secs)) in
+  let b = Domain.join (Domain.spawn (fun () -> phase_b (t0 +. (2. *. secs)))) in
   Printf.printf "phases: done %d\n%!" ((a + b) land 1);
   exit 3
 

@@ -1,15 +1,18 @@
 #!/usr/bin/env python3
 """tests/top/run.py — `flamme top` (make top-test).
 
-tests/top/phases.ml runs Phases.phase_a for SECS seconds, then
-Phases.phase_b for SECS more, prints its phase changes and exits 3. Built
+tests/top/phases.ml runs Phases.phase_a for SECS seconds on the main
+thread, then Phases.phase_b for SECS more in a second domain, prints its
+phase changes and exits 3. Built
 with both 5.3.0 compilers (fp, nofp). What a user checks:
 
 * the live view, in a terminal (tmux, driven with send-keys and read with
   capture-pane): phase_a is the top function by self time while it runs,
   phase_b after it; key 2 sorts by total (the order changes: frames every
   stack has come first, phase_b below them) and 1 back by self; t shows
-  one thread, a all of them, w another window; q closes the view and the
+  one thread (main, waiting for the domain that runs phase_b: no phase_b),
+  t again the next ones up to domain 1 (phase_b on top), a all of them, w
+  another window; q closes the view and the
   terminal is as before (normal screen, cursor shown, the same stty
   settings), and the shell gets the program's exit status;
 * stdout not a terminal: one plain table per second naming the same
@@ -150,6 +153,13 @@ def top_self(p):
     return rows[0][2] if "sort self" in facts and rows else None
 
 
+def thread_shown(p):
+    """The thread (or "all threads") the view on pane p shows."""
+    v = view(p)
+    m = re.match(r"^  \d+\.\d s  (?:last \S+ s|since start)  (.*?)  sort (?:self|total)", v[1]) if len(v) > 1 else None
+    return m.group(1) if m else None
+
+
 def test_tty(flamme, exe, work, comp):
     what = comp + " tty"
     t = Tmux("flamme-top-%d-%s" % (os.getpid(), comp), work)
@@ -183,9 +193,24 @@ def test_tty(flamme, exe, work, comp):
         p = t.wait(lambda p: top_self(p) is not None, 10)
         check(p is not None and top_self(p) == "Phases.phase_b", "%s: key 1 sorts by self again" % what,
               "\n".join(view(p) if p else []))
+        # One thread at a time: main waits in Domain.join while domain 1
+        # runs phase_b.
         t.keys("t")
-        p = t.wait(lambda p: len(view(p)) > 1 and "main  sort" in view(p)[1], 10)
-        check(p is not None, "%s: key t shows one thread (main)" % what, "\n".join(t.pane()[:3]))
+        p = t.wait(lambda p: thread_shown(p) == "main", 10)
+        names = [r[2] for r in parse_table(view(p))[2]] if p else []
+        check(p is not None and "Phases.phase_b" not in names,
+              "%s: key t shows one thread: main, without phase_b" % what,
+              "\n".join(view(p) if p else t.pane()[:3]))
+        shown = "main"
+        for _ in range(8):
+            if shown == "domain 1":
+                break
+            t.keys("t")
+            p = t.wait(lambda p, was=shown: thread_shown(p) not in (None, was), 10)
+            shown = thread_shown(p) if p else None
+        check(p is not None and shown == "domain 1" and top_self(p) == "Phases.phase_b",
+              "%s: key t steps on to domain 1, where phase_b is on top" % what,
+              "\n".join(view(p) if p else t.pane()[:3]))
         t.keys("a", "w")
         p = t.wait(lambda p: len(view(p)) > 1 and "last 5 s  all threads" in view(p)[1], 10)
         check(p is not None, "%s: keys a and w: all threads, a 5 s window" % what, "\n".join(t.pane()[:3]))

@@ -90,7 +90,9 @@ struct top {
     char err[512];      /* the last load's failure, shown in the view */
     uint8_t *gc_class;  /* per stack of p: flamme_gc_class + 1, 0 = not yet */
     uint64_t interval_ns; /* between refreshes: 1 s, more for big profiles */
-    int writer_gone;    /* FILE mode: the profile is incomplete and its pid is gone */
+    int writer_gone;    /* FILE mode: the profile is incomplete, its writer gone */
+    int not_held;       /* refreshes in a row that found no process holding it */
+    int once;           /* --once: one table */
     int rows, cols;
 };
 
@@ -252,7 +254,7 @@ static void run_state(const struct top *t, char *buf, size_t len)
     } else if (t->have && t->p.complete)
         snprintf(buf, len, "profile complete");
     else if (t->writer_gone)
-        snprintf(buf, len, "incomplete, its process (pid %u) is gone", (unsigned)t->p.hdr.pid);
+        snprintf(buf, len, "incomplete, no process writes it (pid %u)", (unsigned)t->p.hdr.pid);
     else
         snprintf(buf, len, "running");
 }
@@ -500,6 +502,30 @@ static void poll_child(struct top *t)
     }
 }
 
+/* 1 if process pid may still write path: it has it open, or it lives and
+ * its descriptors cannot be read (another user's); 0 if it is gone or does
+ * not have the file open (a header's pid from elsewhere, or reused). */
+static int writer_holds(uint32_t pid, const char *path)
+{
+    struct stat want;
+    char dir[64];
+    if (!pid || pid > INT32_MAX || stat(path, &want) != 0)
+        return 0;
+    snprintf(dir, sizeof dir, "/proc/%u/fd", (unsigned)pid);
+    DIR *d = opendir(dir);
+    if (!d)
+        return errno == EACCES && kill((pid_t)pid, 0) == 0;
+    int held = 0;
+    struct dirent *e;
+    while (!held && (e = readdir(d))) {
+        struct stat st;
+        if (e->d_name[0] != '.' && fstatat(dirfd(d), e->d_name, &st, 0) == 0)
+            held = st.st_dev == want.st_dev && st.st_ino == want.st_ino;
+    }
+    closedir(d);
+    return held;
+}
+
 /* A refresh: the child's state first, so the load after its end sees the
  * whole file. */
 static void refresh(struct top *t)
@@ -507,10 +533,13 @@ static void refresh(struct top *t)
     poll_child(t);
     if (!t->paused || !t->have)
         reload(t);
-    /* A profile whose writer was killed (SIGKILL) never completes: when its
-     * process is gone, nothing more will come. */
-    if (!t->child && t->have && !t->p.complete && !t->paused)
-        t->writer_gone = t->p.hdr.pid && kill((pid_t)t->p.hdr.pid, 0) != 0 && errno == ESRCH;
+    /* A profile whose writer was killed (SIGKILL) never completes: when no
+     * process holds it open, nothing more will come. */
+    if (!t->child && t->have && !t->p.complete && !t->paused) {
+        /* twice in a row: the agent may be reopening it (agent/fds.c) */
+        t->not_held = writer_holds(t->p.hdr.pid, t->path) ? 0 : t->not_held + 1;
+        t->writer_gone = t->not_held >= (t->once ? 1 : 2);
+    }
 }
 
 /* The interactive view until q, Ctrl-C or a termination signal. Returns 0,
@@ -572,16 +601,28 @@ static int run_tty(struct top *t)
     return rc;
 }
 
-/* One plain table to stdout. Returns 0, or 1 or 2 after one line. */
+/* One plain table to stdout, written only when whole. Returns 0, or 1 or 2
+ * after one line. */
 static int print_plain(struct top *t)
 {
-    int r = render(t, stdout, 0);
-    putchar('\n');
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *m = open_memstream(&buf, &len);
+    int r = m ? render(t, m, 0) : -1;
+    if (m && fclose(m) != 0 && r == 0)
+        r = -1;
+    if (r == 0) {
+        fwrite(buf, 1, len, stdout);
+        putchar('\n');
+    }
+    free(buf);
+    if (r != 0)
+        return flamme_collapse_error("top", t->path, r);
     if (fflush(stdout) != 0) {
         fprintf(stderr, "flamme top: write error on stdout\n");
         return 1;
     }
-    return r != 0 ? flamme_collapse_error("top", t->path, r) : 0;
+    return 0;
 }
 
 /* Plain mode: a table per second until the program ends (CMD), the profile
@@ -643,7 +684,7 @@ int flamme_cmd_top(int argc, char **argv)
             usage(stdout);
             return 0;
         } else if (!strcmp(a, "--once")) {
-            once = 1;
+            once = t.once = 1;
         } else if (!strcmp(a, "--window")) {
             char *end;
             double w = v ? strtod(v, &end) : 0;

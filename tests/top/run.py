@@ -18,7 +18,7 @@ with both 5.3.0 compilers (fp, nofp). What a user checks:
 * stdout not a terminal: one plain table per second naming the same
   functions in the same order of phases, the program's own output and
   status kept; `flamme top FILE` follows a profile being written until it
-  is complete; `--once --window all` on a finished profile has the top
+  is complete, or until no process holds it (its program killed); `--once --window all` on a finished profile has the top
   functions of `flamme report`, with the same shares;
 * bad input (missing file, not a profile, unknown option, bad --sort):
   one line on stderr, exit status 2.
@@ -285,6 +285,33 @@ def test_file(flamme, exe, work, comp):
           "top %s\nreport %s" % (rows[:k], rrows[:k]))
 
 
+def test_killed(flamme, build, exe, work):
+    """A profile whose program dies of SIGKILL never gets its end record: the
+    plain view of it ends once no process holds the file, and says so."""
+    out = os.path.join(work, "killed.flm")
+    prog = subprocess.Popen([exe, "30"], stdout=subprocess.DEVNULL, env=clean_env(
+        {"LD_PRELOAD": os.path.join(build, "libflamme.so"), "FLAMME_OUTPUT": out, "FLAMME_QUIET": "1"}))
+    end = time.monotonic() + 30
+    while not os.path.exists(out) and time.monotonic() < end:
+        time.sleep(0.05)
+    top = subprocess.Popen([flamme, "top", "--window", "all", out], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                           text=True)
+    time.sleep(2)
+    prog.kill()
+    prog.wait()
+    try:
+        so, se = top.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        top.kill()
+        so, se = top.communicate()
+    tables = split_tables(so)
+    last = parse_table(tables[-1]) if tables else ("", "", [])
+    check(top.returncode == 0 and "no process writes it" in last[0] and last[2] and
+          last[2][0][2] == "Phases.phase_a",
+          "killed program: the view of its profile ends, says no process writes it, shows phase_a",
+          "rc %s stderr %r last %r" % (top.returncode, se, last))
+
+
 def test_bad(flamme, work):
     notprof = os.path.join(work, "notes.txt")
     with open(notprof, "w") as f:
@@ -317,6 +344,7 @@ def main():
     work = tempfile.mkdtemp(prefix="flamme-top-")
     try:
         test_bad(flamme, work)
+        test_killed(flamme, build, os.path.join(build, "top", "fp", "phases.exe"), work)
         for comp in ("fp", "nofp"):
             exe = os.path.join(build, "top", comp, "phases.exe")
             d = os.path.join(work, comp)

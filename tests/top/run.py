@@ -14,7 +14,8 @@ with both 5.3.0 compilers (fp, nofp). What a user checks:
   t again the next ones up to domain 1 (phase_b on top), a all of them, w
   another window; q closes the view and the
   terminal is as before (normal screen, cursor shown, the same stty
-  settings), and the shell gets the program's exit status;
+  settings), and the shell gets the program's exit status; Ctrl-C ends the
+  program as without flamme (status 130) and restores the terminal too;
 * stdout not a terminal: one plain table per second naming the same
   functions in the same order of phases, the program's own output and
   status kept; `flamme top FILE` follows a profile being written until it
@@ -222,12 +223,31 @@ def test_tty(flamme, exe, work, comp):
             os.path.join(work, "stty.before")) else "?"
         after = open(os.path.join(work, "stty.after")).read() if os.path.exists(
             os.path.join(work, "stty.after")) else "!"
-        print("   %s: pane after q: %r" % (what, p))
         check(p is not None and "TOP-RC=3" in p and "BEFORE-TOP" in p and not view(p) and alt == "0" and
               cursor == "1" and before == after,
               "%s: q quits; the terminal is restored (screen, cursor, stty) and the status is the program's"
               % what, "alt %s cursor %s stty %s/%s pane:\n%s" % (alt, cursor, before.strip(), after.strip(),
                                                                "\n".join(p or t.pane())))
+    finally:
+        t.kill()
+
+
+def test_ctrl_c(flamme, exe, work):
+    """Ctrl-C in the view: the program gets SIGINT from the terminal as
+    without flamme (its status: 130), the terminal is restored."""
+    t = Tmux("flamme-top-%d-c" % os.getpid(), work)
+    try:
+        t.keys("stty -g > c.before; %s top -- %s 30; echo TOP-RC=$?; stty -g > c.after" % (flamme, exe), "Enter")
+        p = t.wait(lambda p: top_self(p) is not None, 30)
+        t.keys("C-c")
+        q = t.wait(lambda p: any(ln.startswith("TOP-RC=") for ln in p), 30)
+        time.sleep(0.3)
+        same = [open(os.path.join(work, f)).read() if os.path.exists(os.path.join(work, f)) else f
+                for f in ("c.before", "c.after")]
+        check(p is not None and q is not None and "TOP-RC=130" in q and not view(q) and
+              t.fmt("#{alternate_on}") == "0" and t.fmt("#{cursor_flag}") == "1" and same[0] == same[1],
+              "Ctrl-C: the program ends of SIGINT (status 130), the terminal is restored",
+              "\n".join(q or t.pane()))
     finally:
         t.kill()
 
@@ -345,6 +365,7 @@ def main():
     try:
         test_bad(flamme, work)
         test_killed(flamme, build, os.path.join(build, "top", "fp", "phases.exe"), work)
+        test_ctrl_c(flamme, os.path.join(build, "top", "nofp", "phases.exe"), work)
         for comp in ("fp", "nofp"):
             exe = os.path.join(build, "top", comp, "phases.exe")
             d = os.path.join(work, comp)

@@ -211,6 +211,18 @@ static void flamme_sigprof(int sig, siginfo_t *si, void *ucv)
         errno = saved_errno;
         return;
     }
+    /* The thread is arming its own engine (agent/threads.c): the period is
+     * the program's CPU time, but the stack flamme's; it goes to the
+     * thread's next sample. */
+    if (s->self_arming) {
+        s->arming_carry += weight;
+        errno = saved_errno;
+        return;
+    }
+    if (s->arming_carry) {
+        weight += s->arming_carry;
+        s->arming_carry = 0;
+    }
     /* The thread was writing an allocation into the ring (agent/alloc.c):
      * the period was flamme's own time, and the ring is not ours now. */
     if (atomic_load_explicit(&s->ring_busy, memory_order_relaxed)) {

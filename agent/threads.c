@@ -134,7 +134,20 @@ static void arm_locked(struct flamme_slot *s)
             if (atomic_compare_exchange_weak(&s->in_call, &v, 2))
                 return; /* armed by the writer once the call is over */
     }
-    if (flamme_engine_arm(s) != 0 && !warned) {
+    int self = s == tls_slot;
+    if (self) {
+        s->self_arming = 1;
+        /* Pairs with the handler's read of self_arming on this thread: the
+         * flag is set before the engine can fire. */
+        atomic_signal_fence(memory_order_seq_cst);
+    }
+    int armed = flamme_engine_arm(s);
+    if (self) {
+        /* Pairs with the same read: arming is over before the flag clears. */
+        atomic_signal_fence(memory_order_seq_cst);
+        s->self_arming = 0;
+    }
+    if (armed != 0 && !warned) {
         warned = 1;
         flamme_agent_warn(1, "cannot start the %s engine on thread %d: %s", flamme_engine_name(),
                           (int)s->tid, strerror(errno));

@@ -68,6 +68,12 @@ struct flamme_slot {
     /* The thread itself writes its ring in normal context (agent/alloc.c):
      * its handler takes no sample meanwhile (relaxed + signal fences: the
      * handler runs on this thread only). */
+    /* Set by the thread itself while it arms its own engine; its handler
+     * then takes no sample (the stack would be flamme's arming code, the
+     * first overflow falling in the ioctl that enables it) and keeps the
+     * weight in arming_carry for the thread's next sample. */
+    volatile sig_atomic_t self_arming;
+    unsigned arming_carry; /* handler-private */
     _Atomic int ring_busy;
     _Atomic uint64_t ring_busy_skipped; /* handler: samples skipped for it (statistics) */
     uintptr_t stack_lo, stack_hi; /* the thread's system stack */

@@ -1,15 +1,16 @@
 # mk/render.mk — `flamme svg`, the flame graph renderer (owner: tools/svg.c,
-# tools/folded.[ch], tools/flamegraph.[ch], tools/flamegraph.js, tests/render/,
+# tools/folded.[ch], tools/flamegraph.[ch], tools/fg_*.[ch], tools/flamegraph.js, tests/render/,
 # bench/render*). Targets: render-test (part of make test), bench-render.
-TOOL_SRCS += tools/svg.c tools/folded.c tools/flamegraph.c
+TOOL_SRCS += tools/svg.c tools/folded.c tools/flamegraph.c tools/fg_layout.c tools/fg_palette.c \
+             tools/fg_nameattr.c tools/fg_svg.c
 UNIT_TESTS += $(wildcard tests/unit/test_folded*.c tests/unit/test_flamegraph*.c)
 
 # The viewer's JavaScript is kept as a plain .js file and turned into a C
-# string literal that tools/flamegraph.c includes.
+# string literal that tools/fg_svg.c includes.
 $(BUILD)/gen/flamegraph_js.inc: tools/flamegraph.js
 	@mkdir -p $(dir $@)
 	sed -e 's/\\/\\\\/g' -e 's/"/\\"/g' -e 's/^/"/' -e 's/$$/\\n"/' $< > $@.tmp && mv $@.tmp $@
-$(BUILD)/tool/tools/flamegraph.o: $(BUILD)/gen/flamegraph_js.inc
+$(BUILD)/tool/tools/fg_svg.o: $(BUILD)/gen/flamegraph_js.inc
 
 .PHONY: render-test bench-render
 render-test: $(BUILD)/flamme

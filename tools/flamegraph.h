@@ -1,12 +1,14 @@
 /*
  * tools/flamegraph.h — flame graph layout and the interactive SVG writer.
  *
- * Owns: merging parsed folded stacks into a tree (sorted by frame names, or
- * in input order for a flame chart), pruning frames narrower than minwidth
- * into one grey "…" frame per parent, colours (flamegraph.pl palettes plus
- * "ocaml"), per-function attributes (--nameattr), and the self-contained SVG
- * with its embedded JavaScript (zoom, search, tooltips, URL state, thread
- * selector).
+ * Owns: the renderer's interface: options, merging parsed folded stacks into
+ * a tree (sorted by frame names, or in input order for a flame chart),
+ * pruning frames narrower than minwidth into one grey "…" frame per parent,
+ * colours (flamegraph.pl palettes plus "ocaml"), per-function attributes
+ * (--nameattr), and the self-contained SVG with its embedded JavaScript
+ * (zoom, search, tooltips, URL state, thread selector). flamegraph.c runs
+ * the parts: fg_layout.c, fg_palette.c, fg_nameattr.c, fg_svg.c (they share
+ * tools/fg_internal.h).
  * Called by: `flamme svg` (tools/svg.c) and unit tests; single thread.
  * Memory: the input stacks plus O(max depth + frames drawn); the full merged
  * tree is never built, so output and memory stay bounded by what is visible.

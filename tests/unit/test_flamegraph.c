@@ -1,5 +1,5 @@
 /*
- * tests/unit/test_flamegraph.c — flame graph layout (tools/flamegraph.c) and
+ * tests/unit/test_flamegraph.c — flame graph layout (tools/flamegraph.c, tools/fg_*.c) and
  * `flamme svg` on a real profile file (with and without --threads).
  */
 #include <fcntl.h>

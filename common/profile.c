@@ -10,12 +10,21 @@
  * (flamme_profile_load: reads the whole file, decodes every intact chunk).
  * Context: ordinary threads; allocates; nothing is async-signal-safe.
  *
+ * Since 2.0 the writer keeps a prefix tree of the stacks it was given
+ * ((parent node, frame) -> node) and writes only the nodes a new stack adds
+ * (STACK_NODES), and buffers samples into runs coded against the previous
+ * sample (SAMPLES): both batches are closed into records before any other
+ * record and at each flush, so every id is still defined before its use.
+ * The reader reads 1.x files (STACK, SAMPLE) and 2.x ones alike and builds
+ * whole stacks only for the nodes that samples or ALLOCs name.
+ *
  * The loader treats the file as hostile: every length is checked against the
  * bytes that remain before it is used, ids must be dense and defined before
  * use, and decoding stops at the first damaged chunk (p->truncated).
  */
 #include "common/profile.h"
 #include "common/hash.h"
+#include "writer/dedup.h" /* the writer's interning table serves the prefix tree */
 
 #include <errno.h>
 #include <fcntl.h>
@@ -119,6 +128,47 @@ static void encode_header(uint8_t *b, const struct flamme_header *hdr)
 
 /* -------------------------------------------------------------- writer */
 
+/* A growable byte buffer (the writer's open STACK_NODES / SAMPLES bodies). */
+struct bbuf {
+    uint8_t *b;
+    size_t len, cap;
+};
+
+/* Makes room for need more bytes. Returns 0 / -1 (ENOMEM). */
+static int bb_reserve(struct bbuf *bb, size_t need)
+{
+    if (bb->cap - bb->len >= need)
+        return 0;
+    size_t cap = bb->cap ? bb->cap : 4096;
+    while (cap - bb->len < need)
+        cap *= 2;
+    uint8_t *n = realloc(bb->b, cap);
+    if (!n)
+        return -1;
+    bb->b = n;
+    bb->cap = cap;
+    return 0;
+}
+
+/* Appends v as a varint (room for 10 bytes must have been reserved). */
+static void bb_varint(struct bbuf *bb, uint64_t v)
+{
+    while (v >= 0x80) {
+        bb->b[bb->len++] = (uint8_t)(v | 0x80);
+        v >>= 7;
+    }
+    bb->b[bb->len++] = (uint8_t)v;
+}
+
+static uint64_t zigzag(uint64_t v)
+{
+    return v << 1 ^ (uint64_t)-(int64_t)(v >> 63);
+}
+
+/* A SAMPLES or STACK_NODES body is closed into its record past this size:
+ * records stay small next to the chunk, and a killed program loses little. */
+#define BATCH_MAX (64u << 10)
+
 struct flamme_pw {
     int fd;
     int failed;        /* sticky: any error makes every later call fail */
@@ -129,6 +179,17 @@ struct flamme_pw {
     z_stream zs;       /* reused across chunks (deflateReset) */
     int zs_ready;
     int (*guard)(int *fd); /* see flamme_pw_set_guard, or NULL */
+    uint64_t start_ns;     /* the header's start_monotonic_ns: SAMPLES' first time base */
+    flamme_dedup *tree;    /* the prefix tree: (parent << 32 | frame) -> node - 1 */
+    uint32_t nnodes;       /* nodes defined (node 0 included) */
+    uint32_t *smap;        /* the caller's stack id -> node (UINT32_MAX: none) */
+    size_t smap_cap;
+    struct bbuf nodes;     /* open STACK_NODES: its nodes (up, frame) */
+    uint32_t nodes_first, nodes_count;
+    struct bbuf samples;   /* open SAMPLES body */
+    uint32_t s_tid, s_serial, s_flags; /* the run's previous sample */
+    int32_t s_domain;
+    uint64_t s_time;
 };
 
 void flamme_pw_set_guard(flamme_pw *w, int (*guard)(int *fd))
@@ -143,17 +204,23 @@ flamme_pw *flamme_pw_open(int fd, const struct flamme_header *hdr)
     if (!w)
         return NULL;
     w->fd = fd;
-    if (deflateInit(&w->zs, ZLEVEL) != Z_OK) {
+    if (!(w->tree = flamme_dedup_new()) || deflateInit(&w->zs, ZLEVEL) != Z_OK) {
+        flamme_dedup_free(w->tree);
         free(w);
         errno = ENOMEM;
         return NULL;
     }
     w->zs_ready = 1;
+    w->start_ns = hdr->start_monotonic_ns;
+    w->nnodes = 1;
+    w->s_domain = -1;
+    w->s_time = w->start_ns;
     uint8_t b[FLAMME_HEADER_SIZE];
     encode_header(b, hdr);
     if (write_all(fd, b, sizeof b) < 0) {
         int e = errno;
         deflateEnd(&w->zs);
+        flamme_dedup_free(w->tree);
         free(w);
         errno = e;
         return NULL;
@@ -163,8 +230,10 @@ flamme_pw *flamme_pw_open(int fd, const struct flamme_header *hdr)
 
 size_t flamme_pw_pending(const flamme_pw *w)
 {
-    return w->raw_len;
+    return w->raw_len + w->nodes.len + w->samples.len;
 }
+
+static int flush_chunk(flamme_pw *w);
 
 /* Makes room for need more payload bytes. Returns 0 / -1 (ENOMEM). */
 static int reserve(flamme_pw *w, size_t need)
@@ -186,7 +255,7 @@ static int reserve(flamme_pw *w, size_t need)
  * goes, or NULL (writer now failed) on error or an oversized body. Flushes
  * the chunk first when the record would push it past the auto-flush size, so
  * records never straddle chunks and chunks stay under MAX_CHUNK_RAW. */
-static uint8_t *rec_begin(flamme_pw *w, uint8_t type, size_t body_len)
+static uint8_t *rec_open(flamme_pw *w, uint8_t type, size_t body_len)
 {
     if (w->failed)
         return NULL;
@@ -196,7 +265,7 @@ static uint8_t *rec_begin(flamme_pw *w, uint8_t type, size_t body_len)
         return NULL;
     }
     if (w->raw_len > 0 && w->raw_len + REC_HDR_SIZE + body_len > AUTO_FLUSH_RAW &&
-        flamme_pw_flush(w) < 0)
+        flush_chunk(w) < 0)
         return NULL;
     if (reserve(w, REC_HDR_SIZE + body_len) < 0) {
         w->failed = 1;
@@ -207,6 +276,53 @@ static uint8_t *rec_begin(flamme_pw *w, uint8_t type, size_t body_len)
     put_u32(p + 1, (uint32_t)body_len);
     w->raw_len += REC_HDR_SIZE + body_len;
     return p + REC_HDR_SIZE;
+}
+
+/* Writes the open STACK_NODES as a record (no-op when empty). 0 / -1. */
+static int close_nodes(flamme_pw *w)
+{
+    if (w->nodes_count == 0)
+        return 0;
+    uint8_t head[20];
+    struct bbuf h = { head, 0, sizeof head };
+    bb_varint(&h, w->nodes_first);
+    bb_varint(&h, w->nodes_count);
+    uint8_t *p = rec_open(w, FLAMME_REC_STACK_NODES, h.len + w->nodes.len);
+    if (!p)
+        return -1;
+    memcpy(p, head, h.len);
+    memcpy(p + h.len, w->nodes.b, w->nodes.len);
+    w->nodes.len = 0;
+    w->nodes_count = 0;
+    return 0;
+}
+
+/* Writes the open STACK_NODES, then the open SAMPLES (whose samples may
+ * name those nodes) as records, and starts a new run. 0 / -1. */
+static int close_batches(flamme_pw *w)
+{
+    if (close_nodes(w) < 0)
+        return -1;
+    if (w->samples.len == 0)
+        return 0;
+    uint8_t *p = rec_open(w, FLAMME_REC_SAMPLES, w->samples.len);
+    if (!p)
+        return -1;
+    memcpy(p, w->samples.b, w->samples.len);
+    w->samples.len = 0;
+    w->s_tid = w->s_serial = w->s_flags = 0;
+    w->s_domain = -1;
+    w->s_time = w->start_ns;
+    return 0;
+}
+
+/* rec_open for every record but the batched ones: the open batches go
+ * first, so the record comes after every definition written before it. */
+static uint8_t *rec_begin(flamme_pw *w, uint8_t type, size_t body_len)
+{
+    if (w->failed || close_batches(w) < 0)
+        return NULL;
+    return rec_open(w, type, body_len);
 }
 
 /* Appends a str (u32 len + bytes) at p; returns the byte after it. */
@@ -329,22 +445,68 @@ int flamme_pw_segment(flamme_pw *w, uint32_t seq, uint64_t from_ns, uint64_t unt
     return 0;
 }
 
+/* The node (parent, frame), defined (into the open STACK_NODES) if new.
+ * Node ids are the tree's interning ids + 1 (node 0, the empty stack, is
+ * nobody's child). Returns UINT32_MAX on allocation failure or when the
+ * ids run out. */
+static uint32_t node_child(flamme_pw *w, uint32_t parent, uint32_t frame)
+{
+    int is_new;
+    uint32_t id = flamme_dedup_frame(w->tree, (uint64_t)parent << 32 | frame, &is_new);
+    if (id >= UINT32_MAX - 1)
+        return UINT32_MAX;
+    if (!is_new)
+        return id + 1;
+    if (bb_reserve(&w->nodes, 20) < 0)
+        return UINT32_MAX; /* w fails: the tree's id is never written */
+    uint32_t node = w->nnodes++;
+    if (w->nodes_count == 0)
+        w->nodes_first = node;
+    w->nodes_count++;
+    bb_varint(&w->nodes, node - parent);
+    bb_varint(&w->nodes, frame);
+    return node;
+}
+
+/* The node the caller's stack id stands for; UINT32_MAX when it never
+ * defined it (written as is: the reader ignores what names no node). */
+static uint32_t node_of(const flamme_pw *w, uint32_t stack_id)
+{
+    return stack_id < w->smap_cap ? w->smap[stack_id] : UINT32_MAX;
+}
+
 int flamme_pw_stack(flamme_pw *w, uint32_t stack_id, uint32_t n, const uint32_t *frame_ids)
 {
-    if ((uint64_t)n * 4 + 8 > MAX_BODY) {
+    if (w->failed)
+        return -1;
+    if (n > FLAMME_MAX_STACK_FRAMES || stack_id == UINT32_MAX) {
         w->failed = 1;
         errno = EINVAL;
         return -1;
     }
-    uint8_t *p = rec_begin(w, FLAMME_REC_STACK, 8 + (size_t)n * 4);
-    if (!p)
+    if (stack_id >= w->smap_cap) {
+        size_t cap = w->smap_cap ? w->smap_cap : 1024;
+        while (cap <= stack_id)
+            cap *= 2;
+        uint32_t *m = realloc(w->smap, cap * sizeof *m);
+        if (!m)
+            goto fail;
+        memset(m + w->smap_cap, 0xff, (cap - w->smap_cap) * sizeof *m);
+        w->smap = m;
+        w->smap_cap = cap;
+    }
+    uint32_t node = 0; /* from the root-most frame down to the leaf */
+    for (uint32_t i = n; i-- > 0;)
+        if ((node = node_child(w, node, frame_ids[i])) == UINT32_MAX)
+            goto fail;
+    w->smap[stack_id] = node;
+    if (w->nodes.len >= BATCH_MAX && close_nodes(w) < 0)
         return -1;
-    put_u32(p, stack_id);
-    put_u32(p + 4, n);
-    p += 8;
-    for (uint32_t i = 0; i < n; i++, p += 4)
-        put_u32(p, frame_ids[i]);
     return 0;
+fail:
+    w->failed = 1;
+    errno = ENOMEM;
+    return -1;
 }
 
 int flamme_pw_sample(flamme_pw *w, uint32_t stack_id, uint32_t tid, uint32_t weight,
@@ -356,17 +518,35 @@ int flamme_pw_sample(flamme_pw *w, uint32_t stack_id, uint32_t tid, uint32_t wei
 int flamme_pw_sample_serial(flamme_pw *w, uint32_t stack_id, uint32_t tid, uint32_t serial,
                             uint32_t weight, int32_t domain, uint32_t flags, uint64_t time_ns)
 {
-    uint8_t *p = rec_begin(w, FLAMME_REC_SAMPLE, 32);
-    if (!p)
+    if (w->failed)
         return -1;
-    put_u32(p, stack_id);
-    put_u32(p + 4, tid);
-    put_u32(p + 8, weight);
-    put_u32(p + 12, (uint32_t)domain);
-    put_u32(p + 16, flags);
-    put_u64(p + 20, time_ns);
-    put_u32(p + 28, serial);
-    return 0;
+    struct bbuf *b = &w->samples;
+    if (bb_reserve(b, 1 + 6 * 10) < 0) {
+        w->failed = 1;
+        return -1;
+    }
+    uint8_t tag = (tid != w->s_tid || serial != w->s_serial ? 0x1 : 0) |
+                  (domain != w->s_domain ? 0x2 : 0) | (flags != w->s_flags ? 0x4 : 0) |
+                  (weight != 1 ? 0x8 : 0);
+    b->b[b->len++] = tag;
+    if (tag & 0x1) {
+        bb_varint(b, tid);
+        bb_varint(b, serial);
+    }
+    if (tag & 0x2)
+        bb_varint(b, zigzag((uint64_t)(int64_t)domain));
+    if (tag & 0x4)
+        bb_varint(b, flags);
+    if (tag & 0x8)
+        bb_varint(b, weight);
+    bb_varint(b, node_of(w, stack_id));
+    bb_varint(b, zigzag(time_ns - w->s_time));
+    w->s_tid = tid;
+    w->s_serial = serial;
+    w->s_domain = domain;
+    w->s_flags = flags;
+    w->s_time = time_ns;
+    return b->len >= BATCH_MAX ? close_batches(w) : 0;
 }
 
 int flamme_pw_lost(flamme_pw *w, uint32_t tid, uint64_t count)
@@ -400,7 +580,7 @@ int flamme_pw_alloc(flamme_pw *w, const struct flamme_alloc *a)
         return -1;
     uint64_t rate_bits;
     memcpy(&rate_bits, &a->rate, 8);
-    put_u32(p, a->stack_id);
+    put_u32(p, node_of(w, a->stack_id));
     put_u32(p + 4, a->tid);
     put_u32(p + 8, a->serial);
     put_u32(p + 12, (uint32_t)a->domain);
@@ -427,6 +607,14 @@ int flamme_pw_alloc_event(flamme_pw *w, uint64_t id, uint8_t event, uint64_t tim
 }
 
 int flamme_pw_flush(flamme_pw *w)
+{
+    if (w->failed || close_batches(w) < 0)
+        return -1;
+    return flush_chunk(w);
+}
+
+/* Compresses and writes the open chunk as it stands. 0 / -1. */
+static int flush_chunk(flamme_pw *w)
 {
     if (w->failed)
         return -1;
@@ -495,6 +683,10 @@ int flamme_pw_close(flamme_pw *w, uint64_t samples, uint64_t lost, uint64_t end_
         deflateEnd(&w->zs);
     free(w->raw);
     free(w->out);
+    flamme_dedup_free(w->tree);
+    free(w->smap);
+    free(w->nodes.b);
+    free(w->samples.b);
     free(w);
     return rc;
 }
@@ -520,6 +712,12 @@ static int grow(void **arr, size_t *cap, size_t n, size_t elem)
     return 0;
 }
 
+/* A stack node of a 2.x file: (parent, frame), its depth, and the stack
+ * of the profile it became once a sample or ALLOC named it. */
+struct lnode {
+    uint32_t parent, frame, depth, stack; /* stack: UINT32_MAX until named */
+};
+
 /* Loader state kept beside the profile while decoding. */
 struct loader {
     struct flamme_profile *p;
@@ -533,6 +731,12 @@ struct loader {
     int have_sample_time;
     int oom;
     const char *limit;      /* set with -3: which limit of profile.h the file broke */
+    uint16_t major;         /* the file's: 1 (STACK, SAMPLE) or 2 (STACK_NODES, SAMPLES) */
+    uint64_t start_ns;      /* header's start_monotonic_ns: SAMPLES' first time base */
+    uint64_t file_len;
+    struct lnode *nodes;    /* 2.x; node 0 (the empty stack) from the start */
+    size_t nnodes, cap_nodes;
+    uint64_t node_frames;   /* frames of the stacks built from nodes, added up */
 };
 
 static size_t tid_hash(uint32_t tid, uint32_t serial, size_t mask)
@@ -618,6 +822,37 @@ static int cur_u64(struct cur *c, uint64_t *v)
     return 0;
 }
 
+/* Reads a varint (at most 10 bytes, fitting a u64). Returns 0 / -1. */
+static int cur_varint(struct cur *c, uint64_t *v)
+{
+    uint64_t x = 0;
+    for (unsigned shift = 0; shift < 70; shift += 7) {
+        uint8_t b;
+        if (cur_u8(c, &b) < 0 || (shift == 63 && b > 1))
+            return -1;
+        x |= (uint64_t)(b & 0x7f) << shift;
+        if (!(b & 0x80)) {
+            *v = x;
+            return 0;
+        }
+    }
+    return -1;
+}
+
+static int cur_varint32(struct cur *c, uint32_t *v)
+{
+    uint64_t x;
+    if (cur_varint(c, &x) < 0 || x > UINT32_MAX)
+        return -1;
+    *v = (uint32_t)x;
+    return 0;
+}
+
+static uint64_t unzigzag(uint64_t v)
+{
+    return v >> 1 ^ (uint64_t)-(int64_t)(v & 1);
+}
+
 /* Reads a str into a new NUL-terminated copy. Returns 0, -1 when the body is
  * too short, -2 on allocation failure. Embedded NULs end the C string early;
  * that is the only lossy case. */
@@ -645,6 +880,127 @@ static void free_file(char *f)
 {
     if (f != no_file)
         free(f);
+}
+
+/* The profile's stack id of 2.x node `node`, building the stack (its frames
+ * up the tree) the first time it is named. Returns 0, 1 when no such node
+ * is defined, -2 on allocation failure, -3 past the frames limit. */
+static int node_stack(struct loader *L, uint64_t node, uint32_t *sid)
+{
+    struct flamme_profile *p = L->p;
+    if (node >= L->nnodes)
+        return 1;
+    struct lnode *nd = &L->nodes[node];
+    if (nd->stack == UINT32_MAX) {
+        uint32_t n = nd->depth;
+        if ((L->node_frames += n) > FLAMME_MAX_STACK_FRAMES_TOTAL(L->file_len)) {
+            L->limit = "stacks of more than 16 Mi + 4096 frames per byte of the file in all";
+            return -3;
+        }
+        if (p->nstacks >= UINT32_MAX - 1)
+            return -2;
+        uint32_t *fr = malloc(n ? (size_t)n * 4 : 1);
+        if (!fr || grow((void **)&p->stacks, &L->cap_stacks, p->nstacks, sizeof *p->stacks) < 0) {
+            free(fr);
+            return -2;
+        }
+        uint64_t x = node;
+        for (uint32_t k = 0; k < n; k++, x = L->nodes[x].parent)
+            fr[k] = L->nodes[x].frame;
+        p->stacks[p->nstacks] = (struct flamme_stack){ n, fr };
+        nd->stack = (uint32_t)p->nstacks++;
+    }
+    *sid = nd->stack;
+    return 0;
+}
+
+/* Adds sample s (its stack already checked): its thread, end_ns.
+ * Returns 0 / -2 (allocation). */
+static int add_sample(struct loader *L, struct flamme_sample *s)
+{
+    struct flamme_profile *p = L->p;
+    size_t ti = thread_index(L, s->tid, s->serial, s->time_ns);
+    if (ti == (size_t)-1)
+        return -2;
+    s->thread = (uint32_t)ti; /* renumbered when threads are sorted */
+    if (grow((void **)&p->samples, &L->cap_samples, p->nsamples, sizeof *p->samples) < 0)
+        return -2;
+    p->samples[p->nsamples++] = *s;
+    if (!p->complete && (!L->have_sample_time || s->time_ns > p->end_ns))
+        p->end_ns = s->time_ns; /* the latest sample, until END says otherwise */
+    L->have_sample_time = 1;
+    return 0;
+}
+
+/* STACK_NODES (2.x): defines nodes first, first + 1, ... Returns 0 (applied,
+ * or ignored as doc/format.md says), -1 malformed, -2, -3. */
+static int apply_nodes(struct loader *L, struct cur c)
+{
+    uint64_t first, count;
+    if (cur_varint(&c, &first) || cur_varint(&c, &count))
+        return -1;
+    if (count > c.left / 2) /* two bytes at least a node */
+        return -1;
+    if (first != L->nnodes) {
+        L->dropped++;
+        return 0;
+    }
+    for (uint64_t i = 0; i < count; i++) {
+        uint64_t up;
+        uint32_t frame;
+        if (cur_varint(&c, &up) || cur_varint32(&c, &frame))
+            return -1;
+        uint64_t id = L->nnodes;
+        if (up == 0 || up > id || frame >= L->p->nframes || id >= UINT32_MAX - 1) {
+            L->dropped++;
+            return 0;
+        }
+        uint32_t depth = L->nodes[id - up].depth + 1;
+        if (depth > FLAMME_MAX_STACK_FRAMES) {
+            L->limit = "a stack of more than 1048576 frames";
+            return -3;
+        }
+        if (grow((void **)&L->nodes, &L->cap_nodes, L->nnodes, sizeof *L->nodes) < 0)
+            return -2;
+        L->nodes[L->nnodes++] = (struct lnode){ (uint32_t)(id - up), frame, depth, UINT32_MAX };
+    }
+    return 0;
+}
+
+/* SAMPLES (2.x): a run of samples, each coded against the one before. */
+static int apply_samples(struct loader *L, struct cur c)
+{
+    struct flamme_sample s = { .domain = -1, .time_ns = L->start_ns };
+    while (c.left > 0) {
+        uint8_t tag;
+        uint64_t node, v;
+        cur_u8(&c, &tag);
+        if (tag & 0xf0)
+            return -1;
+        if ((tag & 0x1) && (cur_varint32(&c, &s.tid) || cur_varint32(&c, &s.serial)))
+            return -1;
+        if (tag & 0x2) {
+            if (cur_varint(&c, &v) || (int64_t)unzigzag(v) != (int32_t)unzigzag(v))
+                return -1;
+            s.domain = (int32_t)unzigzag(v);
+        }
+        if ((tag & 0x4) && cur_varint32(&c, &s.flags))
+            return -1;
+        s.weight = 1;
+        if ((tag & 0x8) && cur_varint32(&c, &s.weight))
+            return -1;
+        if (cur_varint(&c, &node) || cur_varint(&c, &v))
+            return -1;
+        s.time_ns += unzigzag(v);
+        int r = node_stack(L, node, &s.stack_id);
+        if (r < 0)
+            return r;
+        if (r > 0)
+            L->dropped++;
+        else if (add_sample(L, &s) < 0)
+            return -2;
+    }
+    return 0;
 }
 
 /* Decodes one record. Returns 0 (applied or dropped), -1 if the body is too
@@ -760,8 +1116,14 @@ static int apply_record(struct loader *L, uint8_t type, const uint8_t *body, siz
         p->frames[id].line = line;
         return 0;
     }
+    case FLAMME_REC_STACK_NODES:
+        return L->major >= 2 ? apply_nodes(L, c) : 0;
+    case FLAMME_REC_SAMPLES:
+        return L->major >= 2 ? apply_samples(L, c) : 0;
     case FLAMME_REC_STACK: {
         uint32_t id, n;
+        if (L->major >= 2) /* 1.x only: skipped like an unknown record */
+            return 0;
         if (cur_u32(&c, &id) || cur_u32(&c, &n))
             return -1;
         if (n > c.left / 4) /* check before allocating n frames */
@@ -799,6 +1161,8 @@ static int apply_record(struct loader *L, uint8_t type, const uint8_t *body, siz
     case FLAMME_REC_SAMPLE: {
         struct flamme_sample s;
         uint32_t dom;
+        if (L->major >= 2)
+            return 0;
         if (cur_u32(&c, &s.stack_id) || cur_u32(&c, &s.tid) || cur_u32(&c, &s.weight) ||
             cur_u32(&c, &dom) || cur_u32(&c, &s.flags) || cur_u64(&c, &s.time_ns))
             return -1;
@@ -809,17 +1173,7 @@ static int apply_record(struct loader *L, uint8_t type, const uint8_t *body, siz
             L->dropped++;
             return 0;
         }
-        size_t ti = thread_index(L, s.tid, s.serial, s.time_ns);
-        if (ti == (size_t)-1)
-            return -2;
-        s.thread = (uint32_t)ti; /* renumbered when threads are sorted */
-        if (grow((void **)&p->samples, &L->cap_samples, p->nsamples, sizeof *p->samples) < 0)
-            return -2;
-        p->samples[p->nsamples++] = s;
-        if (!p->complete && (!L->have_sample_time || s.time_ns > p->end_ns))
-            p->end_ns = s.time_ns; /* the latest sample, until END says otherwise */
-        L->have_sample_time = 1;
-        return 0;
+        return add_sample(L, &s);
     }
     case FLAMME_REC_LOST: {
         uint32_t tid;
@@ -894,6 +1248,12 @@ static int apply_record(struct loader *L, uint8_t type, const uint8_t *body, siz
             return -1;
         a.domain = (int32_t)dom;
         memcpy(&a.rate, &rate_bits, 8);
+        if (L->major >= 2 && (r = node_stack(L, a.stack_id, &a.stack_id)) != 0) {
+            if (r < 0)
+                return r;
+            L->dropped++;
+            return 0;
+        }
         if (a.stack_id >= p->nstacks) {
             L->dropped++;
             return 0;
@@ -1213,7 +1573,7 @@ int flamme_profile_load(const char *path, struct flamme_profile *p, char *err, s
                     "%s: profile format %u.x is newer than this flamme (%u.x); upgrade flamme",
                     path, (unsigned)major, (unsigned)FLAMME_VERSION_MAJOR);
     }
-    if (major < FLAMME_VERSION_MAJOR) {
+    if (major < FLAMME_VERSION_MAJOR_OLDEST) {
         free(buf);
         return fail(err, errlen, "%s: profile format %u.%u is not supported", path,
                     (unsigned)major, (unsigned)minor);
@@ -1235,9 +1595,20 @@ int flamme_profile_load(const char *path, struct flamme_profile *p, char *err, s
     p->hdr.start_monotonic_ns = get_u64(buf + 32);
     p->hdr.flags = get_u32(buf + 40);
 
-    struct loader L = { .p = p };
+    struct loader L = { .p = p, .major = major, .start_ns = p->hdr.start_monotonic_ns,
+                        .file_len = len };
+    if (major >= 2) { /* node 0, the empty stack */
+        L.nodes = malloc(64 * sizeof *L.nodes);
+        if (!L.nodes) {
+            free(buf);
+            return fail(err, errlen, "%s: out of memory while loading", path);
+        }
+        L.cap_nodes = 64;
+        L.nodes[L.nnodes++] = (struct lnode){ 0, 0, 0, UINT32_MAX };
+    }
     r = decode_chunks(&L, buf, len, hsize);
     free(buf);
+    free(L.nodes);
     free(L.tid_slot);
     free(L.has_thread_rec);
     if (r == 0 && match_alloc_events(&L) != 0)

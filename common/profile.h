@@ -13,6 +13,9 @@
  *                     u32 payload_zlen, u32 crc32(raw payload),
  *                     then payload_zlen bytes of one complete zlib stream.
  *   A raw payload is a sequence of records: u8 type, u32 body_len, body.
+ *   2.x: stacks are a prefix tree of (parent node, frame) nodes and samples
+ *   come in runs of varint, delta-coded samples (STACK_NODES, SAMPLES); the
+ *   writer API still takes whole stacks and maps them to nodes itself.
  *   A truncated file (process killed) decodes up to its last whole chunk.
  */
 #ifndef FLAMME_COMMON_PROFILE_H
@@ -22,10 +25,12 @@
 #include <stdint.h>
 
 #define FLAMME_MAGIC "FLAMMEPF"     /* 8 bytes, no NUL in the file */
-#define FLAMME_VERSION_MAJOR 1
-#define FLAMME_VERSION_MINOR 7 /* 1.1: GC record; 1.2: FRAME_LINE record; 1.3: EXIT record;
+#define FLAMME_VERSION_MAJOR 2
+#define FLAMME_VERSION_MINOR 0 /* 1.1: GC record; 1.2: FRAME_LINE record; 1.3: EXIT record;
                                  1.4: thread serial; 1.5: sample flag KERNEL;
-                                 1.6: SEGMENT record; 1.7: ALLOC, ALLOC_EVENT */
+                                 1.6: SEGMENT record; 1.7: ALLOC, ALLOC_EVENT;
+                                 2.0: STACK_NODES and SAMPLES replace STACK and SAMPLE */
+#define FLAMME_VERSION_MAJOR_OLDEST 1 /* the reader reads every file from 1.0 on */
 #define FLAMME_HEADER_SIZE 64
 #define FLAMME_CHUNK_MAGIC 0x434d4c46u /* "FLMC" as little-endian u32 */
 
@@ -46,8 +51,8 @@ enum flamme_record_type {
     FLAMME_REC_THREAD = 2, /* u32 tid, u8 kind, i32 domain, u64 time_ns, str name, (1.4) u32 serial;
                               re-sent when it changes */
     FLAMME_REC_FRAME = 3,  /* u32 frame_id, u64 addr, u64 offset_in_module, str function, str module */
-    FLAMME_REC_STACK = 4,  /* u32 stack_id, u32 n, u32 frame_id[n] (leaf first) */
-    FLAMME_REC_SAMPLE = 5, /* u32 stack_id, u32 tid, u32 weight, i32 domain, u32 flags, u64 time_ns,
+    FLAMME_REC_STACK = 4,  /* (1.x only) u32 stack_id, u32 n, u32 frame_id[n] (leaf first) */
+    FLAMME_REC_SAMPLE = 5, /* (1.x only) u32 stack_id, u32 tid, u32 weight, i32 domain, u32 flags, u64 time_ns,
                               (1.4) u32 serial */
     FLAMME_REC_LOST = 6,   /* u32 tid, u64 count, (1.4) u32 serial  (samples dropped: ring full) */
     FLAMME_REC_THREAD_END = 7, /* u32 tid, u64 time_ns, (1.4) u32 serial */
@@ -61,6 +66,10 @@ enum flamme_record_type {
                               u64 time_ns, u64 id, u32 n_samples, u64 size_words, u8 heap,
                               u8 source, f64 rate: one sampled allocation (Gc.Memprof) */
     FLAMME_REC_ALLOC_EVENT = 14, /* (1.7) u64 id, u8 event, u64 time_ns: promoted / died */
+    FLAMME_REC_STACK_NODES = 15, /* (2.0) varint first, varint count, count x (varint up,
+                                    varint frame): node first+i = (parent first+i-up, frame) */
+    FLAMME_REC_SAMPLES = 16, /* (2.0) samples: u8 tag, [varint tid, serial], [zvarint domain],
+                                [varint flags], [varint weight], varint node, zvarint dt */
 };
 
 /* ALLOC: where the block was allocated, and why. */
@@ -121,9 +130,15 @@ enum flamme_thread_kind {
  * with one line: such a file was crafted, and would only cost time and memory. */
 #define FLAMME_MAX_STACK_FRAMES 1048576u
 #define FLAMME_MAX_INFLATE(file_bytes) ((64ull << 20) + 256ull * (uint64_t)(file_bytes))
+/* The frames of the distinct stacks samples and ALLOCs name, all added up
+ * (2.x: a prefix tree names deep stacks in a few bytes each); the tools'
+ * own budgets per byte of file are the same. */
+#define FLAMME_MAX_STACK_FRAMES_TOTAL(file_bytes) ((16ull << 20) + 4096ull * (uint64_t)(file_bytes))
 
 /* Frame ids and stack ids are assigned by the writer, dense from 0, and each
- * is defined (FRAME / STACK record) before the first record that uses it. */
+ * is defined (FRAME / STACK record) before the first record that uses it.
+ * The writer maps its callers' stack ids to nodes of its prefix tree (2.x);
+ * the reader gives the stacks samples name dense ids in first-use order. */
 
 /* ---------------------------------------------------------------- writer */
 

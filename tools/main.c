@@ -30,14 +30,15 @@ static void usage(FILE *f)
             "Run `flamme <command> --help` for a command's options.\n");
 }
 
-/* The reader (common/profile.c) takes every minor version of its major
- * (records it does not know are skipped) and rejects other majors. */
+/* The reader (common/profile.c) takes every 1.x file and every minor
+ * version of its major (records it does not know are skipped), and rejects
+ * newer majors. */
 static void version(void)
 {
     printf("flamme %s\n"
            "profile format: writes %d.%d, reads %d.0 to %d.%d and later %d.x files "
            "(records of newer minors are skipped)\n",
-           FLAMME_TOOL_VERSION, FLAMME_VERSION_MAJOR, FLAMME_VERSION_MINOR, FLAMME_VERSION_MAJOR,
+           FLAMME_TOOL_VERSION, FLAMME_VERSION_MAJOR, FLAMME_VERSION_MINOR, FLAMME_VERSION_MAJOR_OLDEST,
            FLAMME_VERSION_MAJOR, FLAMME_VERSION_MINOR, FLAMME_VERSION_MAJOR);
 }
 

@@ -99,3 +99,60 @@ def records(data):
             out.append((t, p[i + 5:i + 5 + n]))
             i += 5 + n
     return out
+
+
+SAMPLES = 16  # 2.0: runs of delta-coded samples (STACK_NODES is 15)
+
+
+def varint(b, i):
+    """(value, next offset) of the LEB128 varint at b[i]."""
+    v = shift = 0
+    while True:
+        c = b[i]
+        i += 1
+        v |= (c & 0x7F) << shift
+        shift += 7
+        if not c & 0x80:
+            return v, i
+
+
+def unzigzag(v):
+    return (v >> 1) ^ -(v & 1)
+
+
+def decode_samples(major, start_mono, recs):
+    """Every sample of a file's records, as (stack, tid, weight, domain,
+    flags, time_ns, serial): SAMPLE records of a 1.x file, SAMPLES of 2.x
+    (stack: a 1.x stack id, or a 2.x node id)."""
+    out = []
+    for t, b in recs:
+        if t == SAMPLE and major == 1:
+            sid, tid, w, dom, fl, tm = struct.unpack_from("<IIIiIQ", b)
+            serial = struct.unpack_from("<I", b, 28)[0] if len(b) >= 32 else 0
+            out.append((sid, tid, w, dom, fl, tm, serial))
+        elif t == SAMPLES and major >= 2:
+            i, tid, serial, dom, fl, tm = 0, 0, 0, -1, 0, start_mono
+            while i < len(b):
+                tag, i = b[i], i + 1
+                if tag & 1:
+                    tid, i = varint(b, i)
+                    serial, i = varint(b, i)
+                if tag & 2:
+                    dom, i = varint(b, i)
+                    dom = unzigzag(dom)
+                if tag & 4:
+                    fl, i = varint(b, i)
+                w = 1
+                if tag & 8:
+                    w, i = varint(b, i)
+                node, i = varint(b, i)
+                dt, i = varint(b, i)
+                tm = (tm + unzigzag(dt)) & (2**64 - 1)
+                out.append((node, tid, w, dom, fl, tm, serial))
+    return out
+
+
+def samples(data):
+    """decode_samples of a whole profile file."""
+    major = struct.unpack_from("<H", data, 8)[0]
+    return decode_samples(major, struct.unpack_from("<Q", data, 32)[0], records(data))

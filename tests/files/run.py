@@ -559,7 +559,7 @@ def recorded_profiles_give_each_thread_a_serial():
     keep_seed(out)
     data = open(out, "rb").read()
     import struct
-    assert struct.unpack_from("<H", data, 10)[0] >= 4
+    assert struct.unpack_from("<HH", data, 8) >= (1, 4)
     recs = prof.records(data)
     serials = {}
     for t, body in recs:
@@ -567,7 +567,7 @@ def recorded_profiles_give_each_thread_a_serial():
             tid = struct.unpack_from("<I", body)[0]
             nlen = struct.unpack_from("<I", body, 17)[0]
             serials.setdefault(struct.unpack_from("<I", body, 21 + nlen)[0], set()).add(tid)
-    samples = [struct.unpack_from("<IIIiIQI", b) for t, b in recs if t == prof.SAMPLE]
+    samples = prof.samples(data)
     assert serials and 0 not in serials and all(len(v) == 1 for v in serials.values()), serials
     assert samples and all(s_[6] in serials and s_[1] in serials[s_[6]] for s_ in samples)
 

@@ -3,7 +3,8 @@
  * input drives the profile reader and every verb, or the folded-text parser.
  *
  * Input: byte 0 chooses the mode: bit 7 folded text, else bit 6 a raw
- * file, else a payload; bits 0-3 the verbs' options (1 --threads or a second
+ * file, else a payload (bit 5: a 1.x file, else the current major); bits
+ * 0-3 the verbs' options (1 --threads or a second
  * svg, 2 --fold-gc, 4 diff --folded, 8 a drawn diff). A payload input has
  * byte 1 = minor version (bits 0-3), chunks - 1 (bits 4-5), last chunk cut
  * short (bits 6-7 both set), then the records. The harness wraps the
@@ -50,11 +51,11 @@ static int write_all(int fd, const void *b, size_t n)
 }
 
 /* Writes header + chunks of payload[0..n) to fd; returns the file size. */
-static size_t write_profile(int fd, uint8_t opts, const uint8_t *payload, size_t n)
+static size_t write_profile(int fd, uint8_t mode, uint8_t opts, const uint8_t *payload, size_t n)
 {
     uint8_t h[FLAMME_HEADER_SIZE] = { 0 };
     memcpy(h, FLAMME_MAGIC, 8);
-    h[8] = FLAMME_VERSION_MAJOR;
+    h[8] = (mode & 0x20) ? FLAMME_VERSION_MAJOR_OLDEST : FLAMME_VERSION_MAJOR;
     h[10] = opts & 0x0f; /* minor 0..15 */
     put32(h + 12, FLAMME_HEADER_SIZE);
     put32(h + 16, 4242);
@@ -144,7 +145,7 @@ int main(int argc, char **argv)
         fbytes = (size_t)n - 1;
         write_all(fd, in + 1, fbytes);
     } else
-        fbytes = write_profile(fd, in[1], in + 2, (size_t)n - 2);
+        fbytes = write_profile(fd, mode, in[1], in + 2, (size_t)n - 2);
     close(fd);
     int err = dup(2); /* for the stats line */
     if (!freopen("/dev/null", "w", stdout) || (!getenv("FLAMME_FUZZ_STDERR") && !freopen("/dev/null", "w", stderr)))

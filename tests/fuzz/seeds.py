@@ -34,8 +34,9 @@ def main():
             data = open(os.path.join(root, name), "rb").read()
             if data[:8] == b"FLAMMEPF":
                 minor = struct.unpack_from("<H", data, 10)[0] & 0x0f
+                old = 0x20 if struct.unpack_from("<H", data, 8)[0] == 1 else 0  # harness: a 1.x file
                 body = payload(data)
-                seeds = [bytes([0, minor]) + body, bytes([13, minor | 0x10]) + body]
+                seeds = [bytes([old, minor]) + body, bytes([13 | old, minor | 0x10]) + body]
                 if len(data) <= 2048:  # raw: header and chunk checks (bombs are too slow)
                     seeds.append(b"\x4d" + data)
             else:

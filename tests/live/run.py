@@ -33,6 +33,9 @@ import shutil
 import struct
 import subprocess
 import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "files"))
+import prof  # noqa: E402  (tests/files/prof.py: the spec's decoding of samples)
 import tempfile
 import zlib
 
@@ -101,12 +104,8 @@ def segment_facts(path):
     """seq, from, until (last SEGMENT record), header, samples [(tid, serial, time, weight)]."""
     hdr, recs = read_records(path)
     seg = [struct.unpack_from("<IQQQ", b) for t, b in recs if t == 12]
-    samples = []
-    for t, b in recs:
-        if t == 5:
-            _sid, tid, w, _dom, _fl, tm = struct.unpack_from("<IIIiIQ", b)
-            serial = struct.unpack_from("<I", b, 28)[0] if len(b) >= 32 else 0
-            samples.append((tid, serial, tm, w))
+    samples = [(tid, serial, tm, w)
+               for _st, tid, w, _dom, _fl, tm, serial in prof.decode_samples(hdr["major"], hdr["mono"], recs)]
     return seg, hdr, samples
 
 

@@ -83,7 +83,7 @@ TEST(gc_records_round_trip)
     struct flamme_profile p;
     char err[256];
     CHECK(flamme_profile_load(prof_path, &p, err, sizeof err) == 0);
-    CHECK(p.hdr.minor == FLAMME_VERSION_MINOR && FLAMME_VERSION_MINOR >= 1);
+    CHECK(p.hdr.major == FLAMME_VERSION_MAJOR && p.hdr.minor == FLAMME_VERSION_MINOR);
     CHECK(p.ngc == 102);
     if (p.ngc == 102) {
         CHECK(p.gc[0].tid == 100 && p.gc[0].domain == 0 && p.gc[0].kind == FLAMME_GC_MINOR);

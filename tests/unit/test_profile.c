@@ -174,6 +174,15 @@ static void b_sample(struct buf *b, uint32_t stack, uint32_t tid, uint64_t t, ui
         b_u8(b, i < 4 ? 0 : 0xee);
 }
 
+static void b_varint(struct buf *b, uint64_t v)
+{
+    while (v >= 0x80) {
+        b_u8(b, (uint8_t)(v | 0x80));
+        v >>= 7;
+    }
+    b_u8(b, (uint8_t)v);
+}
+
 /* ------------------------------------------------------------------ tests */
 
 TEST(round_trip_every_record)
@@ -314,18 +323,19 @@ TEST(many_chunks_and_auto_flush)
         if (i % 1000 == 999)
             CHECK(flamme_pw_flush(w) == 0);
     }
-    for (uint32_t i = 200000; i < 600000; i++)
-        flamme_pw_sample(w, 0, 1, 1, 0, 0, i);
-    CHECK(flamme_pw_close(w, 600000, 0, 0, 3) == 0);
+    /* ~5 bytes each (a thread change every time): past 4 MiB unflushed */
+    for (uint32_t i = 200000; i < 1200000; i++)
+        flamme_pw_sample(w, 0, 1 + i % 3, 1, 0, 0, i);
+    CHECK(flamme_pw_close(w, 1200000, 0, 0, 3) == 0);
     size_t len;
     uint8_t *b = slurp(path, &len);
-    CHECK(chunk_ends(b, len, NULL, 0) > 202);
+    CHECK(chunk_ends(b, len, NULL, 0) >= 202); /* 200 + the writer's own + the last */
     free(b);
 
     struct flamme_profile p;
     char err[512];
     CHECK(flamme_profile_load(path, &p, err, sizeof err) == 0);
-    CHECK(p.nsamples == 600000 && p.complete && !p.truncated);
+    CHECK(p.nsamples == 1200000 && p.complete && !p.truncated);
     int order_ok = 1;
     for (size_t i = 0; i < p.nsamples; i++)
         order_ok &= p.samples[i].time_ns == i;
@@ -462,7 +472,7 @@ TEST(newer_major_rejected)
 {
     snprintf(path, sizeof path, "%s/v2.flamme", dir);
     struct buf b = { 0 }, raw = { 0 };
-    b_header(&b, 2, 3, 64);
+    b_header(&b, FLAMME_VERSION_MAJOR + 1, 3, 64);
     b_frame(&raw, 0, "f");
     b_chunk(&b, &raw);
     spit(path, b.b, b.len);
@@ -470,8 +480,8 @@ TEST(newer_major_rejected)
     char err[512] = "";
     CHECK(flamme_profile_load(path, &p, err, sizeof err) == -1);
     char want[700];
-    snprintf(want, sizeof want,
-             "%s: profile format 2.x is newer than this flamme (1.x); upgrade flamme", path);
+    snprintf(want, sizeof want, "%s: profile format %d.x is newer than this flamme (%d.x); upgrade flamme",
+             path, FLAMME_VERSION_MAJOR + 1, FLAMME_VERSION_MAJOR);
     CHECK_STR(err, want);
     free(b.b);
     free(raw.b);
@@ -1024,6 +1034,157 @@ TEST(merge_allocs_across_segments)
     flamme_profile_free(&p);
 }
 
+/* 2.x: a stack that shares its callers with one already written costs only
+ * its new frames, a sample of a known stack a few bytes, and every field
+ * comes back as written (deltas backwards, extreme values, thread changes). */
+TEST(compact_round_trip)
+{
+    snprintf(path, sizeof path, "%s/compact.flamme", dir);
+    flamme_pw *w = open_writer(path);
+    enum { DEPTH = 5000 };
+    for (uint32_t f = 0; f < 10; f++)
+        CHECK(flamme_pw_frame(w, f, 0x1000 + f, f, "fn", "mod") == 0);
+    static uint32_t st[DEPTH + 1];
+    for (uint32_t i = 0; i < DEPTH + 1; i++) /* leaf first: leaf 0, callers 3..9 */
+        st[i] = i == 0 ? 0 : 3 + i % 7;
+    CHECK(flamme_pw_stack(w, 0, DEPTH + 1, st) == 0);
+    size_t before = flamme_pw_pending(w);
+    st[0] = 1; /* same callers, another leaf: one new node */
+    CHECK(flamme_pw_stack(w, 1, DEPTH + 1, st) == 0);
+    CHECK(flamme_pw_pending(w) - before <= 4);
+    before = flamme_pw_pending(w);
+    CHECK(flamme_pw_stack(w, 2, DEPTH, st + 1) == 0); /* the callers alone: no node at all */
+    CHECK(flamme_pw_pending(w) == before);
+    CHECK(flamme_pw_stack(w, 3, 0, NULL) == 0); /* the empty stack: node 0 */
+    CHECK(flamme_pw_flush(w) == 0);
+    /* 1000 samples of one thread at 999 Hz: a handful of bytes each */
+    before = flamme_pw_pending(w);
+    uint64_t t = 5555555555ull;
+    for (int i = 0; i < 1000; i++)
+        CHECK(flamme_pw_sample_serial(w, (uint32_t)(i & 1), 77, 1, 1, 0, 0, t += 1001001) == 0);
+    size_t per1000 = flamme_pw_pending(w) - before;
+    CHECK(per1000 <= 7000); /* tag, 2-byte node, 3-byte time step */
+    printf("  info: 1000 samples, 6001-frame stacks: %zu bytes before zlib\n", per1000);
+    CHECK(flamme_pw_flush(w) == 0);
+    /* every field, against the previous sample of the run */
+    CHECK(flamme_pw_sample_serial(w, 1, 78, 9, 3, 2, FLAMME_SAMPLE_KERNEL, 100) == 0); /* back in time */
+    CHECK(flamme_pw_sample_serial(w, 3, UINT32_MAX, UINT32_MAX, UINT32_MAX, INT32_MIN, UINT32_MAX,
+                                  UINT64_MAX) == 0);
+    CHECK(flamme_pw_sample_serial(w, 0, 0, 0, 0, INT32_MAX, 0, 0) == 0);
+    CHECK(flamme_pw_sample_serial(w, 9, 1, 1, 1, 0, 0, 1) == 0); /* never defined: dropped */
+    struct flamme_alloc a = { .stack_id = 1, .tid = 78, .serial = 9, .domain = 2, .time_ns = 50,
+                              .id = 1, .n_samples = 1, .size_words = 2, .heap = FLAMME_ALLOC_MINOR,
+                              .rate = 0.5 };
+    CHECK(flamme_pw_alloc(w, &a) == 0);
+    CHECK(flamme_pw_close(w, 1004, 0, 0, 4) == 0);
+
+    struct flamme_profile p;
+    char err[512] = "";
+    CHECK(flamme_profile_load(path, &p, err, sizeof err) == 0);
+    CHECK(p.complete && !p.truncated && p.hdr.major == 2);
+    CHECK(p.nsamples == 1003 && p.nallocs == 1);
+    CHECK(p.nstacks == 3); /* the stacks samples name; the callers alone are a prefix */
+    if (p.nsamples == 1003 && p.nstacks == 3) {
+        uint64_t tt = 5555555555ull;
+        int ok = 1;
+        for (int i = 0; i < 1000; i++) {
+            const struct flamme_sample *x = &p.samples[i];
+            const struct flamme_stack *k = &p.stacks[x->stack_id];
+            ok &= x->tid == 77 && x->serial == 1 && x->weight == 1 && x->domain == 0 && x->flags == 0;
+            ok &= x->time_ns == (tt += 1001001) && k->n == DEPTH + 1 && k->frames[0] == (uint32_t)(i & 1);
+            for (uint32_t j = 1; j <= DEPTH; j++)
+                ok &= k->frames[j] == 3 + j % 7;
+        }
+        CHECK(ok);
+        const struct flamme_sample *x = &p.samples[1000];
+        CHECK(x->tid == 78 && x->serial == 9 && x->weight == 3 && x->domain == 2);
+        CHECK(x->flags == FLAMME_SAMPLE_KERNEL && x->time_ns == 100);
+        CHECK(p.stacks[x->stack_id].frames[0] == 1);
+        x = &p.samples[1001];
+        CHECK(x->tid == UINT32_MAX && x->serial == UINT32_MAX && x->weight == UINT32_MAX);
+        CHECK(x->domain == INT32_MIN && x->flags == UINT32_MAX && x->time_ns == UINT64_MAX);
+        CHECK(p.stacks[x->stack_id].n == 0);
+        x = &p.samples[1002];
+        CHECK(x->tid == 0 && x->serial == 0 && x->weight == 0 && x->domain == INT32_MAX);
+        CHECK(x->flags == 0 && x->time_ns == 0 && p.stacks[x->stack_id].frames[0] == 0);
+        CHECK(p.allocs[0].stack_id == p.samples[1000].stack_id && p.allocs[0].time_ns == 50);
+    }
+    flamme_profile_free(&p);
+}
+
+/* 2.x records that break the rules: gaps, bad parents, undefined frames and
+ * nodes are ignored (and counted); a reserved tag bit or an overlong varint
+ * stops decoding there; 1.x STACK and SAMPLE in a 2.x file are skipped. */
+TEST(compact_hostile_records)
+{
+    snprintf(path, sizeof path, "%s/compact-bad.flamme", dir);
+    struct buf b = { 0 }, raw = { 0 }, body = { 0 };
+    b_header(&b, 2, 0, 64);
+    b_frame(&raw, 0, "root");
+    b_frame(&raw, 1, "leaf");
+    /* nodes 1 = [root], 2 = [leaf; root] */
+    b_varint(&body, 1), b_varint(&body, 2);
+    b_varint(&body, 1), b_varint(&body, 0);
+    b_varint(&body, 1), b_varint(&body, 1);
+    b_rec(&raw, FLAMME_REC_STACK_NODES, (uint32_t)body.len), b_bytes(&raw, body.b, body.len);
+    body.len = 0; /* a gap: ignored */
+    b_varint(&body, 7), b_varint(&body, 1), b_varint(&body, 1), b_varint(&body, 0);
+    b_rec(&raw, FLAMME_REC_STACK_NODES, (uint32_t)body.len), b_bytes(&raw, body.b, body.len);
+    body.len = 0; /* node 3 = [leaf; leaf; root], then up 0: ignored from there */
+    b_varint(&body, 3), b_varint(&body, 3);
+    b_varint(&body, 1), b_varint(&body, 1);
+    b_varint(&body, 0), b_varint(&body, 0);
+    b_varint(&body, 1), b_varint(&body, 0);
+    b_rec(&raw, FLAMME_REC_STACK_NODES, (uint32_t)body.len), b_bytes(&raw, body.b, body.len);
+    body.len = 0; /* node 4 naming frame 5 (undefined): ignored */
+    b_varint(&body, 4), b_varint(&body, 1), b_varint(&body, 1), b_varint(&body, 5);
+    b_rec(&raw, FLAMME_REC_STACK_NODES, (uint32_t)body.len), b_bytes(&raw, body.b, body.len);
+    b_stack1(&raw, 0, 0);          /* 1.x records: skipped in 2.x */
+    b_sample(&raw, 0, 5, 10, 4);
+    body.len = 0; /* samples of nodes 3, 4 (undefined), 2 */
+    b_u8(&body, 0x1), b_varint(&body, 5), b_varint(&body, 1), b_varint(&body, 3), b_varint(&body, 20);
+    b_u8(&body, 0), b_varint(&body, 4), b_varint(&body, 2);
+    b_u8(&body, 0), b_varint(&body, 2), b_varint(&body, 1); /* dt -1 */
+    b_rec(&raw, FLAMME_REC_SAMPLES, (uint32_t)body.len), b_bytes(&raw, body.b, body.len);
+    b_chunk(&b, &raw);
+    raw.len = body.len = 0; /* second chunk: one good sample, then a reserved tag bit */
+    b_u8(&body, 0), b_varint(&body, 1), b_varint(&body, 0);
+    b_u8(&body, 0x10), b_varint(&body, 1), b_varint(&body, 0);
+    b_rec(&raw, FLAMME_REC_SAMPLES, (uint32_t)body.len), b_bytes(&raw, body.b, body.len);
+    b_chunk(&b, &raw);
+    spit(path, b.b, b.len);
+    struct flamme_profile p;
+    char err[512] = "";
+    CHECK(flamme_profile_load(path, &p, err, sizeof err) == 0);
+    CHECK(p.truncated && p.nsamples == 3 && p.nstacks == 3);
+    if (p.nsamples == 3 && p.nstacks == 3) {
+        const struct flamme_stack *k = &p.stacks[p.samples[0].stack_id];
+        CHECK(k->n == 3 && k->frames[0] == 1 && k->frames[1] == 1 && k->frames[2] == 0);
+        CHECK(p.samples[0].tid == 5 && p.samples[0].serial == 1 && p.samples[0].time_ns == 2 + 10);
+        k = &p.stacks[p.samples[1].stack_id];
+        CHECK(k->n == 2 && k->frames[0] == 1 && k->frames[1] == 0 && p.samples[1].time_ns == 12);
+        CHECK(p.samples[1].tid == 5 && p.stacks[p.samples[2].stack_id].n == 1);
+        CHECK(p.samples[2].tid == 0 && p.samples[2].time_ns == 2);
+    }
+    flamme_profile_free(&p);
+    /* an 11-byte varint: the record is malformed */
+    b.len = raw.len = body.len = 0;
+    b_header(&b, 2, 0, 64);
+    b_u8(&body, 0);
+    for (int i = 0; i < 10; i++)
+        b_u8(&body, 0x80);
+    b_u8(&body, 0), b_varint(&body, 0);
+    b_rec(&raw, FLAMME_REC_SAMPLES, (uint32_t)body.len), b_bytes(&raw, body.b, body.len);
+    b_chunk(&b, &raw);
+    spit(path, b.b, b.len);
+    CHECK(flamme_profile_load(path, &p, err, sizeof err) == 0);
+    CHECK(p.truncated && p.nsamples == 0);
+    flamme_profile_free(&p);
+    free(b.b);
+    free(raw.b);
+    free(body.b);
+}
+
 int main(void)
 {
     const char *tmp = getenv("TMPDIR");
@@ -1044,6 +1205,8 @@ int main(void)
     RUN(frame_line_round_trip);
     RUN(exit_round_trip);
     RUN(alloc_round_trip);
+    RUN(compact_round_trip);
+    RUN(compact_hostile_records);
     RUN(fuzzed_payloads_never_crash);
     RUN(write_error_is_sticky);
     RUN(short_writes_and_eintr);

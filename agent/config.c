@@ -5,6 +5,7 @@
 #include "agent/config.h"
 
 #include "agent/budget.h"
+#include "common/outfile.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -69,58 +70,10 @@ static uint64_t env_seconds_ns(const char *name, double lo, double hi)
     return (uint64_t)(v * 1e9 + 0.5);
 }
 
-/* Expands %p (pid), %n (seq, when seq > 0) and %% in pattern into out.
- * Returns 0, or -1 if the result does not fit. */
-static int expand_output(const char *pattern, uint32_t seq, char *out, size_t outlen)
-{
-    size_t o = 0;
-    for (const char *p = pattern; *p; p++) {
-        char tmp[32];
-        const char *add = tmp;
-        if (p[0] == '%' && p[1] == 'p') {
-            snprintf(tmp, sizeof tmp, "%d", (int)getpid());
-            p++;
-        } else if (p[0] == '%' && p[1] == 'n' && seq) {
-            snprintf(tmp, sizeof tmp, "%06u", (unsigned)seq);
-            p++;
-        } else if (p[0] == '%' && p[1] == '%') {
-            tmp[0] = '%', tmp[1] = 0;
-            p++;
-        } else {
-            tmp[0] = *p, tmp[1] = 0;
-        }
-        size_t l = strlen(add);
-        if (o + l + 1 > outlen)
-            return -1;
-        memcpy(out + o, add, l);
-        o += l;
-    }
-    out[o] = 0;
-    return 0;
-}
-
-/* 1 if pattern holds a %n that expand_output replaces. */
-static int has_seq(const char *pattern)
-{
-    for (const char *p = pattern; *p; p++) {
-        if (p[0] == '%' && p[1] == '%')
-            p++;
-        else if (p[0] == '%' && p[1] == 'n')
-            return 1;
-    }
-    return 0;
-}
-
 int flamme_config_segment_path(const struct flamme_config *c, uint32_t seq, char *out,
                                size_t outlen)
 {
-    if (!c->period_ns || has_seq(c->pattern))
-        return expand_output(c->pattern, c->period_ns ? seq : 0, out, outlen);
-    char pat[sizeof c->pattern + 8];
-    size_t l = strlen(c->pattern);
-    int ext = l > 4 && strcmp(c->pattern + l - 4, ".flm") == 0;
-    snprintf(pat, sizeof pat, "%.*s.%%n%s", (int)(ext ? l - 4 : l), c->pattern, ext ? ".flm" : "");
-    return expand_output(pat, seq, out, outlen);
+    return flamme_out_name(c->pattern, (int)getpid(), c->period_ns != 0, seq, out, outlen);
 }
 
 int flamme_config_set_output(struct flamme_config *c, const char *pattern)

@@ -33,6 +33,15 @@ void flamme_out_abort(const char *tmp);
  * (O_CREAT|O_EXCL|O_NOFOLLOW, mode 0600 before the umask). fd or -1/errno. */
 int flamme_out_create_excl(const char *path);
 
+/* The file name a profile pattern gives (FLAMME_OUTPUT, `record -o`): %p is
+ * pid, %% a '%'. For a continuous profile (periodic) segment seq's name: %n
+ * is seq as six digits, or when the pattern has no %n, ".<seq>" goes before
+ * its ".flm" (or at its end). The agent names its files with it and
+ * `flamme record` finds them with it. Returns 0, or -1 if the name does not
+ * fit in outlen. */
+int flamme_out_name(const char *pattern, int pid, int periodic, unsigned seq, char *out,
+                    size_t outlen);
+
 /* stdio forms for the tools: flamme_out_fopen opens PATH as above ("w");
  * flamme_out_fclose closes f and, if ok and every write succeeded, commits
  * (else drops the new file). Return NULL / -1 with errno. */

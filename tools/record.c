@@ -15,6 +15,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "common/outfile.h"
 #include "common/profile.h"
 #include "common/roots.h"
 #include "tools/cmds.h"
@@ -115,16 +116,15 @@ static int summarize(const char *path)
 /* With FLAMME_PERIOD the run wrote segments PATH.NNNNNN.flm (or PATH's
  * name before ".flm"; agent/config.h): one summary for all of them.
  * Returns 0, or -1 if there is none (or they cannot be read). */
-static int summarize_segments(const char *out)
+static int summarize_segments(const char *out, int pid)
 {
-    size_t l = strlen(out), cap = 0, n = 0;
-    int ext = l > 4 && !strcmp(out + l - 4, ".flm");
+    size_t cap = 0, n = 0;
     char **paths = NULL;
     for (unsigned seq = 1;; seq++) {
         char path[PATH_MAX + 32];
         struct stat st;
-        snprintf(path, sizeof path, "%.*s.%06u%s", (int)(ext ? l - 4 : l), out, seq, ext ? ".flm" : "");
-        if (lstat(path, &st) != 0 || !S_ISREG(st.st_mode))
+        if (flamme_out_name(out, pid, 1, seq, path, sizeof path) != 0 || lstat(path, &st) != 0 ||
+            !S_ISREG(st.st_mode))
             break;
         if (n == cap) {
             cap = cap ? 2 * cap : 64;
@@ -351,8 +351,12 @@ int flamme_cmd_record(int argc, char **argv)
         ;
     rc = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
     const char *period = getenv("FLAMME_PERIOD");
-    if (period && *period && summarize_segments(out) == 0)
+    if (period && *period && summarize_segments(out, (int)pid) == 0)
         return rc;
+    /* The name the agent gave the profile (a %p in -o is the child's pid). */
+    char named[PATH_MAX];
+    if (flamme_out_name(out, (int)pid, 0, 0, named, sizeof named) == 0)
+        out = named;
     struct stat st;
     int wrote = lstat(out, &st) == 0 && S_ISREG(st.st_mode);
     if (WIFEXITED(status) && rc == 127 && !wrote)

@@ -274,20 +274,31 @@ def main():
             check_segments(build, lfiles, comp + " Flamme.start ~period", lpid)
         else:
             check(False, "%s: Flamme.start ~period wrote segments" % comp, se)
-    # flamme record --period: one summary line for all the segments.
+    # flamme record --period: one summary line for all the segments, with
+    # or without a %p in -o (the agent's name for them: the child's pid).
     exe = os.path.join(build, "live", "nofp", "phases_main.exe")
-    rdir = os.path.join(work, "record")
+    for name in ("r.flm", "r.%p.flm"):
+        rdir = os.path.join(work, "record-" + name.replace("%", ""))
+        os.makedirs(rdir)
+        p = subprocess.run([os.path.join(build, "flamme"), "record", "--period", str(PERIOD), "-F", str(HZ),
+                            "-o", os.path.join(rdir, name), "--", exe, str(SECS)], capture_output=True,
+                           text=True, timeout=120, env=clean_env({}))
+        rfiles = sorted(glob.glob(os.path.join(rdir, "r.*.flm")))
+        m = re.search(r"^flamme: (\d+) samples, .* wrote (\d+) segments, \S+ \.\. \S+$", p.stderr, re.M)
+        rc, w, st, rep = report_weight(build, rfiles) if rfiles else (1, None, None, "")
+        recs = re.search(r"samples: (\d+) records", rep)
+        check(p.returncode == 0 and m and int(m.group(2)) == len(rfiles) >= 5 and recs and
+              int(m.group(1)) == int(recs.group(1)) and "no profile written" not in p.stderr,
+              "flamme record --period -o %s: one summary line counting every segment" % name, p.stderr)
+    # record -o with %p, not continuous: the summary names the file written.
+    rdir = os.path.join(work, "record-pid")
     os.makedirs(rdir)
-    p = subprocess.run([os.path.join(build, "flamme"), "record", "--period", str(PERIOD), "-F", str(HZ),
-                        "-o", os.path.join(rdir, "r.flm"), "--", exe, str(SECS)], capture_output=True,
+    p = subprocess.run([os.path.join(build, "flamme"), "record", "-F", str(HZ), "-o",
+                        os.path.join(rdir, "n.%p.flm"), "--", exe, "0.3"], capture_output=True,
                        text=True, timeout=120, env=clean_env({}))
-    rfiles = sorted(glob.glob(os.path.join(rdir, "r.*.flm")))
-    m = re.search(r"^flamme: (\d+) samples, .* wrote (\d+) segments, \S+ \.\. \S+$", p.stderr, re.M)
-    rc, w, st, rep = report_weight(build, rfiles) if rfiles else (1, None, None, "")
-    recs = re.search(r"samples: (\d+) records", rep)
-    check(p.returncode == 0 and m and int(m.group(2)) == len(rfiles) >= 5 and recs and
-          int(m.group(1)) == int(recs.group(1)),
-          "flamme record --period: one summary line counting every segment", p.stderr)
+    nfiles = glob.glob(os.path.join(rdir, "n.*.flm"))
+    check(p.returncode == 0 and len(nfiles) == 1 and ("wrote " + nfiles[0]) in p.stderr,
+          "flamme record -o n.%p.flm: the summary names the file the agent wrote", p.stderr)
     # A bad period: one line, the program runs unprofiled-by-period.
     exe = os.path.join(build, "live", "fp", "phases_main.exe")
     bad = os.path.join(work, "bad.flm")

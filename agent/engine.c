@@ -5,6 +5,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdio.h>
 #include <linux/perf_event.h>
 #include <stdatomic.h>
 #include <string.h>
@@ -183,6 +184,14 @@ static atomic_int perf_armed;
 
 static atomic_int itimer_armed;
 
+/* auto chose perf: threads that switch often are moved to timers. */
+static int auto_perf;
+/* Threads a review moved to a timer, and the first tids (writer only:
+ * reviews and flamme_engine_moved run there). */
+#define MOVED_TIDS 16
+static unsigned perf_moved;
+static pid_t moved_tids[MOVED_TIDS];
+
 int flamme_engine_init(void)
 {
     const char *want = flamme_cfg.engine;
@@ -223,6 +232,7 @@ int flamme_engine_init(void)
     if (fd >= 0) {
         close(fd);
         flamme_engine = FLAMME_ENGINE_PERF;
+        auto_perf = !strcmp(want, "auto");
         return 0;
     }
     int e = errno;
@@ -245,8 +255,11 @@ int flamme_engine_init(void)
     return 0;
 }
 
+static int read_schedstat(pid_t tid, uint64_t *cpu_ns, uint64_t *switches);
+
 int flamme_engine_arm(struct flamme_slot *s)
 {
+    s->review_cpu_ns = s->review_switches = 0;
     switch (flamme_engine) {
     case FLAMME_ENGINE_PERF: {
         /* Few descriptors: past the cap a thread gets a CPU timer instead. */
@@ -268,6 +281,11 @@ int flamme_engine_arm(struct flamme_slot *s)
         if (fd < 0)
             return -1;
         s->perf_fd = fd;
+        /* auto: the first review's baseline, so that a thread that
+         * switches often leaves perf at the first review. */
+        if (auto_perf && read_schedstat(s->tid, &s->review_cpu_ns, &s->review_switches) == 0 &&
+            !s->review_cpu_ns)
+            s->review_cpu_ns = 1;
         if (perf_route(s, fd, s->tid, first) != 0) {
             int e = errno;
             s->perf_fd = -1;
@@ -299,6 +317,35 @@ int flamme_engine_arm(struct flamme_slot *s)
     return 0;
 }
 
+/* Unmaps s's event buffer if the caller is s's thread: from another
+ * thread, its handler may be reading it (a later perf arming of the slot
+ * unmaps it then). */
+static void perf_unmap_own(struct flamme_slot *s)
+{
+    if (s->perf_meta && s->tid == (pid_t)syscall(SYS_gettid)) {
+        munmap(s->perf_meta, s->perf_map_len);
+        s->perf_meta = NULL;
+    }
+}
+
+/* Disables and closes s's perf event (s->perf_fd >= 0), any thread. */
+static void perf_close(struct flamme_slot *s)
+{
+    atomic_fetch_sub(&perf_armed, 1);
+    int fd = s->perf_fd;
+    /* A number the program closed and reused is left alone. */
+    int ours = flamme_fd_same_sigsafe(fd, &s->perf_id);
+    if (ours)
+        ioctl(fd, PERF_EVENT_IOC_DISABLE, 0);
+    /* The handler of s's thread may still run (disarm or a review from
+     * another thread): it checks perf_fd before touching the map. */
+    s->perf_fd = -1;
+    atomic_signal_fence(memory_order_seq_cst);
+    if (ours)
+        close(fd);
+    perf_unmap_own(s);
+}
+
 void flamme_engine_disarm(struct flamme_slot *s)
 {
     /* Exactly one caller (the exiting thread or the exit handler) wins. */
@@ -308,26 +355,12 @@ void flamme_engine_disarm(struct flamme_slot *s)
     case FLAMME_ENGINE_PERF:
         if (s->perf_fallback) {
             timer_delete(s->timer);
+            /* Moved off perf by a review: its buffer is still mapped. */
+            perf_unmap_own(s);
             break;
         }
-        if (s->perf_fd >= 0) {
-            atomic_fetch_sub(&perf_armed, 1);
-            int fd = s->perf_fd;
-            /* A number the program closed and reused is left alone. */
-            int ours = flamme_fd_same_sigsafe(fd, &s->perf_id);
-            if (ours)
-                ioctl(fd, PERF_EVENT_IOC_DISABLE, 0);
-            /* The handler of s's thread may still run (disarm from another
-             * thread at stop): it checks perf_fd before touching the map. */
-            s->perf_fd = -1;
-            atomic_signal_fence(memory_order_seq_cst);
-            if (ours)
-                close(fd);
-            if (s->perf_meta && s->tid == (pid_t)syscall(SYS_gettid)) {
-                munmap(s->perf_meta, s->perf_map_len);
-                s->perf_meta = NULL;
-            }
-        }
+        if (s->perf_fd >= 0)
+            perf_close(s);
         break;
     case FLAMME_ENGINE_TIMER:
         timer_delete(s->timer);
@@ -335,6 +368,92 @@ void flamme_engine_disarm(struct flamme_slot *s)
     case FLAMME_ENGINE_ITIMER:
         break;
     }
+}
+
+/* Switch-ins per CPU-second past which auto moves a thread off perf. The
+ * perf engine costs each switch-in an hrtimer restart (a clock-event
+ * reprogramming; on a KVM guest a trapped MSR write), ~8 us on the 2-core
+ * VM of doc/design.md: 2000 a CPU-second (slices of 0.5 ms on average)
+ * costs ~1.6% there, the thread that hands a lock over at every Thread.yield
+ * (~160,000) more than its own work. */
+#define FLAMME_MAX_SWITCH_RATE 2000
+/* CPU a review window needs before its rate counts. */
+#define FLAMME_REVIEW_MIN_CPU_MS 20
+
+unsigned flamme_engine_moved(char *buf, size_t size)
+{
+    size_t n = 0;
+    if (size)
+        buf[0] = 0;
+    if (!perf_moved)
+        return 0;
+    n = (size_t)snprintf(buf, size, "%u", perf_moved);
+    for (unsigned i = 0; i < perf_moved && i < MOVED_TIDS && n < size; i++)
+        n += (size_t)snprintf(buf + n, size - n, " %d", (int)moved_tids[i]);
+    return perf_moved;
+}
+
+int flamme_engine_reviews(void)
+{
+    return flamme_engine == FLAMME_ENGINE_PERF && auto_perf;
+}
+
+/* Thread tid's CPU ns and switch-ins (/proc/self/task/TID/schedstat:
+ * "cpu_ns wait_ns timeslices"). Returns 0, or -1 if not readable (a kernel
+ * without schedstat: no review). */
+static int read_schedstat(pid_t tid, uint64_t *cpu_ns, uint64_t *switches)
+{
+    char path[64], buf[128];
+    struct flamme_fd_id id;
+    snprintf(path, sizeof path, "/proc/self/task/%d/schedstat", (int)tid);
+    int fd = flamme_open_high(path, O_RDONLY, &id);
+    if (fd < 0)
+        return -1;
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    flamme_close_checked(fd, &id);
+    if (n <= 0)
+        return -1;
+    buf[n] = 0;
+    unsigned long long c, w, sw;
+    if (sscanf(buf, "%llu %llu %llu", &c, &w, &sw) != 3)
+        return -1;
+    *cpu_ns = c;
+    *switches = sw;
+    return 0;
+}
+
+void flamme_engine_review(struct flamme_slot *s)
+{
+    if (!flamme_engine_reviews() || s->perf_fallback || s->perf_fd < 0)
+        return;
+    uint64_t cpu, sw;
+    if (read_schedstat(s->tid, &cpu, &sw) != 0)
+        return;
+    if (!s->review_cpu_ns || cpu < s->review_cpu_ns || sw < s->review_switches) {
+        s->review_cpu_ns = cpu ? cpu : 1;
+        s->review_switches = sw;
+        return;
+    }
+    uint64_t dcpu = cpu - s->review_cpu_ns, dsw = sw - s->review_switches;
+    if (dcpu < FLAMME_REVIEW_MIN_CPU_MS * 1000000ull)
+        return;
+    s->review_cpu_ns = cpu;
+    s->review_switches = sw;
+    if (dsw * 1000000000ull <= (uint64_t)FLAMME_MAX_SWITCH_RATE * dcpu)
+        return;
+    /* The timer first: its signals carry s itself (SI_TIMER), which the
+     * handler takes whatever perf_fallback says, so the thread's CPU time
+     * is counted from here on. A perf signal still queued after the switch
+     * takes no sample: at most the one period before it is lost. */
+    if (timer_arm(s) != 0)
+        return;
+    /* Pairs with the handler's acquire load in accept: a perf signal sees
+     * the fallback or the event still open. */
+    __atomic_store_n(&s->perf_fallback, 1, __ATOMIC_RELEASE);
+    perf_close(s);
+    if (perf_moved < MOVED_TIDS)
+        moved_tids[perf_moved] = s->tid;
+    perf_moved++;
 }
 
 void flamme_engine_stop(void)
@@ -400,7 +519,11 @@ int flamme_engine_accept_sigsafe(struct flamme_slot *s, const siginfo_t *si, uns
         return 0;
     switch (flamme_engine) {
     case FLAMME_ENGINE_PERF:
-        if (s->perf_fallback)
+        /* A thread past the cap, or moved off perf by a review (whose
+         * timer may fire before the fallback is visible here: SI_TIMER with
+         * s as its value is only ever the timer's). */
+        if (si->si_code == SI_TIMER ||
+            __atomic_load_n(&s->perf_fallback, __ATOMIC_ACQUIRE))
             goto timer;
         if ((si->si_code != POLL_HUP && si->si_code != POLL_IN) || si->si_fd != s->perf_fd ||
             s->perf_fd < 0)

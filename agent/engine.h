@@ -9,13 +9,15 @@
  * Every engine counts all of a thread's CPU time, user and kernel: perf runs
  * only where its events may overflow in kernel mode (else timer instead).
  * Chosen at start (FLAMME_ENGINE, default auto: timer up to 100 Hz, where it
- * is exact and cheapest, perf above when the kernel allows it, else timer).
+ * is exact and cheapest, perf above when the kernel allows it, else timer;
+ * with perf, auto moves a thread that context-switches often to a timer).
  * Arm/disarm run in any thread (start, thread start and exit); the _sigsafe function
  * runs in the handler.
  */
 #ifndef FLAMME_AGENT_ENGINE_H
 #define FLAMME_AGENT_ENGINE_H
 #include <signal.h>
+#include <stddef.h>
 
 struct flamme_slot;
 
@@ -39,6 +41,24 @@ int flamme_engine_arm(struct flamme_slot *s);
 
 /* Stops sampling s's thread; any thread. Idempotent. */
 void flamme_engine_disarm(struct flamme_slot *s);
+
+/* Whether flamme_engine_review has work: auto chose perf. */
+int flamme_engine_reviews(void);
+
+/* Least interval between two reviews of the threads (writer sweeps). */
+#define FLAMME_REVIEW_MS 100
+
+/* auto with perf: moves armed slot s's thread to a CPU timer for good when
+ * it switched in more than FLAMME_MAX_SWITCH_RATE times per CPU-second
+ * since the last review (at least FLAMME_REVIEW_MIN_CPU_MS of CPU ago): a
+ * per-thread perf event restarts its hrtimer at each switch-in, a cost
+ * such threads pay many times over (doc/design.md, "Engines"). Any thread
+ * but s's, under the registry's arm lock; a failure leaves s on perf. */
+void flamme_engine_review(struct flamme_slot *s);
+
+/* How many threads flamme_engine_review moved to a timer so far; writes
+ * "<n> <tid>..." (the first 16 tids) to buf. Writer thread. */
+unsigned flamme_engine_moved(char *buf, size_t size);
 
 /* Process-wide stop (itimer), after every slot was disarmed. */
 void flamme_engine_stop(void);

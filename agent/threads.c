@@ -322,6 +322,29 @@ void flamme_threads_arm_pending(void)
     }
 }
 
+void flamme_threads_review_engine(void)
+{
+    static uint64_t last;
+    uint64_t now = flamme_now_sigsafe();
+    if (!flamme_engine_reviews() || now - last < FLAMME_REVIEW_MS * 1000000ull)
+        return;
+    last = now;
+    int hwm = atomic_load_explicit(&flamme_slots_hwm, memory_order_acquire);
+    for (int i = 0; i < hwm; i++) {
+        struct flamme_slot *s = &flamme_slots[i];
+        /* Pairs with the release store in register: tid is set. */
+        if (atomic_load_explicit(&s->state, memory_order_acquire) != FLAMME_SLOT_LIVE ||
+            !atomic_load_explicit(&s->armed, memory_order_relaxed))
+            continue;
+        /* Under arm_lock, against the thread's exit (which disarms) and a stop. */
+        int cs = arm_lock_take();
+        if (atomic_load_explicit(&s->state, memory_order_acquire) == FLAMME_SLOT_LIVE &&
+            atomic_load_explicit(&s->armed, memory_order_relaxed))
+            flamme_engine_review(s);
+        arm_unlock(cs);
+    }
+}
+
 void flamme_threads_disarm_all(void)
 {
     int cs = arm_lock_take();

@@ -35,7 +35,8 @@ struct flamme_slot {
     _Atomic int armed;         /* engine armed for this thread (engine.c) */
     int perf_fd;               /* perf engine: the thread's event, or -1 */
     struct flamme_fd_id perf_id; /* what perf_fd was when opened (agent/fds.h) */
-    int perf_fallback;         /* perf engine past its cap: this thread has a timer */
+    int perf_fallback;         /* perf engine past its cap, or moved off perf by auto for its context
+                                  switches (flamme_engine_review): this thread has a timer */
     void *perf_meta;           /* perf engine: the event's mapped buffer, or NULL */
     size_t perf_map_len;
     int perf_first;            /* perf engine, handler-private: the first overflow's delay in ns (a random
@@ -85,6 +86,10 @@ struct flamme_slot {
     uint64_t writer_lost_seen; /* writer-private */
     int writer_announced;      /* writer-private: THREAD record emitted */
     int32_t writer_domain;     /* writer-private: domain id announced */
+    /* Under arm_lock (flamme_engine_arm, flamme_engine_review): the
+     * thread's CPU ns and switch-ins (schedstat) at the last review; cpu 0:
+     * none yet. */
+    uint64_t review_cpu_ns, review_switches;
 };
 
 extern struct flamme_slot flamme_slots[FLAMME_MAX_THREADS];
@@ -140,6 +145,11 @@ void flamme_thread_call_end(struct flamme_slot *s);
 /* Arms the live threads whose arming a blocking call deferred. Writer
  * thread, every sweep. */
 void flamme_threads_arm_pending(void);
+
+/* Lets the engine review the armed live threads (flamme_engine_review):
+ * auto moves those that switch too often off perf. Writer thread, every
+ * sweep; does its work at most every FLAMME_REVIEW_MS. */
+void flamme_threads_review_engine(void);
 
 /* The calling thread's slot, or NULL. async-signal-safe: yes. */
 struct flamme_slot *flamme_thread_self_sigsafe(void);

@@ -5,11 +5,12 @@
 # stubs, if any) is built with both compilers into build/engine/{fp,nofp}/<p>/.
 # Targets: engine-test (part of make test), bench-engine (part of make bench).
 
-ENG_PROGS := gcloop deepfx kern
+ENG_PROGS := gcloop deepfx kern handoff
 ENG_OCAMLOPT_fp   := $(FLAMME_CACHE)/ocaml-$(OCAML_VERSION)-fp/bin/ocamlopt
 ENG_OCAMLOPT_nofp := $(FLAMME_CACHE)/ocaml-$(OCAML_VERSION)-nofp/bin/ocamlopt
 ENG_C_deepfx := tests/fidelity/cputime_stubs.c
 ENG_C_kern := tests/fidelity/cputime_stubs.c tests/engine/kern_stubs.c
+ENG_LIBS_handoff := -I +unix -I +threads unix.cmxa threads.cmxa
 ENG_EXES := $(foreach c,fp nofp,$(foreach p,$(ENG_PROGS),$(BUILD)/engine/$(c)/$(p)/$(p).exe))
 
 define ENG_PROG_RULE

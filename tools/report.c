@@ -165,6 +165,13 @@ static void print_budget(const struct flamme_profile *p)
         printf("  %llu samples (weight %llu) were shortened to their %llu leaf-most frames to keep\n"
                "  the handler within its budget (deep stacks); they count as truncated\n",
                skipped, weight, depth);
+    v = flamme_profile_info(p, "engine_moved_to_timer");
+    if (v && atoi(v) > 0) {
+        const char *tids = strchr(v, ' ');
+        printf("  %d threads left the perf engine for a CPU timer: they context-switched too\n"
+               "  often for a perf event (auto; see 'Engines' in doc/design.md)%s%s\n",
+               atoi(v), tids ? "; tids:" : "", tids ? tids : "");
+    }
 }
 
 /* Aggregates the view v of p by function (agg a, fresh). Returns 0, -1

@@ -561,6 +561,7 @@ static void sweep(void)
     if (flamme_alloc_mode_changed(&arate, &alive) && arate > 0)
         write_alloc_info(arate, alive);
     flamme_threads_arm_pending();
+    flamme_threads_review_engine();
     flamme_safe_read_prepare_fallback();
     if (W.rot_at && !W.final && t0 >= W.rot_at + ROTATE_GRACE_NS)
         rotate();
@@ -697,6 +698,9 @@ static void write_totals_info(void)
                  (unsigned long long)gc_pauses);
         flamme_pw_info(W.pw, "gc_major_hooks_paused_ms_n", buf);
     }
+    char moved[256];
+    if (flamme_engine_moved(moved, sizeof moved))
+        flamme_pw_info(W.pw, "engine_moved_to_timer", moved);
     if (flamme_cfg.stats && !W.rot_at)
         flamme_agent_warn(1, "handler cost: median %llu ns, p99 %llu ns over %llu samples",
                           (unsigned long long)p50, (unsigned long long)p99,

@@ -255,11 +255,11 @@ int flamme_engine_init(void)
     return 0;
 }
 
-static int read_schedstat(pid_t tid, uint64_t *cpu_ns, uint64_t *switches);
-
 int flamme_engine_arm(struct flamme_slot *s)
 {
-    s->review_cpu_ns = s->review_switches = 0;
+    /* Relaxed: the writer's unlocked pre-check in flamme_threads_review_engine. */
+    __atomic_store_n(&s->review_cpu_ns, 0, __ATOMIC_RELAXED);
+    s->review_switches = 0;
     switch (flamme_engine) {
     case FLAMME_ENGINE_PERF: {
         /* Few descriptors: past the cap a thread gets a CPU timer instead. */
@@ -281,11 +281,6 @@ int flamme_engine_arm(struct flamme_slot *s)
         if (fd < 0)
             return -1;
         s->perf_fd = fd;
-        /* auto: the first review's baseline, so that a thread that
-         * switches often leaves perf at the first review. */
-        if (auto_perf && read_schedstat(s->tid, &s->review_cpu_ns, &s->review_switches) == 0 &&
-            !s->review_cpu_ns)
-            s->review_cpu_ns = 1;
         if (perf_route(s, fd, s->tid, first) != 0) {
             int e = errno;
             s->perf_fd = -1;
@@ -422,22 +417,23 @@ static int read_schedstat(pid_t tid, uint64_t *cpu_ns, uint64_t *switches)
     return 0;
 }
 
-void flamme_engine_review(struct flamme_slot *s)
+void flamme_engine_review(struct flamme_slot *s, int baseline_only)
 {
-    if (!flamme_engine_reviews() || s->perf_fallback || s->perf_fd < 0)
+    if (!flamme_engine_reviews() || s->perf_fallback || s->perf_fd < 0 ||
+        (baseline_only && s->review_cpu_ns))
         return;
     uint64_t cpu, sw;
     if (read_schedstat(s->tid, &cpu, &sw) != 0)
         return;
     if (!s->review_cpu_ns || cpu < s->review_cpu_ns || sw < s->review_switches) {
-        s->review_cpu_ns = cpu ? cpu : 1;
+        __atomic_store_n(&s->review_cpu_ns, cpu ? cpu : 1, __ATOMIC_RELAXED);
         s->review_switches = sw;
         return;
     }
     uint64_t dcpu = cpu - s->review_cpu_ns, dsw = sw - s->review_switches;
     if (dcpu < FLAMME_REVIEW_MIN_CPU_MS * 1000000ull)
         return;
-    s->review_cpu_ns = cpu;
+    __atomic_store_n(&s->review_cpu_ns, cpu, __ATOMIC_RELAXED);
     s->review_switches = sw;
     if (dsw * 1000000000ull <= (uint64_t)FLAMME_MAX_SWITCH_RATE * dcpu)
         return;

@@ -45,16 +45,19 @@ void flamme_engine_disarm(struct flamme_slot *s);
 /* Whether flamme_engine_review has work: auto chose perf. */
 int flamme_engine_reviews(void);
 
-/* Least interval between two reviews of the threads (writer sweeps). */
+/* Least interval between two reviews of the threads (writer sweeps; a
+ * newly armed thread's first reading is taken at the next sweep). */
 #define FLAMME_REVIEW_MS 100
 
 /* auto with perf: moves armed slot s's thread to a CPU timer for good when
  * it switched in more than FLAMME_MAX_SWITCH_RATE times per CPU-second
  * since the last review (at least FLAMME_REVIEW_MIN_CPU_MS of CPU ago): a
  * per-thread perf event restarts its hrtimer at each switch-in, a cost
- * such threads pay many times over (doc/design.md, "Engines"). Any thread
- * but s's, under the registry's arm lock; a failure leaves s on perf. */
-void flamme_engine_review(struct flamme_slot *s);
+ * such threads pay many times over (doc/design.md, "Engines").
+ * baseline_only: only take the first reading of a newly armed thread. Any
+ * thread but s's (the reading costs s nothing), under the registry's arm
+ * lock; a failure leaves s on perf. */
+void flamme_engine_review(struct flamme_slot *s, int baseline_only);
 
 /* How many threads flamme_engine_review moved to a timer so far; writes
  * "<n> <tid>..." (the first 16 tids) to buf. Writer thread. */

@@ -326,21 +326,25 @@ void flamme_threads_review_engine(void)
 {
     static uint64_t last;
     uint64_t now = flamme_now_sigsafe();
-    if (!flamme_engine_reviews() || now - last < FLAMME_REVIEW_MS * 1000000ull)
+    if (!flamme_engine_reviews())
         return;
-    last = now;
+    /* Between reviews, only the first reading of threads armed since. */
+    int baseline_only = now - last < FLAMME_REVIEW_MS * 1000000ull;
+    if (!baseline_only)
+        last = now;
     int hwm = atomic_load_explicit(&flamme_slots_hwm, memory_order_acquire);
     for (int i = 0; i < hwm; i++) {
         struct flamme_slot *s = &flamme_slots[i];
         /* Pairs with the release store in register: tid is set. */
         if (atomic_load_explicit(&s->state, memory_order_acquire) != FLAMME_SLOT_LIVE ||
-            !atomic_load_explicit(&s->armed, memory_order_relaxed))
-            continue;
+            !atomic_load_explicit(&s->armed, memory_order_relaxed) ||
+            (baseline_only && __atomic_load_n(&s->review_cpu_ns, __ATOMIC_RELAXED)))
+            continue; /* (relaxed: rechecked under the lock) */
         /* Under arm_lock, against the thread's exit (which disarms) and a stop. */
         int cs = arm_lock_take();
         if (atomic_load_explicit(&s->state, memory_order_acquire) == FLAMME_SLOT_LIVE &&
             atomic_load_explicit(&s->armed, memory_order_relaxed))
-            flamme_engine_review(s);
+            flamme_engine_review(s, baseline_only);
         arm_unlock(cs);
     }
 }

@@ -148,7 +148,8 @@ void flamme_threads_arm_pending(void);
 
 /* Lets the engine review the armed live threads (flamme_engine_review):
  * auto moves those that switch too often off perf. Writer thread, every
- * sweep; does its work at most every FLAMME_REVIEW_MS. */
+ * sweep; reviews at most every FLAMME_REVIEW_MS, and takes the first
+ * reading of newly armed threads in between. */
 void flamme_threads_review_engine(void);
 
 /* The calling thread's slot, or NULL. async-signal-safe: yes. */

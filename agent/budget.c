@@ -84,19 +84,13 @@ unsigned flamme_budget_admit_sigsafe(unsigned weight, uint64_t period_ns, uint32
     return weight;
 }
 
-static uint64_t thread_cpu_ns(void)
-{
-    struct timespec ts;
-    if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) != 0)
-        return 0;
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 void flamme_budget_start_sigsafe(struct flamme_budget_clock *c)
 {
     c->wall0 = flamme_now_sigsafe();
     const struct bstate *b = &t_b;
-    c->cpu0 = (b->full ? b->full_cost_ns : b->last_cost_ns) > CPU_CLOCK_ABOVE_NS ? thread_cpu_ns() : 0;
+    c->cpu0 = (b->full ? b->full_cost_ns : b->last_cost_ns) > CPU_CLOCK_ABOVE_NS
+                  ? flamme_cpu_ns_sigsafe(CLOCK_THREAD_CPUTIME_ID)
+                  : 0;
 }
 
 uint64_t flamme_budget_charge_sigsafe(const struct flamme_budget_clock *c, uint32_t frames,
@@ -104,7 +98,7 @@ uint64_t flamme_budget_charge_sigsafe(const struct flamme_budget_clock *c, uint3
 {
     struct bstate *b = &t_b;
     uint64_t cost = 0, cpu1;
-    if (c->cpu0 && (cpu1 = thread_cpu_ns()) >= c->cpu0)
+    if (c->cpu0 && (cpu1 = flamme_cpu_ns_sigsafe(CLOCK_THREAD_CPUTIME_ID)) >= c->cpu0)
         cost = cpu1 - c->cpu0;
     else
         cost = flamme_now_sigsafe() - c->wall0;

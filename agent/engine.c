@@ -106,16 +106,6 @@ static clockid_t thread_cpu_clock(pid_t tid)
     return (clockid_t)((~(unsigned)tid << 3) | 6u);
 }
 
-/* CPU ns clock clk has counted (async-signal-safe: clock_gettime is on the
- * list). Returns 0 if it cannot be read. */
-static int64_t thread_cpu_ns(clockid_t clk)
-{
-    struct timespec ts;
-    if (clock_gettime(clk, &ts) != 0)
-        return 0;
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
 /* Maps the event's buffer, routes its wake-ups to the sample signal on thread tid and
  * enables it. Returns 0 or -1 (errno). */
 static int perf_route(struct flamme_slot *s, int fd, pid_t tid, long first)
@@ -132,7 +122,7 @@ static int perf_route(struct flamme_slot *s, int fd, pid_t tid, long first)
     s->perf_used = 0;
     s->perf_first = (int)(first < 10000 ? 10000 : first); /* the hrtimer's least period */
     s->perf_given = 0;
-    s->perf_mark = thread_cpu_ns(thread_cpu_clock(tid)) + s->perf_first - period_ns();
+    s->perf_mark = (int64_t)flamme_cpu_ns_sigsafe(thread_cpu_clock(tid)) + s->perf_first - period_ns();
     s->perf_map_len = (size_t)page * PERF_MMAP_PAGES;
     struct f_owner_ex owner = {F_OWNER_TID, tid};
     if (fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_ASYNC) != 0 || fcntl(fd, F_SETSIG, flamme_sample_sig) != 0 ||
@@ -557,7 +547,7 @@ int flamme_engine_accept_sigsafe(struct flamme_slot *s, const siginfo_t *si, uns
              * yet go to this sample, as user time (the clock does not
              * split). */
             if (s->perf_used >= PERF_MAX_UNCONSUMED || si->si_code == POLL_HUP) {
-                int64_t now = thread_cpu_ns(CLOCK_THREAD_CPUTIME_ID), p = period_ns();
+                int64_t now = (int64_t)flamme_cpu_ns_sigsafe(CLOCK_THREAD_CPUTIME_ID), p = period_ns();
                 int64_t due = now > s->perf_mark ? (now - s->perf_mark) / p : 0;
                 if (now && due > (int64_t)s->perf_given && due - (int64_t)s->perf_given < (1 << 24))
                     *weight += (unsigned)(due - (int64_t)s->perf_given);
@@ -570,7 +560,7 @@ int flamme_engine_accept_sigsafe(struct flamme_slot *s, const siginfo_t *si, uns
                 ioctl(s->perf_fd, PERF_EVENT_IOC_REFRESH, s->perf_used ? (int)s->perf_used : 1);
                 s->perf_used = 0;
                 s->perf_given = 0;
-                s->perf_mark = thread_cpu_ns(CLOCK_THREAD_CPUTIME_ID);
+                s->perf_mark = (int64_t)flamme_cpu_ns_sigsafe(CLOCK_THREAD_CPUTIME_ID);
             }
         }
         return 1;

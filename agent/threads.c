@@ -49,6 +49,14 @@ uint64_t flamme_now_sigsafe(void)
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
+uint64_t flamme_cpu_ns_sigsafe(clockid_t clk)
+{
+    struct timespec ts;
+    if (clock_gettime(clk, &ts) != 0)
+        return 0;
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
 /* Claims a FREE slot. Returns it in state CLAIMED, or NULL if all are taken. */
 static struct flamme_slot *claim_slot(void)
 {

@@ -158,4 +158,9 @@ struct flamme_slot *flamme_thread_self_sigsafe(void);
 /* Monotonic clock in ns. async-signal-safe: yes. */
 uint64_t flamme_now_sigsafe(void);
 
+/* CPU ns clock clk has counted (CLOCK_THREAD_CPUTIME_ID, or another
+ * thread's CPU clock id), or 0 if it cannot be read. async-signal-safe: yes
+ * (clock_gettime is on the list). */
+uint64_t flamme_cpu_ns_sigsafe(clockid_t clk);
+
 #endif

@@ -36,12 +36,13 @@ fi
 # For the tests only: `opam lint` of flamme.opam, ocamlfind to link the
 # installed OCaml library as its users do, and afl++ for make fuzz/fuzz-ci
 # (it brings clang, whose sanitizers the fuzz harness uses), tmux for make
-# top-test (a terminal to drive flamme top in). Without
+# top-test (a terminal to drive flamme top in), python3-pytest (make test
+# runs the suite through it: tests/conftest.py). Without
 # recommends: opam would bring Debian's OCaml 4.13 compiler (ocamlfind runs
 # whichever ocamlopt is first in PATH; the tests put a 5.x one there).
 if [ "$DEMO_ONLY" = 0 ]; then
     need_test=()
-    for p in opam ocaml-findlib afl++ tmux; do
+    for p in opam ocaml-findlib afl++ tmux python3-pytest; do
         dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || need_test+=("$p")
     done
     if [ "${#need_test[@]}" -gt 0 ]; then

@@ -1,7 +1,7 @@
-#!/usr/bin/env python3
-"""tests/gc/run.py — end-to-end test of GC insight (make gc-test).
+"""tests/gc/test_gc.py — GC insight, end to end (make gc-test, part of make test).
 
-Profiles tests/gc/gcwork.ml (3 domains, allocation-heavy) built twice: plain,
+Profiles tests/gc/gcwork.ml (3 domains, allocation-heavy), with every
+compiler make deps provides, built twice: plain,
 and with systhreads linked in (-linkall: Thread's initialiser replaces several
 runtime hooks without chaining; the GC timing hooks must survive it). For each
 build it checks what a user reads in `flamme report` and
@@ -25,34 +25,21 @@ build it checks what a user reads in `flamme report` and
 * --fold-gc: the same total weight as without it, no runtime GC function
   left in any stack, and most of the [GC] weight (>= 80%) sits directly under
   an OCaml frame (the code whose allocation triggered the collection).
-
-Last line: "gc: N passed, N failed". Exit status 1 on any failure.
 """
-import argparse
 import math
 import os
 import re
 import subprocess
-import sys
-import tempfile
 
+import pytest
+
+from flammetest import collapse
+
+HERE = os.path.dirname(os.path.abspath(__file__))
 HZ = 499
 GC_FUNCS = ("caml_call_gc", "caml_alloc_small_dispatch", "caml_empty_minor_heap_promote",
             "oldify_one", "major_collection_slice", "caml_major_collection_slice",
             "caml_poll_gc_work", "stw_handler", "handle_incoming")
-
-passed = failed = 0
-
-
-def check(cond, what, detail=""):
-    global passed, failed
-    if cond:
-        passed += 1
-        print(f"ok {what}")
-    else:
-        failed += 1
-        print(f"FAIL {what}" + (f": {detail}" if detail else ""))
-
 
 def parse_report(text):
     """Returns (shares, durations) from the report's GC section:
@@ -77,25 +64,18 @@ def parse_report(text):
     return shares, durations
 
 
-def folded(flamme, prof, *opts):
-    out = subprocess.run([flamme, "collapse", prof, *opts], capture_output=True, text=True,
-                         check=True).stdout
-    lines = []
-    for ln in out.splitlines():
-        stack, _, w = ln.rpartition(" ")
-        lines.append((stack.split(";"), int(w)))
-    return lines
-
-
 def is_ocaml_frame(name):
     # Demangled OCaml names: "Unit.fn", "Unit (init)", "Stdlib.List.init".
     return bool(re.match(r"^[A-Z][A-Za-z0-9_']*[. ]", name))
 
 
-def run_variant(build, variant, tmp):
-    flamme = os.path.join(build, "flamme")
-    exe = os.path.join(build, "gc", variant, "gcwork.exe")
-    prof = os.path.join(tmp, f"{variant}.flm")
+@pytest.mark.slow
+@pytest.mark.parametrize("variant", ["plain", "threads"])
+def test_gc(variant, build, ocaml, check, tmp_path):
+    flamme = build.flamme
+    exe = ocaml("gc/" + variant, [os.path.join(HERE, "gcwork.ml")],
+                **({"libs": ("unix", "threads"), "flags": ("-linkall",)} if variant == "threads" else {}))
+    prof = str(tmp_path / f"{variant}.flm")
     r = subprocess.run([flamme, "record", "-F", str(HZ), "-o", prof, "--", exe, "3", "100000"],
                        capture_output=True, text=True, timeout=300)
     check(r.returncode == 0, f"{variant}: program profiled", r.stderr.strip()[-300:])
@@ -142,8 +122,8 @@ def run_variant(build, variant, tmp):
               f"{flagged:.0f} > {allowed:.0f} + {slack:.0f}")
     check(flagged_any > 0, f"{variant}: some samples flagged as taken in a minor collection")
 
-    plain = folded(flamme, prof)
-    fold = folded(flamme, prof, "--fold-gc")
+    plain = collapse(build, prof)
+    fold = collapse(build, prof, "--fold-gc")
     check(sum(w for _, w in plain) == sum(w for _, w in fold),
           f"{variant}: --fold-gc keeps the total weight")
     left = [f for st, _ in fold for f in st if f.split(".")[0] in GC_FUNCS]
@@ -154,18 +134,3 @@ def run_variant(build, variant, tmp):
     print(f"  {variant}: folded GC weight {gcw}, of which directly under an OCaml frame {under_ocaml}")
     check(gcw > 0 and under_ocaml >= 0.8 * gcw,
           f"{variant}: [GC] frames sit under the OCaml code that allocated", f"{under_ocaml}/{gcw}")
-
-
-def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--build", default="build")
-    a = ap.parse_args()
-    with tempfile.TemporaryDirectory(prefix="flamme-gc-") as tmp:
-        for variant in ("plain", "threads"):
-            run_variant(a.build, variant, tmp)
-    print(f"gc: {passed} passed, {failed} failed")
-    return 1 if failed else 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

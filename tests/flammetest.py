@@ -1,0 +1,233 @@
+"""tests/flammetest.py — what every Python test of flamme shares.
+
+Owns: the build under test (the flamme command, libflamme.so), the OCaml
+compilers make deps provides and how a test program is built with one of
+them, running `flamme record`, reading profiles back as folded stacks
+(`flamme collapse`), and the figures tests assert on (shares of samples,
+completeness). Used by tests/conftest.py (fixtures) and by the test
+modules; the pytest-free scripts in bench/ may import it too. No
+assertions here: tests assert through the `check` fixture (conftest.py).
+"""
+import os
+import re
+import shutil
+import subprocess
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+# A stack is complete when its root-most frame is one of these (the same
+# rule as `flamme report` and the record summary line).
+ROOTS = frozenset({"_start", "__libc_start_main", "__libc_start_call_main", "main",
+                   "clone3", "clone", "start_thread", "_dl_start_user"})
+
+# The record summary line: "flamme: N samples, N threads, N lost, complete X%, engine E".
+SUMMARY = re.compile(r"^flamme: (\d+) samples, (\d+) threads, (\d+) lost, "
+                     r"complete ([0-9.]+)%, engine (\w+)", re.M)
+
+RUN_TIMEOUT = 300  # seconds a profiled test program may take; a hang is a failure
+
+
+class Build:
+    """The build under test: paths of the command and the agent in DIR."""
+
+    def __init__(self, build_dir):
+        self.dir = os.path.abspath(build_dir)
+        self.flamme = os.path.join(self.dir, "flamme")
+        self.lib = os.path.join(self.dir, "libflamme.so")
+
+    def path(self, *parts):
+        return os.path.join(self.dir, *parts)
+
+
+class Compiler:
+    """One OCaml compiler of the cache: NAME is its directory's suffix
+    (ocaml-NAME), e.g. "5.3.0-fp"; .ocamlopt, .version ("5.3.0"), .fp."""
+
+    def __init__(self, name, ocamlopt):
+        self.name = name
+        self.ocamlopt = ocamlopt
+        self.bindir = os.path.dirname(ocamlopt)
+        self.version = _ask(ocamlopt, "-version")
+        self.fp = _ask(ocamlopt, "-config-var", "with_frame_pointers") == "true"
+
+    @property
+    def at_least_5_3(self):
+        return tuple(int(x) for x in self.version.split(".")[:2]) >= (5, 3)
+
+    def __str__(self):
+        return "OCaml %s %s" % (self.version, "fp" if self.fp else "no-fp")
+
+
+def _ask(ocamlopt, *args):
+    p = subprocess.run([ocamlopt, *args], capture_output=True, text=True, timeout=60)
+    return p.stdout.strip() if p.returncode == 0 else ""
+
+
+def find_compilers(cache, default_version="5.3.0"):
+    """The compilers make deps built into CACHE, default first (5.3.0 with
+    frame pointers, then without, then older releases). Returns [] when
+    there are none (make deps not run)."""
+    found = []
+    if os.path.isdir(cache):
+        for d in os.listdir(cache):
+            exe = os.path.join(cache, d, "bin", "ocamlopt")
+            if d.startswith("ocaml-") and os.access(exe, os.X_OK):
+                found.append(Compiler(d[len("ocaml-"):], exe))
+
+    def order(c):
+        return (c.version != default_version, not c.fp, [-int(x) for x in c.version.split(".")])
+    return sorted(found, key=order)
+
+
+def _newest_mtime(paths):
+    return max(os.stat(p).st_mtime for p in paths)
+
+
+def build_ocaml(compiler, sources, out_dir, name=None, libs=(), flags=()):
+    """Builds an OCaml test program with COMPILER into OUT_DIR (sources are
+    copied there first: ocamlopt writes .cmx/.o beside what it is given).
+    SOURCES: paths of .c stubs and .ml files, in link order; LIBS: e.g.
+    ("unix", "threads"); FLAGS: extra ocamlopt arguments. Returns the
+    executable's path (OUT_DIR/NAME.exe, NAME defaulting to the last .ml's
+    base name); rebuilt only when a source or the compiler is newer.
+    Raises RuntimeError with the compiler's output when the build fails."""
+    sources = [os.path.abspath(s) for s in sources]
+    mls = [s for s in sources if s.endswith(".ml")]
+    name = name or os.path.splitext(os.path.basename(mls[-1]))[0]
+    os.makedirs(out_dir, exist_ok=True)
+    exe = os.path.join(out_dir, name + ".exe")
+    deps = sources + [compiler.ocamlopt]
+    if os.path.exists(exe) and os.stat(exe).st_mtime >= _newest_mtime(deps):
+        return exe
+    for s in sources:
+        shutil.copy(s, out_dir)
+    cmd = [compiler.ocamlopt]
+    for lib in libs:
+        cmd += ["-I", "+" + lib, lib + ".cmxa"]
+    cmd += list(flags) + ["-o", name + ".exe"] + [os.path.basename(s) for s in sources]
+    p = subprocess.run(cmd, cwd=out_dir, capture_output=True, text=True, timeout=600)
+    if p.returncode != 0:
+        raise RuntimeError("building %s with %s failed:\n%s%s" % (name, compiler, p.stdout, p.stderr))
+    return exe
+
+
+def clean_env(extra=None):
+    """The caller's environment without FLAMME_* and LD_PRELOAD, plus EXTRA."""
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith("FLAMME_") and k != "LD_PRELOAD"}
+    if extra:
+        env.update(extra)
+    return env
+
+
+def run(cmd, env=None, cwd=None, timeout=RUN_TIMEOUT, stdin=subprocess.DEVNULL):
+    """Runs CMD to completion; returns the CompletedProcess (text output).
+    A timeout raises subprocess.TimeoutExpired: a hang is a failure."""
+    return subprocess.run(cmd, env=env if env is not None else clean_env(), cwd=cwd,
+                          capture_output=True, text=True, timeout=timeout, stdin=stdin)
+
+
+def record(build, cmd, out, args=(), env=None, cwd=None, timeout=RUN_TIMEOUT):
+    """`flamme record ARGS -o OUT -- CMD`; returns the CompletedProcess."""
+    return run([build.flamme, "record", *args, "-o", out, "--", *cmd],
+               env=env, cwd=cwd, timeout=timeout)
+
+
+def summary(stderr):
+    """The record summary line's figures as a dict (samples, threads, lost,
+    complete, engine), or None when there is none."""
+    m = SUMMARY.search(stderr)
+    if not m:
+        return None
+    return {"samples": int(m.group(1)), "threads": int(m.group(2)), "lost": int(m.group(3)),
+            "complete": float(m.group(4)), "engine": m.group(5)}
+
+
+def parse_folded(text):
+    """Folded text (one "frame;frame;... weight" per line) as a list of
+    (frames, weight). Lines that do not end in an integer weight are
+    skipped (there are none in flamme's own output)."""
+    stacks = []
+    for line in text.splitlines():
+        stack, _, w = line.rpartition(" ")
+        if stack and w.isdigit():
+            stacks.append((stack.split(";"), int(w)))
+    return stacks
+
+
+def collapse(build, prof, *opts):
+    """`flamme collapse PROF OPTS...` as a list of (frames, weight).
+    Raises subprocess.CalledProcessError if collapse fails."""
+    out = subprocess.run([build.flamme, "collapse", prof, *opts], capture_output=True,
+                         text=True, check=True, timeout=RUN_TIMEOUT).stdout
+    return parse_folded(out)
+
+
+def total(stacks, pred=lambda frames: True):
+    """Summed weight of the stacks whose frame list satisfies PRED."""
+    return sum(w for frames, w in stacks if pred(frames))
+
+
+def share(stacks, pred, within=lambda frames: True):
+    """Weight of the stacks satisfying PRED as a fraction of those
+    satisfying WITHIN (0.0 when there are none)."""
+    base = total(stacks, within)
+    return total(stacks, lambda f: within(f) and pred(f)) / base if base else 0.0
+
+
+def has_frame(name):
+    """A stack predicate: some frame is NAME or starts with NAME + "." or
+    is "Module.NAME" (OCaml names demangle as Module.fn)."""
+    return lambda frames: any(f == name or f.endswith("." + name) for f in frames)
+
+
+def is_complete(frames, labelled=False):
+    """True when the stack's root-most frame is a thread root. LABELLED:
+    the stack comes from `collapse --threads`, whose first frame is the
+    thread's label."""
+    i = 1 if labelled else 0
+    return i < len(frames) and frames[i] in ROOTS
+
+
+def completeness(stacks, labelled=False):
+    """Fraction of the weight whose stack is complete (see is_complete)."""
+    return share(stacks, lambda f: is_complete(f, labelled))
+
+
+def varint(b, i):
+    """Decodes an unsigned LEB128 varint of bytes B at offset I; returns
+    (value, next offset). Raises ValueError on a truncated varint."""
+    v = shift = 0
+    while True:
+        if i >= len(b):
+            raise ValueError("truncated varint")
+        c = b[i]
+        i += 1
+        v |= (c & 0x7F) << shift
+        if c < 0x80:
+            return v, i
+        shift += 7
+
+
+def unzigzag(v):
+    return (v >> 1) ^ -(v & 1)
+
+
+class Checks:
+    """Soft assertions of one test: every check is printed ("ok WHAT" or
+    "FAIL WHAT: DETAIL") and the test fails at its end if any failed
+    (conftest.py's pytest_pyfunc_call), listing all of them, so that one
+    run says everything that is wrong with a program's profile."""
+
+    def __init__(self):
+        self.passed = 0
+        self.failures = []
+
+    def __call__(self, cond, what, detail=""):
+        if cond:
+            self.passed += 1
+            print("ok " + what)
+        else:
+            self.failures.append(what + (": " + str(detail) if detail != "" else ""))
+            print("FAIL " + self.failures[-1])
+        return bool(cond)

@@ -10,6 +10,8 @@
   the compiler's name in its id: `test_x[5.3.0-nofp]`.
 * `ocaml`: builds a test program with that compiler into
   build/progs/<compiler>/<dir>/ (flammetest.build_ocaml).
+* `default_compiler`, `ocaml_default`: the same with the first compiler
+  only, for tests whose subject does not depend on the compiler.
 * `check`: soft assertions (flammetest.Checks): every check is printed,
   and a test with a failed check fails at its end listing all of them.
 * `make_target`: runs a make target of the tree (for the groups that
@@ -86,6 +88,27 @@ def ocaml(build, compiler):
     def make(subdir, sources, **kw):
         out = build.path("progs", compiler.name, subdir)
         return flammetest.build_ocaml(compiler, sources, out, **kw)
+    return make
+
+
+@pytest.fixture(scope="session")
+def default_compiler(pytestconfig):
+    """The first compiler (5.3.0 with frame pointers when present), for
+    tests whose subject does not depend on the compiler (the command's
+    handling of bad input, signals, engines' delivered rate)."""
+    cs = compilers(pytestconfig)
+    if not cs:
+        pytest.exit("no OCaml compiler in %s: run `make deps`" % pytestconfig.getoption("--cache"),
+                    returncode=2)
+    return cs[0]
+
+
+@pytest.fixture(scope="session")
+def ocaml_default(build, default_compiler):
+    """As `ocaml`, with the default compiler."""
+    def make(subdir, sources, **kw):
+        out = build.path("progs", default_compiler.name, subdir)
+        return flammetest.build_ocaml(default_compiler, sources, out, **kw)
     return make
 
 

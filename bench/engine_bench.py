@@ -30,29 +30,59 @@ import subprocess
 import sys
 import tempfile
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "engine"))
-import englib  # noqa: E402
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path[:0] = [os.path.join(HERE, "..", "tests"), os.path.join(HERE, "..", "tests", "engine")]
+import engine_figures as ef  # noqa: E402
+import flammetest  # noqa: E402
+from flammetest import clean_env, collapse, report, run_timed  # noqa: E402
+
+COMPILERS = ("fp", "nofp")  # OCaml 5.3.0 with and without frame pointers
+
+
+class Ctx:
+    """The build under test, the compilers of make deps and a work directory;
+    builds the programs it is asked for as the tests do (flammetest)."""
+
+    def __init__(self, build, cache, work):
+        self.build = flammetest.Build(build)
+        self.compilers = {c.name: c for c in flammetest.find_compilers(cache)}
+        self.work = work
+
+    def make(self, comp):
+        """A builder like the tests' `ocaml` fixture, for OCaml 5.3.0 COMP."""
+        compiler = self.compilers.get("5.3.0-" + comp)
+        if compiler is None:
+            raise FileNotFoundError("no OCaml 5.3.0-%s compiler (run make deps)" % comp)
+        return lambda subdir, sources, **kw: flammetest.build_ocaml(
+            compiler, sources, self.build.path("progs", compiler.name, subdir), **kw)
+
+    def exe(self, comp, name):
+        return ef.build_program(self.make(comp), name)
+
+
+def record(ctx, exe, args, prof, hz=999, engine=None, env=None):
+    """(CompletedProcess, wall s, CPU s) of `flamme record` of EXE ARGS."""
+    return run_timed(ef.record_cmd(ctx.build, exe, args, prof, hz, engine), env=clean_env(env),
+                     cwd=ctx.work)
 
 
 def bench_gc_hooks(ctx, rounds):
     print("GC hooks (gcloop 0.3, 999 Hz; goal: flamme's functions <= 0.5% of samples)")
     print("  %-5s %10s %10s %8s %12s %16s" % ("build", "cpu alone", "cpu flamme", "ratio",
                                                "flamme fns", "hooks paused"))
-    for comp in englib.COMPILERS:
+    for comp in COMPILERS:
         try:
             exe = ctx.exe(comp, "gcloop")
-        except FileNotFoundError as e:
+        except (FileNotFoundError, RuntimeError) as e:
             print("  %-5s %s" % (comp, e))
             continue
         alone, under, own, paused = [], [], [], ""
         for i in range(rounds):
-            a = englib.run([exe, "0.3"], englib.clean_env(), ctx.work)
-            alone.append(a.cpu)
+            alone.append(run_timed([exe, "0.3"], cwd=ctx.work)[2])
             prof = os.path.join(ctx.work, "gc.flm")
-            r = englib.record(ctx, exe, ["0.3"], prof)
-            under.append(r.cpu)
-            own.append(englib.own_share(ctx, englib.stacks(ctx, prof))[0])
-            m = re.search(r"hooks paused (\d+) times, (\d+) ms", englib.report(ctx, prof))
+            under.append(record(ctx, exe, ["0.3"], prof)[2])
+            own.append(ef.own_share(ctx.build, collapse(ctx.build, prof))[0])
+            m = re.search(r"hooks paused (\d+) times, (\d+) ms", report(ctx.build, prof))
             paused = "%s ms (%s)" % (m.group(2), m.group(1)) if m else "never"
         ca, cu = statistics.median(alone), statistics.median(under)
         print("  %-5s %9.2fs %9.2fs %8.3f %11.2f%% %16s" % (comp, ca, cu, cu / ca,
@@ -63,29 +93,29 @@ def bench_budget(ctx, rounds):
     print("CPU budget (deepfx, ~400,000-frame stacks, FLAMME_DEPTH=1000000; goal: <= 1.2x alone)")
     print("  %-5s %6s %10s %10s %8s %8s %10s %12s" % ("build", "Hz", "wall alone", "wall flamme",
                                                      "wall x", "cpu x", "handler", "shortened"))
-    for comp in englib.COMPILERS:
+    for comp in COMPILERS:
         try:
             exe = ctx.exe(comp, "deepfx")
-        except FileNotFoundError as e:
+        except (FileNotFoundError, RuntimeError) as e:
             print("  %-5s %s" % (comp, e))
             continue
         for hz in (99, 999):
             aw, ac, fw, fc, hs, sh = [], [], [], [], [], ""
             for i in range(rounds):
-                a = englib.run([exe], englib.clean_env(), ctx.work)
-                aw.append(a.wall)
-                ac.append(a.cpu)
+                _, wall, cpu = run_timed([exe], cwd=ctx.work)
+                aw.append(wall)
+                ac.append(cpu)
                 prof = os.path.join(ctx.work, "deep.flm")
-                r = englib.record(ctx, exe, [], prof, hz=hz, env={"FLAMME_DEPTH": "1000000"})
-                fw.append(r.wall)
-                fc.append(r.cpu)
-                rep = englib.report(ctx, prof)
+                r, wall, cpu = record(ctx, exe, [], prof, hz=hz, env={"FLAMME_DEPTH": "1000000"})
+                fw.append(wall)
+                fc.append(cpu)
+                rep = report(ctx.build, prof)
                 m = re.search(r"signal handler ([0-9.]+) s", rep)
-                t = re.search(r"thread_cpu ([0-9.]+)", r.out)
+                t = re.search(r"thread_cpu ([0-9.]+)", r.stdout)
                 if m and t:
                     hs.append(100.0 * float(m.group(1)) / float(t.group(1)))
                 m = re.search(r"(\d+) samples \(weight \d+\) were shortened", rep)
-                w = englib.report_weight(rep)
+                w = ef.report_weight(rep)
                 sh = "%s of %s" % (m.group(1) if m else 0, w)
             med = statistics.median
             print("  %-5s %6d %9.2fs %9.2fs %8.2f %8.2f %9.1f%% %12s"
@@ -99,12 +129,12 @@ def bench_budget(ctx, rounds):
 # fidelity suite's (effects scheduler, work stealing, domains that join and
 # allocate, C stubs), built with the fp compiler only.
 AGREE = [
-    ("engine", "kern", ["40"], englib.COMPILERS),
-    ("engine", "gcloop", ["0.3"], englib.COMPILERS),
-    ("unwind", "atomq", ["1"], englib.COMPILERS),
-    ("unwind", "hashstr", ["1"], englib.COMPILERS),
-    ("unwind", "effdeep", ["1"], englib.COMPILERS),
-    ("unwind", "yielder", ["1"], englib.COMPILERS),
+    ("engine", "kern", ["40"], COMPILERS),
+    ("engine", "gcloop", ["0.3"], COMPILERS),
+    ("unwind", "atomq", ["1"], COMPILERS),
+    ("unwind", "hashstr", ["1"], COMPILERS),
+    ("unwind", "effdeep", ["1"], COMPILERS),
+    ("unwind", "yielder", ["1"], COMPILERS),
     ("fidelity", "split", [], ("fp",)),
     ("fidelity", "sched", [], ("fp",)),
     ("fidelity", "steal", [], ("fp",)),
@@ -113,12 +143,22 @@ AGREE = [
 ]
 
 
+UNWIND_LIBS = {"yielder": ("unix", "threads")}
+
+
 def bench_exe(ctx, suite, prog, comp):
-    if suite == "fidelity":
-        path = os.path.join(ctx.build, "fidelity", prog, prog + ".exe")
-    else:
-        path = os.path.join(ctx.build, suite, comp, prog, prog + ".exe")
-    path = os.path.abspath(path)
+    """The program's executable, built here if needed; None when it cannot
+    be (no compiler, or a fidelity program make did not build)."""
+    try:
+        if suite == "engine":
+            return ctx.exe(comp, prog)
+        if suite == "unwind":
+            return ctx.make(comp)("unwind/" + prog, [os.path.join(HERE, "..", "tests", "unwind", prog + ".ml")],
+                                  libs=UNWIND_LIBS.get(prog, ()))
+    except (FileNotFoundError, RuntimeError) as e:
+        print("  %-10s %-5s %s" % (prog, comp, str(e).splitlines()[0]))
+        return None
+    path = ctx.build.path("fidelity", prog, prog + ".exe")
     return path if os.access(path, os.X_OK) else None
 
 
@@ -164,12 +204,12 @@ def perf_record_leaves(ctx, exe, args):
     if not shutil.which("perf"):
         return None
     data = os.path.join(ctx.work, "perf.data")
-    r = englib.run(["perf", "record", "-q", "-e", "cpu-clock", "-F", "999", "-g", "-o", data, "--",
-                    exe] + args, englib.clean_env(), ctx.work)
-    if r.rc != 0:
+    r = flammetest.run(["perf", "record", "-q", "-e", "cpu-clock", "-F", "999", "-g", "-o", data, "--",
+                        exe] + args, cwd=ctx.work)
+    if r.returncode != 0:
         return None
     p = subprocess.run(["perf", "script", "-i", data, "-F", "period,ip,sym,dso"],
-                       capture_output=True, text=True, timeout=englib.RUN_TIMEOUT)
+                       capture_output=True, text=True, timeout=flammetest.RUN_TIMEOUT)
     alias = code_begin_aliases(exe)
     shares, total = {}, 0
     for block in p.stdout.split("\n\n"):
@@ -199,21 +239,22 @@ def bench_agreement(ctx):
         for comp in comps:
             exe = bench_exe(ctx, suite, prog, comp)
             if not exe:
-                print("  %-10s %-5s not built (make %s-progs)" % (prog, comp, suite))
+                if suite == "fidelity":
+                    print("  %-10s %-5s not built (make %s-progs)" % (prog, comp, suite))
                 continue
             sh, kern, err = {}, 0.0, ""
             for eng in ("perf", "timer", "auto"):
                 prof = os.path.join(ctx.work, "agree-%s.flm" % eng)
                 env = {"LD_LIBRARY_PATH": os.path.dirname(exe)}
-                r = englib.record(ctx, exe, args, prof, hz=999, engine=None if eng == "auto" else eng,
-                                  env=env)
-                if r.rc != 0:
-                    err = r.err.strip()[-200:]
+                r = record(ctx, exe, args, prof, hz=999, engine=None if eng == "auto" else eng,
+                           env=env)[0]
+                if r.returncode != 0:
+                    err = r.stderr.strip()[-200:]
                     break
-                st = englib.stacks(ctx, prof)
-                sh[eng] = renamed(englib.leaf_shares(st))
+                st = collapse(ctx.build, prof)
+                sh[eng] = renamed(ef.leaf_shares(st))
                 if eng == "perf":
-                    kern = englib.kernel_share(st)
+                    kern = ef.kernel_share(st)
             if len(sh) < 3:
                 print("  %-10s %-5s failed to record: %s" % (prog, comp, err))
                 continue
@@ -223,7 +264,7 @@ def bench_agreement(ctx):
             def fmt(a, b):
                 if b is None:
                     return "-"
-                pp, leaf = englib.disagreement(a, b)
+                pp, leaf = ef.disagreement(a, b)
                 return "%5.1f %s" % (pp, (leaf or "")[:16])
             print("  %-10s %-5s %-22s %-22s %-22s %-22s %7.1f%%" % (
                 prog, comp, fmt(sh["perf"], sh["timer"]), fmt(sh["auto"], sh["timer"]),
@@ -233,13 +274,16 @@ def bench_agreement(ctx):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--build", default="build")
+    ap.add_argument("--cache", default=os.environ.get(
+        "FLAMME_CACHE", os.path.join(os.path.expanduser("~"), ".cache", "flamme")),
+        help="where make deps put the OCaml compilers")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--only", default="", help="comma-separated: gc, budget, agree")
     a = ap.parse_args()
     only = set(a.only.split(",")) if a.only else None
     want = lambda part: only is None or part in only  # noqa: E731
     with tempfile.TemporaryDirectory(prefix="flamme-engine-bench-") as tmp:
-        ctx = englib.Ctx(a.build, tmp)
+        ctx = Ctx(a.build, a.cache, tmp)
         if want("gc"):
             bench_gc_hooks(ctx, a.rounds)
         if want("budget"):

@@ -10,8 +10,10 @@ assertions here: tests assert through the `check` fixture (conftest.py).
 """
 import os
 import re
+import resource
 import shutil
 import subprocess
+import time
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -131,6 +133,26 @@ def record(build, cmd, out, args=(), env=None, cwd=None, timeout=RUN_TIMEOUT):
     """`flamme record ARGS -o OUT -- CMD`; returns the CompletedProcess."""
     return run([build.flamme, "record", *args, "-o", out, "--", *cmd],
                env=env, cwd=cwd, timeout=timeout)
+
+
+def run_timed(cmd, env=None, cwd=None, timeout=RUN_TIMEOUT):
+    """Runs CMD as run() does; returns (CompletedProcess, wall seconds, CPU
+    seconds: user + system of the process and the children it waited for),
+    for benchmarks. The CPU time is the growth of this process's
+    RUSAGE_CHILDREN: do not run other children meanwhile."""
+    r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t0 = time.monotonic()
+    p = run(cmd, env=env, cwd=cwd, timeout=timeout)
+    wall = time.monotonic() - t0
+    r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return p, wall, (r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime)
+
+
+def report(build, prof, *opts):
+    """The text of `flamme report PROF OPTS...`. Raises
+    subprocess.CalledProcessError if report fails."""
+    return subprocess.run([build.flamme, "report", prof, *opts], capture_output=True,
+                          text=True, check=True, timeout=RUN_TIMEOUT).stdout
 
 
 def summary(stderr):

@@ -1,6 +1,6 @@
-#!/usr/bin/env python3
-"""tests/engine/run.py — what sampling costs the program and what it counts
-(issue 8, points 4-6), on programs built with both compilers:
+"""tests/engine/test_engine.py — what sampling costs the program and what it
+counts (issue 8, points 4-6), on programs built with every compiler
+(make engine-test, part of make test):
 
 - gcloop: Gc.major in a loop on two domains while others come and go; the
   runtime then runs millions of empty major slices a second. flamme's own
@@ -24,66 +24,61 @@
   Kern.touch (perf, which knows each period's mode), the system calls under
   libc's stat wrapper (every engine). Without kernel sampling rights (as
   user nobody, perf_event_paranoid >= 2), --engine perf says why it uses the
-  timer engine instead.
-
+  timer engine instead (default compiler only: the subject is the engine).
 - handoff: four systhreads that hand the runtime lock over at every
   Thread.yield. auto at 999 Hz (perf) moves them to CPU timers, the report
   says so, and their top-20 leaves agree with --engine timer's within 15 pp
   (the timer's own spread on it is ~14 pp; perf is 25-35 pp off);
   --engine perf keeps them on perf; kern's main thread stays on perf under
   auto.
-
-Usage: run.py --build DIR [--only gcloop|deepfx|kern|handoff]
 """
-import argparse
 import os
 import re
 import shutil
-import sys
 import tempfile
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import englib  # noqa: E402
+import pytest
 
-passed = failed = 0
-
-
-def check(ok, what, detail=""):
-    global passed, failed
-    if ok:
-        passed += 1
-        print("ok   " + what)
-    else:
-        failed += 1
-        print("FAIL " + what + (": " + detail if detail else ""))
+import engine_figures as ef
+from flammetest import clean_env, collapse, report, run
 
 
-def test_gcloop(ctx, comp):
-    prof = os.path.join(ctx.work, "gcloop-%s.flm" % comp)
-    r = englib.record(ctx, ctx.exe(comp, "gcloop"), ["0.15"], prof, hz=999)
-    check(r.rc == 0 and "gcloop: checksum" in r.out, "%s gcloop: runs under flamme" % comp,
-          r.err.strip()[-300:])
-    if r.rc != 0:
+def record_hz(build, exe, args, prof, hz, engine=None, env=None, user=None, cwd=None):
+    """Records EXE ARGS into PROF at HZ (see ef.record_cmd); returns the
+    CompletedProcess."""
+    return run(ef.record_cmd(build, exe, args, prof, hz, engine, user), env=clean_env(env), cwd=cwd)
+
+
+@pytest.mark.slow
+def test_gcloop(build, ocaml, compiler, check, tmp_path):
+    comp = compiler.name
+    prof = str(tmp_path / "gcloop.flm")
+    r = record_hz(build, ef.build_program(ocaml, "gcloop"), ["0.15"], prof, 999, cwd=tmp_path)
+    check(r.returncode == 0 and "gcloop: checksum" in r.stdout, "%s gcloop: runs under flamme" % comp,
+          r.stderr.strip()[-300:])
+    if r.returncode != 0:
         return
-    st = englib.stacks(ctx, prof)
-    pct, mine, total = englib.own_share(ctx, st)
+    pct, mine, total = ef.own_share(build, collapse(build, prof))
     print("  %s gcloop: %d of %d samples in flamme's functions (%.2f%%)" % (comp, mine, total, pct))
     check(total >= 500, "%s gcloop: enough samples to judge (%d)" % (comp, total))
     check(pct <= 0.5, "%s gcloop: flamme's own functions <= 0.5%% of samples" % comp,
           "%.2f%% (%d of %d)" % (pct, mine, total))
 
 
-def test_deepfx(ctx, comp, hz):
-    prof = os.path.join(ctx.work, "deepfx-%s-%d.flm" % (comp, hz))
-    r = englib.record(ctx, ctx.exe(comp, "deepfx"), [], prof, hz=hz, engine="timer",
-                      env={"FLAMME_DEPTH": "1000000"})
-    m = re.search(r"thread_cpu ([0-9.]+)", r.out)
-    check(r.rc == 0 and m is not None, "%s deepfx %d Hz: runs under flamme" % (comp, hz),
-          r.err.strip()[-300:])
-    if r.rc != 0 or m is None:
+@pytest.mark.slow
+@pytest.mark.parametrize("hz", [99, 999])
+def test_deepfx(build, ocaml, compiler, check, tmp_path, hz):
+    comp = compiler.name
+    prof = str(tmp_path / "deepfx.flm")
+    r = record_hz(build, ef.build_program(ocaml, "deepfx"), [], prof, hz, engine="timer",
+                  env={"FLAMME_DEPTH": "1000000"}, cwd=tmp_path)
+    m = re.search(r"thread_cpu ([0-9.]+)", r.stdout)
+    check(r.returncode == 0 and m is not None, "%s deepfx %d Hz: runs under flamme" % (comp, hz),
+          r.stderr.strip()[-300:])
+    if r.returncode != 0 or m is None:
         return
-    rep = englib.report(ctx, prof)
-    weight = englib.report_weight(rep)
+    rep = report(build, prof)
+    weight = ef.report_weight(rep)
     h = re.search(r"signal handler ([0-9.]+) s of CPU", rep)
     handler = float(h.group(1)) if h else 0.0
     cpu = float(m.group(1))
@@ -104,16 +99,16 @@ KERN_RUNS = (("perf", "perf", 999), ("timer", "timer", 999), ("auto", None, 99),
 
 def kern_phases(st):
     """{phase: [weight, weight under [kernel], {function above [kernel]: weight},
-    {leaf (englib.leaf_of): weight}]}."""
+    {leaf (ef.leaf_of): weight}]}."""
     out = {ph: [0, 0, {}, {}] for ph in KERN_PHASES}
     for fr, w in st:
         for ph in KERN_PHASES:
             if "Kern." + ph in fr:
                 o = out[ph]
                 o[0] += w
-                leaf = englib.leaf_of(fr)
+                leaf = ef.leaf_of(fr)
                 o[3][leaf] = o[3].get(leaf, 0) + w
-                if fr[-1] == englib.KERNEL and len(fr) > 1:
+                if fr[-1] == ef.KERNEL and len(fr) > 1:
                     o[1] += w
                     o[2][fr[-2]] = o[2].get(fr[-2], 0) + w
     return out
@@ -132,43 +127,53 @@ def phase_leaf_shares(ph, share):
     return out
 
 
-def test_kern(ctx, comp, prefix="", user=None):
-    exe = ctx.exe(comp, "kern")
+MOVED = re.compile(r"(\d+) threads left the perf engine for a CPU timer[^\n]*\n"
+                   r"[^\n]*?(?:; tids:([\d ]+))?$", re.M)
+
+
+def moved_tids(rep):
+    """The tids `flamme report` says auto moved off perf."""
+    m = MOVED.search(rep)
+    return set(m.group(2).split()) if m and m.group(2) else set()
+
+
+def kern_runs(build, exe, comp, check, work, prefix="", user=None):
+    """Records kern under each of KERN_RUNS (under --engine perf only, as
+    USER, when USER is given) and checks each profile and every pair."""
     runs = KERN_RUNS if user is None else (("perf", "perf", 999),)
     runs_seen = {}
     for label, eng, hz in runs:
         what = "%s%s kern %s %d Hz" % (prefix, comp, label, hz)
-        prof = os.path.join(ctx.work, "kern-%s-%s-%d.flm" % (comp, label, hz))
-        r = englib.record(ctx, exe, ["30"], prof, hz=hz, engine=eng, user=user)
+        prof = os.path.join(work, "kern-%s-%d.flm" % (label, hz))
+        r = record_hz(build, exe, ["30"], prof, hz, engine=eng, user=user, cwd=work)
         cpu = {m.group(1): (float(m.group(2)), float(m.group(3)))
-               for m in re.finditer(r"kern: phase (\w+) cpu ([0-9.]+) sys ([0-9.]+)", r.out)}
-        check(r.rc == 0 and len(cpu) == 3, what + ": runs under flamme", r.err.strip()[-300:])
-        if r.rc != 0 or len(cpu) != 3:
+               for m in re.finditer(r"kern: phase (\w+) cpu ([0-9.]+) sys ([0-9.]+)", r.stdout)}
+        check(r.returncode == 0 and len(cpu) == 3, what + ": runs under flamme", r.stderr.strip()[-300:])
+        if r.returncode != 0 or len(cpu) != 3:
             continue
-        m = re.search(r"engine (\w+)", r.err)
+        m = re.search(r"engine (\w+)", r.stderr)
         used = m.group(1) if m else "?"
         if user is not None:
-            check(used == "timer" and "may not sample the kernel" in r.err,
+            check(used == "timer" and "may not sample the kernel" in r.stderr,
                   what + ": perf without kernel sampling says so and uses the timer engine",
-                  r.err.strip()[-300:])
+                  r.stderr.strip()[-300:])
         elif eng is not None:
             check(used == eng, what + ": engine %s used" % eng, used)
+        rep = report(build, prof)
         if used == "perf":
             # A thread that never waits: perf's cost per switch is no
             # reason to leave it (the runtime's helper threads may).
-            rep = englib.report(ctx, prof)
             main = re.search(r"^\s+main\s+(\d+)\s", rep, re.M)
             check(main and main.group(1) not in moved_tids(rep),
                   what + ": the main thread stays on the perf engine",
                   "main %s, moved %s" % (main.group(1) if main else "?", moved_tids(rep)))
-        st = englib.stacks(ctx, prof)
-        ph = kern_phases(st)
+        ph = kern_phases(collapse(build, prof))
         wsum = sum(ph[p][0] for p in KERN_PHASES) or 1
         csum = sum(cpu[p][0] for p in KERN_PHASES)
         # 3 pp, plus 3 samples: where the phase's first and last fall
         # (a timer engine sample may weigh several periods: few signals on
         # a loaded machine).
-        nrec = englib.report_records(englib.report(ctx, prof)) or 1
+        nrec = ef.report_records(rep) or 1
         tol = 3.0 + 300.0 / nrec
         for p in KERN_PHASES:
             got, want = 100.0 * ph[p][0] / wsum, 100.0 * cpu[p][0] / csum
@@ -207,14 +212,13 @@ def test_kern(ctx, comp, prefix="", user=None):
             check(touch[1] and touch[2].get("Kern.touch", 0) >= 0.7 * touch[1],
                   what + ": >= 70% of the page faults' [kernel] sits right under Kern.touch",
                   str(touch[2]))
-        runs_seen["%s %d Hz" % (label, hz)] = (ph, {p: 100.0 * cpu[p][0] / csum for p in cpu},
-                                                nrec)
+        runs_seen["%s %d Hz" % (label, hz)] = (ph, {p: 100.0 * cpu[p][0] / csum for p in cpu}, nrec)
     keys = sorted(runs_seen)
     for i, a in enumerate(keys):
         for b in keys[i + 1:]:
             share = {p: (runs_seen[a][1][p] + runs_seen[b][1][p]) / 2 for p in KERN_PHASES}
-            pp, leaf = englib.disagreement(phase_leaf_shares(runs_seen[a][0], share),
-                                           phase_leaf_shares(runs_seen[b][0], share))
+            pp, leaf = ef.disagreement(phase_leaf_shares(runs_seen[a][0], share),
+                                       phase_leaf_shares(runs_seen[b][0], share))
             # 5 pp, or twice the sampling noise of the run with fewer
             # samples (a leaf's share varies by up to 50/sqrt(n) pp).
             n = min(runs_seen[a][2], runs_seen[b][2])
@@ -225,48 +229,71 @@ def test_kern(ctx, comp, prefix="", user=None):
                   % (prefix, comp, a, b, tol), "%.1f pp at %s" % (pp, leaf))
 
 
-MOVED = re.compile(r"(\d+) threads left the perf engine for a CPU timer[^\n]*\n"
-                   r"[^\n]*?(?:; tids:([\d ]+))?$", re.M)
+@pytest.mark.slow
+def test_kern(build, ocaml, compiler, check, tmp_path):
+    kern_runs(build, ef.build_program(ocaml, "kern"), compiler.name, check, str(tmp_path))
 
 
-def moved_tids(rep):
-    """The tids `flamme report` says auto moved off perf."""
-    m = MOVED.search(rep)
-    return set(m.group(2).split()) if m and m.group(2) else set()
+def paranoid():
+    try:
+        with open("/proc/sys/kernel/perf_event_paranoid") as f:
+            return int(f.read())
+    except (OSError, ValueError):
+        return None
 
 
-def test_handoff(ctx, comp):
+@pytest.mark.slow
+def test_kern_no_kernel_rights(build, ocaml_default, default_compiler, check):
+    """Perf events that may not sample the kernel: an unprivileged user
+    where perf_event_paranoid >= 2 (root may always)."""
+    lvl = paranoid()
+    if not (os.geteuid() == 0 and lvl is not None and lvl >= 2 and shutil.which("setpriv")):
+        pytest.skip("needs root, setpriv and perf_event_paranoid >= 2; have euid %d, paranoid %s"
+                    % (os.geteuid(), lvl))
+    exe = ef.build_program(ocaml_default, "kern")
+    # pytest's own temporary directories are private to root.
+    work = tempfile.mkdtemp(prefix="flamme-engine-nobody-")
+    try:
+        os.chmod(work, 0o777)
+        kern_runs(build, exe, default_compiler.name, check, work, prefix="nobody: ", user=65534)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+@pytest.mark.slow
+def test_handoff(build, ocaml, compiler, check, tmp_path):
     """Systhreads that hand the runtime lock over at every Thread.yield:
     under auto at 999 Hz the perf engine's cost per context switch would
     triple their kernel time, so auto moves them to CPU timers (and says
     so), and the profile agrees with the timer engine's; --engine perf is
     left as asked."""
-    exe = ctx.exe(comp, "handoff")
+    comp = compiler.name
+    exe = ef.build_program(ocaml, "handoff")
     res = {}
     for label, eng in (("timer", "timer"), ("auto", None), ("perf", "perf")):
         what = "%s handoff %s 999 Hz" % (comp, label)
-        prof = os.path.join(ctx.work, "handoff-%s-%s.flm" % (comp, label))
+        prof = str(tmp_path / ("handoff-%s.flm" % label))
         # perf only has to keep its threads: a shorter run (it is slow).
-        r = englib.record(ctx, exe, ["1" if label == "perf" else "4"], prof, hz=999, engine=eng)
-        check(r.rc == 0 and "handoff: total" in r.out, what + ": runs under flamme",
-              r.err.strip()[-300:])
-        if r.rc != 0:
+        r = record_hz(build, exe, ["1" if label == "perf" else "4"], prof, 999, engine=eng,
+                      cwd=tmp_path)
+        check(r.returncode == 0 and "handoff: total" in r.stdout, what + ": runs under flamme",
+              r.stderr.strip()[-300:])
+        if r.returncode != 0:
             return
-        m = re.search(r"engine (\w+)", r.err)
-        rep = englib.report(ctx, prof)
+        m = re.search(r"engine (\w+)", r.stderr)
+        rep = report(build, prof)
         moved = MOVED.search(rep)
         res[label] = (m.group(1) if m else "?", int(moved.group(1)) if moved else 0,
-                      englib.leaf_shares(englib.stacks(ctx, prof)), englib.report_records(rep) or 1)
+                      ef.leaf_shares(collapse(build, prof)), ef.report_records(rep) or 1)
     if res["auto"][0] != "perf":
-        print("skip %s handoff: auto at 999 Hz uses %s here (no perf events with kernel samples)"
-              % (comp, res["auto"][0]))
-        return
+        pytest.skip("%s handoff: auto at 999 Hz uses %s here (no perf events with kernel samples)"
+                    % (comp, res["auto"][0]))
     check(res["auto"][1] >= 3, "%s handoff auto 999 Hz: the report says the >= 3 yielding"
           " threads left the perf engine for CPU timers" % comp, "%d moved" % res["auto"][1])
     check(res["perf"][0] == "perf" and res["perf"][1] == 0,
           "%s handoff --engine perf: every thread stays on perf (as asked)" % comp,
           "engine %s, %d moved" % res["perf"][:2])
-    pp, leaf = englib.disagreement(res["auto"][2], res["timer"][2])
+    pp, leaf = ef.disagreement(res["auto"][2], res["timer"][2])
     # 15 pp: the timer engine's own Handoff.work share spread from 38.7% to
     # 52.4% over seven runs on the loaded 2-core VM (few signals, each
     # weighing several periods), and auto spends its first ~100 ms on perf;
@@ -279,48 +306,3 @@ def test_handoff(ctx, comp):
              res["timer"][2].get("Handoff.work", 0), res["perf"][2].get("Handoff.work", 0)))
     check(pp <= tol, "%s handoff: top-20 leaves of auto and timer at 999 Hz agree within %.1f pp"
           % (comp, tol), "%.1f pp at %s" % (pp, leaf))
-
-
-def paranoid():
-    try:
-        with open("/proc/sys/kernel/perf_event_paranoid") as f:
-            return int(f.read())
-    except (OSError, ValueError):
-        return None
-
-
-def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--build", default="build")
-    ap.add_argument("--only", choices=("gcloop", "deepfx", "kern", "handoff"),
-                    help="one program's tests")
-    a = ap.parse_args()
-    want = lambda name: a.only in (None, name)  # noqa: E731
-    with tempfile.TemporaryDirectory(prefix="flamme-engine-") as tmp:
-        ctx = englib.Ctx(a.build, tmp)
-        for comp in englib.COMPILERS:
-            if want("gcloop"):
-                test_gcloop(ctx, comp)
-            for hz in (99, 999) if want("deepfx") else ():
-                test_deepfx(ctx, comp, hz)
-            if want("kern"):
-                test_kern(ctx, comp)
-            if want("handoff"):
-                test_handoff(ctx, comp)
-        # Perf events that may not sample the kernel: an unprivileged user
-        # where perf_event_paranoid >= 2 (root may always).
-        lvl = paranoid()
-        if not want("kern"):
-            pass
-        elif os.geteuid() == 0 and lvl is not None and lvl >= 2 and shutil.which("setpriv"):
-            os.chmod(tmp, 0o777)
-            test_kern(ctx, "fp", prefix="nobody: ", user=65534)
-        else:
-            print("skip nobody: perf without kernel sampling (needs root, setpriv and "
-                  "perf_event_paranoid >= 2; have euid %d, paranoid %s)" % (os.geteuid(), lvl))
-    print("engine: %d passed, %d failed" % (passed, failed))
-    return 1 if failed else 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -85,20 +85,21 @@ def _newest_mtime(paths):
     return max(os.stat(p).st_mtime for p in paths)
 
 
-def build_ocaml(compiler, sources, out_dir, name=None, libs=(), flags=()):
+def build_ocaml(compiler, sources, out_dir, name=None, libs=(), flags=(), deps=()):
     """Builds an OCaml test program with COMPILER into OUT_DIR (sources are
     copied there first: ocamlopt writes .cmx/.o beside what it is given).
     SOURCES: paths of .c stubs and .ml files, in link order; LIBS: e.g.
-    ("unix", "threads"); FLAGS: extra ocamlopt arguments. Returns the
+    ("unix", "threads"); FLAGS: extra ocamlopt arguments; DEPS: other files
+    the program is built from (a library given in FLAGS). Returns the
     executable's path (OUT_DIR/NAME.exe, NAME defaulting to the last .ml's
-    base name); rebuilt only when a source or the compiler is newer.
+    base name); rebuilt only when a source, a dep or the compiler is newer.
     Raises RuntimeError with the compiler's output when the build fails."""
     sources = [os.path.abspath(s) for s in sources]
     mls = [s for s in sources if s.endswith(".ml")]
     name = name or os.path.splitext(os.path.basename(mls[-1]))[0]
     os.makedirs(out_dir, exist_ok=True)
     exe = os.path.join(out_dir, name + ".exe")
-    deps = sources + [compiler.ocamlopt]
+    deps = sources + list(deps) + [compiler.ocamlopt]
     if os.path.exists(exe) and os.stat(exe).st_mtime >= _newest_mtime(deps):
         return exe
     for s in sources:
@@ -111,6 +112,31 @@ def build_ocaml(compiler, sources, out_dir, name=None, libs=(), flags=()):
     if p.returncode != 0:
         raise RuntimeError("building %s with %s failed:\n%s%s" % (name, compiler, p.stdout, p.stderr))
     return exe
+
+
+def flamme_library(build, compiler):
+    """The flamme OCaml library (ocaml_stubs/, mk/ocaml_stubs.mk) built by
+    COMPILER: make's own build/ocaml_stubs when COMPILER is make's
+    $(OCAMLOPT), else a sub-build build/ocaml-<name>/ocaml_stubs (make
+    BUILD=... OCAMLOPT=...; .cmx files of one compiler cannot be linked by
+    another). Returns (the directory, the ocamlopt arguments that link the
+    library, the files a program linking it depends on). Raises
+    RuntimeError with make's output when the build fails."""
+    default = os.environ.get("OCAMLOPT", "")
+    if default and os.path.realpath(default) == os.path.realpath(compiler.ocamlopt):
+        sub = build.dir
+    else:
+        sub = build.path("ocaml-" + compiler.name)
+    rel = os.path.relpath(sub, REPO)
+    out = os.path.join(sub, "ocaml_stubs")
+    outputs = [os.path.join(out, f) for f in ("flamme.cmxa", "flamme.a", "libflamme_stubs.a")]
+    p = subprocess.run([os.environ.get("FLAMME_MAKE", "make"), "--no-print-directory", "BUILD=" + rel,
+                        "OCAMLOPT=" + compiler.ocamlopt] + [os.path.relpath(f, REPO) for f in outputs],
+                       cwd=REPO, capture_output=True, text=True, timeout=1200)
+    if p.returncode != 0:
+        raise RuntimeError("building the flamme library with %s failed:\n%s%s"
+                           % (compiler, p.stdout[-3000:], p.stderr[-3000:]))
+    return out, ["-I", out, "flamme.cmxa"], outputs
 
 
 def clean_env(extra=None):

@@ -29,6 +29,9 @@ LDFLAGS_TOOL := $(SANFLAGS)
 .DEFAULT_GOAL := all
 ALL_TARGETS :=
 TEST_TARGETS :=
+# What the pytest modules need make to build first (C harnesses, .so
+# fixtures, the OCaml library's C object): each mk/<area>.mk adds its own.
+TEST_DEPS :=
 BENCH_TARGETS :=
 HELP_LINES :=
 
@@ -45,7 +48,7 @@ deps:
 # (TEST_TARGETS) run from tests/test_groups.py.
 PYTEST ?= /usr/bin/python3 -m pytest
 PYTEST_ENV = FLAMME_BUILD=$(BUILD) FLAMME_MAKE="$(MAKE)" FLAMME_MAKE_GROUPS="$(TEST_TARGETS)"
-test: all
+test: all $(TEST_DEPS)
 	$(PYTEST_ENV) $(PYTEST) $(if $(T),-k "$(T)") $(PYTEST_ARGS)
 
 bench: all $(BENCH_TARGETS)

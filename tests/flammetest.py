@@ -242,6 +242,21 @@ def completeness(stacks, labelled=False):
     return share(stacks, lambda f: is_complete(f, labelled))
 
 
+# `flamme collapse --threads` labels: a domain's main thread, a systhread.
+LABEL_DOMAIN = re.compile(r"^domain (\d+)$")
+LABEL_SYSTHREAD = re.compile(r"^thread (\d+) \(domain (\d+)\)$")
+
+
+def describe(stacks, limit=5):
+    """The heaviest stacks, shortened, one per line: what a failed check
+    prints to show what the profile holds instead."""
+    out = []
+    for f, c in sorted(stacks, key=lambda s: -s[1])[:limit]:
+        s = ";".join(f) if len(f) <= 14 else ";".join(f[:6] + ["..."] + f[-6:])
+        out.append("    %6d %s" % (c, s))
+    return "\n".join(out)
+
+
 def varint(b, i):
     """Decodes an unsigned LEB128 varint of bytes B at offset I; returns
     (value, next offset). Raises ValueError on a truncated varint."""

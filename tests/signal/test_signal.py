@@ -1,0 +1,286 @@
+"""tests/signal/test_signal.py — the agent shares signals, timers and
+blocking calls with the program without harming it or lying about it
+(make signal-test, part of make test).
+
+Owns: the checks of agent/engine.c's clocks and signal choice,
+agent/blocking.c and the handler's reads. Each program tests/signal/<name>.ml
+(+ <name>_stubs.c when it needs C, + tests/lib/work.ml) is built with every
+compiler make deps provides; armclock links the flamme OCaml library, the
+others run with the agent preloaded. Each test runs a program the way a user
+would and checks its output and exit status, then reads its profile with
+`flamme collapse --threads`; tolerances are stated next to each assertion.
+"""
+import os
+import re
+
+import pytest
+
+from flammetest import (LABEL_DOMAIN, LABEL_SYSTHREAD, REPO, clean_env, collapse, describe,
+                        flamme_library, run, total)
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+WORK_ML = os.path.join(REPO, "tests", "lib", "work.ml")
+LIBS = {"armclock": ("unix", "threads"), "ownprof": ("unix",), "seccomp": ("unix",)}
+
+
+@pytest.fixture(scope="session")
+def program(build, compiler, ocaml):
+    """program(name) -> exe: tests/signal/<name>.ml with work.ml and its C
+    stubs; armclock with the flamme library."""
+    def make(name):
+        stubs = os.path.join(HERE, name + "_stubs.c")
+        sources = ([WORK_ML] + ([stubs] if os.path.exists(stubs) else [])
+                   + [os.path.join(HERE, name + ".ml")])
+        flags, deps = ["-g", "-ccopt", "-I" + HERE], ()
+        if name == "armclock":
+            _, largs, deps = flamme_library(build, compiler)
+            flags += largs
+        return ocaml("signal/" + name, sources, libs=LIBS.get(name, ()), flags=flags, deps=deps)
+    return make
+
+
+def has(fn):
+    """Predicate: some frame is the OCaml function fn (e.g. Armclock.reader)."""
+    return lambda f: any(x == fn or x.startswith(fn + "_") for x in f[1:])
+
+
+def threads(build, prof):
+    """The profile's stacks labelled by thread (`collapse --threads`)."""
+    return collapse(build, prof, "--threads")
+
+
+def preload(build, exe, args, out, env=None):
+    """Runs EXE with the agent preloaded writing OUT; returns the
+    CompletedProcess."""
+    e = {"LD_PRELOAD": build.lib, "FLAMME_OUTPUT": out}
+    e.update(env or {})
+    return run([exe] + list(args), env=clean_env(e))
+
+
+@pytest.fixture(scope="session")
+def engines(build, program, tmp_path_factory):
+    """(engine, rate) pairs to run with: the default (timer at 99 Hz) and
+    perf at 499 Hz where the kernel allows it."""
+    out = [("auto", 99)]
+    p = preload(build, program("ownprof"), ["0.05"], str(tmp_path_factory.mktemp("probe") / "probe.flm"),
+                {"FLAMME_ENGINE": "perf", "FLAMME_HZ": "499"})
+    if p.returncode == 0 and "using the timer engine" not in p.stderr:
+        out.append(("perf", 499))
+    return out
+
+
+@pytest.mark.slow
+def test_armclock(build, program, check, tmp_path):
+    """Threads that exist before Flamme.start are sampled on their own CPU
+    clock (the timer engine at the default 99 Hz, armed from the main
+    thread): the domain that burns most of the CPU gets most samples, the
+    systhread blocked in read() none."""
+    prof = str(tmp_path / "armclock.flm")
+    p = run([program("armclock"), prof, "99"], env=clean_env({"FLAMME_ENGINE": "auto"}))
+    if not check(p.returncode == 0 and "armclock: done" in p.stdout, "armclock: runs",
+                 "exit %d, stderr:\n%s" % (p.returncode, p.stderr)):
+        return
+    st = threads(build, prof)
+    n = total(st)
+    # By thread (the stacks of a program linking the library and built
+    # without frame pointers break above Work.burn: a separate limit).
+    dom = total(st, lambda f: LABEL_DOMAIN.match(f[0]) and "Work.burn" in f)
+    main = total(st, lambda f: f[0] == "main" and "Work.burn" in f)
+    reader = total(st, lambda f: LABEL_SYSTHREAD.match(f[0]) is not None)
+    print("  armclock: %d samples: domain_work %d, main_work %d, reader (blocked) %d"
+          % (n, dom, main, reader))
+    # The domain burns ~1.2 s of CPU, main ~0.15-0.3 s: >= 2x leaves room for
+    # scheduling while failing when every thread ticks on main's clock (1x).
+    check(dom >= 50, "armclock: the busy domain has >= 50 samples",
+          "only %d\n%s" % (dom, describe(st)))
+    check(dom >= 2 * main, "armclock: the busy domain is sampled on its own clock (>= 2x main's)",
+          "domain_work %d samples vs main_work %d\n%s" % (dom, main, describe(st)))
+    # A thread blocked in read() uses no CPU: at most 2% (a sample in flight).
+    check(reader <= 0.02 * n, "armclock: the thread blocked in read() has <= 2% of the samples",
+          "%d of %d\n%s" % (reader, n, describe(st)))
+
+
+@pytest.mark.slow
+def test_ownprof(build, program, engines, check, tmp_path):
+    """The program owns SIGPROF and ITIMER_PROF (handler installed after the
+    agent started): it gets exactly its own ticks, and flamme still gets its
+    samples."""
+    for engine, hz in engines:
+        prof = str(tmp_path / ("ownprof-%s.flm" % engine))
+        p = preload(build, program("ownprof"), ["0.6"], prof,
+                    {"FLAMME_ENGINE": engine, "FLAMME_HZ": str(hz)})
+        m = re.search(r"ownprof: ticks=(\d+) cpu=([0-9.]+)", p.stdout)
+        if not check(p.returncode == 0 and m, "ownprof [%s]: runs and prints its ticks" % engine,
+                     "exit %d, stdout %r, stderr:\n%s" % (p.returncode, p.stdout, p.stderr)):
+            continue
+        ticks, cpu = int(m.group(1)), float(m.group(2))
+        st = threads(build, prof)
+        burn = total(st, has("Ownprof.burn"))
+        print("  ownprof [%s %d Hz]: program ticks %d for %.2f s CPU (%.0f expected), flamme %d samples "
+              "of Ownprof.burn (%.0f expected)" % (engine, hz, ticks, cpu, cpu / 0.01, burn, cpu * hz))
+        # ITIMER_PROF at 100 Hz: cpu/0.01 ticks. Flamme's signals reaching
+        # the program's handler would add another 99 (or 499) per CPU second
+        # (+50% allowed for tick rounding); an agent taking ITIMER_PROF over
+        # would leave it none (seen as low as 47% of the count on a machine
+        # loaded 10 times over: OCaml merges ticks its handler has not run
+        # for yet).
+        check(0.25 * cpu / 0.01 <= ticks <= 1.5 * cpu / 0.01,
+              "ownprof [%s]: the program's handler counts its own ITIMER_PROF ticks" % engine,
+              "%d ticks for %.2f s of CPU at 100 Hz" % (ticks, cpu))
+        check(burn >= 0.5 * cpu * hz, "ownprof [%s]: flamme still samples Ownprof.burn" % engine,
+              "%d samples for %.2f s of CPU at %d Hz\n%s" % (burn, cpu, hz, describe(st)))
+        check("replaced flamme's handler" not in p.stderr,
+              "ownprof [%s]: no 'replaced flamme's handler' warning" % engine, p.stderr.strip())
+
+
+SLEEP_CASES = ["usleep", "sleep", "pause", "sigsuspend", "sigtimedwait", "epoll_pwait2",
+               "rcvtimeo_read", "rcvtimeo_recv"]
+
+
+@pytest.mark.slow
+def test_sleeps(build, program, check, tmp_path):
+    """Wall mode samples every thread, blocked or not: C code's blocking
+    calls that EINTR would cut short must still wait their full time (each
+    case checks its return value and that >= 0.19 s of its 0.2 s (1 s for
+    sleep) passed), and their waiting time is profiled at the C function
+    that waits."""
+    prof = str(tmp_path / "sleeps.flm")
+    p = preload(build, program("sleeps"), SLEEP_CASES, prof, {"FLAMME_MODE": "wall", "FLAMME_HZ": "999"})
+    if not check(p.returncode == 0, "sleeps: runs", "exit %d, stderr:\n%s" % (p.returncode, p.stderr)):
+        return
+    got = dict(l.split(": ", 1) for l in p.stdout.splitlines() if ": " in l)
+    st = threads(build, prof)
+    for c in SLEEP_CASES:
+        w = total(st, lambda f, c=c: "case_" + c in f)
+        print("  sleeps: %-14s %s, %d samples (wall weight) at case_%s" % (c, got.get(c), w, c))
+        if check(got.get(c) == "ok", "sleeps: %s waits its full time" % c, got.get(c)):
+            # 0.2 s waited at up to 250 signals/s (timer ticks): ~50; at
+            # least 10 shows the wait is attributed to the waiting function.
+            check(w >= 10, "sleeps: %s's wait is profiled at case_%s (>= 10 samples)" % (c, c),
+                  "only %d\n%s" % (w, describe(st, 8)))
+
+
+@pytest.mark.slow
+def test_cancel(build, program, check, tmp_path):
+    """Wall mode: threads cancelled inside poll, their slots then reused by
+    threads that get sampled, leave no dangling snapshot (the program ran
+    into a freed ring before); a poll made by a SIGUSR1 handler while the
+    thread waits in another poll keeps the outer call's snapshot, so the
+    outer wait is profiled at its caller and flamme's own code never shows."""
+    prof = str(tmp_path / "cancel.flm")
+    p = preload(build, program("cancel"), ["12", "1.0"], prof, {"FLAMME_MODE": "wall", "FLAMME_HZ": "999"})
+    so = p.stdout
+    if not check(p.returncode == 0 and "cancel: rounds done" in so and "nested: woken: true" in so,
+                 "cancel: runs", "exit status %d, stdout %r, stderr:\n%s" % (p.returncode, so, p.stderr)):
+        return
+    st = threads(build, prof)
+    outer = total(st, lambda f: "nested_outer" in f)
+    ours = total(st, lambda f: "nested_outer" in f and any("sigmask" in x for x in f))
+    burn = total(st, lambda f: "burner" in f)
+    print("  cancel: %s; burner threads %d samples; nested_outer %d samples, %d of them in "
+          "flamme's signal-mask code" % (so.strip().replace("\n", ", "), burn, outer, ours))
+    check(burn > 0, "cancel: the threads that reused the slots are sampled", describe(st))
+    # A C thread's samples in a system call are in its own start routine (or
+    # in its registration at start and exit); a dangling snapshot shows up
+    # as a blocked stack that is not.
+    own = ("burner", "kicker", "waiter")
+    stale = [(f, c) for f, c in st if f[0] != "main" and f[-1] == "[blocked]" and
+             not any(x in own or x.startswith("flamme_thread_") for x in f)]
+    check(not stale, "cancel: no C thread's samples come from a cancelled thread's snapshot",
+          "%d samples are not theirs (committed through a reused slot):\n%s"
+          % (total(stale), describe(stale)))
+    check(outer >= 100, "cancel: nested_outer's 1 s wait has >= 100 samples",
+          "only %d\n%s" % (outer, describe(st)))
+    # A signal arriving just as a call ends is a real (rare) sample there.
+    check(ours <= 0.05 * outer, "cancel: the nested call keeps the outer snapshot (<= 5% of the outer "
+          "wait in flamme's signal-mask code)", "%d of %d\n%s" % (ours, outer, describe(st)))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("mode", ["early", "late"])
+def test_seccomp(build, program, check, tmp_path, mode):
+    """A seccomp filter refuses process_vm_readv (EPERM), installed before
+    the agent starts ("early": the program re-execs itself under it) or while
+    it profiles ("late"): the walker's checked reads must stay checked (they
+    read arbitrary memory before, and a garbage frame pointer in C code
+    killed the program with SIGSEGV), and OCaml stacks still reach main."""
+    d = str(tmp_path)
+    p = preload(build, program("seccomp"), [mode], os.path.join(d, "p.%p.flm"), {"FLAMME_HZ": "499"})
+    if not check(p.returncode == 0 and "seccomp: done" in p.stdout, "seccomp [%s]: runs" % mode,
+                 "exit status %d (-11: SIGSEGV), stdout %r, stderr:\n%s"
+                 % (p.returncode, p.stdout, p.stderr)):
+        return
+    profs = sorted(os.path.join(d, f) for f in os.listdir(d) if f.endswith(".flm"))
+    st = max((threads(build, q) for q in profs), key=total)
+    ml = total(st, has("Seccomp.ocaml_work"))
+    ml_main = total(st, lambda f: has("Seccomp.ocaml_work")(f) and "main" in f)
+    spin = total(st, lambda f: "garbage_rbp_spin" in f)
+    print("  seccomp [%s]: Seccomp.ocaml_work %d samples (%d reach main), garbage_rbp_spin %d"
+          % (mode, ml, ml_main, spin))
+    check(ml >= 50 and spin >= 20, "seccomp [%s]: OCaml and C work sampled (>= 50, >= 20)" % mode,
+          describe(st))
+    # The filter leaves OCaml frames readable directly; 90% leaves room
+    # for the samples taken while the late filter goes in.
+    check(ml_main >= 0.9 * ml, "seccomp [%s]: >= 90%% of the OCaml samples reach main" % mode,
+          "only %d of %d\n%s" % (ml_main, ml, describe(st)))
+
+
+@pytest.mark.slow
+def test_masked(build, program, engines, check, tmp_path):
+    """CPU time spent with the sample signal blocked still counts: the
+    periods are delivered late, at the unblocking, and weigh what they
+    stood for (perf: the overflows recorded in the event's buffer, up to 64;
+    timer: overruns). Before, the perf engine's coalesced SIGPROF counted 1.
+    perf: 0.4 s at 499 Hz is ~200 periods, past the 64 overflows the event
+    may hold back (agent/engine.c: PERF_MAX_UNCONSUMED); the rest is made
+    up from the thread's CPU clock. The burn is the program's first work,
+    often before its first overflow, when they come every random part of a
+    period (a blocked burn then weighed as little as 19 of 50 in CI)."""
+    for engine, hz in engines:
+        secs = 0.4
+        prof = str(tmp_path / ("masked-%s.flm" % engine))
+        p = preload(build, program("masked"), [str(secs)], prof, {"FLAMME_ENGINE": engine, "FLAMME_HZ": str(hz)})
+        if not check(p.returncode == 0 and "masked: done" in p.stdout, "masked [%s]: runs" % engine,
+                     "exit %d, stderr:\n%s" % (p.returncode, p.stderr)):
+            continue
+        st = threads(build, prof)
+        masked = total(st, lambda f: "masked_burn" in f)
+        opened = total(st, lambda f: "open_burn" in f)
+        print("  masked [%s %d Hz]: %.1f s CPU blocked: weight %d; %.1f s open: weight %d (%.0f expected each)"
+              % (engine, hz, secs, masked, secs, opened, secs * hz))
+        check(opened >= 0.5 * secs * hz, "masked [%s]: the open burn weighs >= half its periods" % engine,
+              "only %d\n%s" % (opened, describe(st)))
+        # The blocked burn weighs the CPU time it stood for (not 1), within
+        # the same margin as the open one. Not compared with the open burn:
+        # on a loaded machine the perf engine's task-clock loses periods in
+        # both (seen: open 28-35 of 50 at load 11), which a ratio would
+        # turn into a spurious failure.
+        check(0.5 * secs * hz <= masked <= 1.6 * secs * hz,
+              "masked [%s]: the blocked burn weighs the CPU time it stood for" % engine,
+              "%d for %.0f expected (the open one %d)\n%s" % (masked, secs * hz, opened, describe(st)))
+
+
+@pytest.mark.slow
+def test_short(build, program, engines, check, tmp_path):
+    """Threads shorter than one sampling period get their share: 300 threads
+    of 2 ms CPU each at 99 Hz (10 ms periods) are 0.6 s of CPU, ~60
+    samples (fewer in practice: the perf engine drops overflows that land
+    in kernel code, and thread start and exit are mostly kernel time). The
+    perf engine's first overflow comes after a random part of a period; it
+    came after a full one, so such threads (and the first period of every
+    thread) were never sampled. (The timer engine's first expiry is random
+    too, but POSIX CPU timers are checked on the 4 ms kernel tick, which a
+    2 ms thread mostly escapes: a documented limit.)"""
+    if "perf" not in dict(engines):
+        pytest.skip("the perf engine is not available here")
+    prof = str(tmp_path / "short-perf.flm")
+    p = preload(build, program("short"), ["300", "0.002"], prof, {"FLAMME_ENGINE": "perf", "FLAMME_HZ": "99"})
+    if not check(p.returncode == 0 and "short: done" in p.stdout, "short [perf]: runs",
+                 "exit %d, stderr:\n%s" % (p.returncode, p.stderr)):
+        return
+    w = total(collapse(build, prof), lambda f: any("short_burn" in x for x in f))
+    print("  short [perf 99 Hz]: 300 threads x 2 ms CPU: %d samples in short_burn (<= 60 expected)" % w)
+    # Measured 33-44 here; 5 is far below chance, and a full first
+    # period gives 0.
+    check(w >= 5, "short [perf]: threads shorter than a period get samples (>= 5 for 0.6 s of CPU)",
+          "only %d" % w)

@@ -50,22 +50,10 @@ $(OCL_DIR)/flamme.cmxa $(OCL_DIR)/flamme.a $(OCL_DIR)/libflamme_stubs.a &: \
 .PHONY: ocaml-lib ocaml-lib-test
 ocaml-lib: $(OCL_OUTPUTS)
 
-# Test programs tests/lib/<name>.ml (+ the shared work.ml), each built in its
-# own directory against the library (threads_prog also with systhreads).
-OCL_TESTS := phases raises errors threads_prog
-OCL_TEST_LIBS_threads_prog := -I +unix -I +threads unix.cmxa threads.cmxa
-define OCL_TEST_RULE
-$(BUILD)/lib/$(1)/$(1).exe: tests/lib/$(1).ml tests/lib/work.ml $(OCL_OUTPUTS)
-	@mkdir -p $(BUILD)/lib/$(1)
-	cp tests/lib/$(1).ml tests/lib/work.ml $(BUILD)/lib/$(1)/
-	cd $(BUILD)/lib/$(1) && $$(OCAMLOPT) -g -I $(abspath $(OCL_DIR)) $$(OCL_TEST_LIBS_$(1)) flamme.cmxa \
-	  -o $(1).exe work.ml $(1).ml
-endef
-$(foreach t,$(OCL_TESTS),$(eval $(call OCL_TEST_RULE,$(t))))
+# tests/lib/test_ocaml_lib.py builds the library with every compiler
+# (flammetest.flamme_library) and its programs against it.
+ocaml-lib-test: $(BUILD)/flamme $(BUILD)/libflamme.so
+	$(PYTEST_ENV) $(PYTEST) tests/lib $(PYTEST_ARGS)
 
-ocaml-lib-test: $(BUILD)/flamme $(BUILD)/libflamme.so $(foreach t,$(OCL_TESTS),$(BUILD)/lib/$(t)/$(t).exe)
-	python3 tests/lib/run.py --build $(BUILD) --compiler "$(OCAMLOPT)"
-
-TEST_TARGETS += ocaml-lib-test
 HELP_LINES += "make ocaml-lib  the OCaml library (Flamme.start/stop) into $(OCL_DIR)/ (needs make deps)"
-HELP_LINES += "make ocaml-lib-test  tests of the OCaml library (tests/lib)"
+HELP_LINES += "make ocaml-lib-test  tests of the OCaml library (tests/lib), with every compiler"

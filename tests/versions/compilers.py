@@ -34,7 +34,6 @@ import ocaml_compiler  # noqa: E402
 GROUPS = [
     ("e2e", "e2e", ["E2E_ARGS=--engines timer --skip robust,report,eintr,interrupt"]),
     ("fidelity-test", "fidelity", ["FID_ARGS=--engines timer --skip rate"]),
-    ("ocaml-lib-test", "lib", []),
 ]
 RESULT = re.compile(r"^(\w+): (\d+) passed, (\d+) failed")
 

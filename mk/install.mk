@@ -73,12 +73,11 @@ HELP_LINES += "make install    PREFIX=/usr/local (DESTDIR, BINDIR, LIBDIR, MANDI
               "make uninstall  remove what make install wrote (same variables)"
 
 # Builds a clone, installs it into a temporary DESTDIR, moves the installed
-# tree and deletes the clone, then profiles with only the installed files.
+# tree and deletes the clone, then profiles with only the installed files:
+# tests/install/test_install.py, part of make test.
 .PHONY: install-test
-install-test:
-	@test -x "$(OCAMLOPT)" || { echo "install-test: $(OCAMLOPT) not found; run 'make deps'" >&2; exit 1; }
-	python3 tests/install/run.py --ocamlopt $(OCAMLOPT)
-TEST_TARGETS += install-test
+install-test: $(BUILD)/flamme $(BUILD)/libflamme.so
+	$(PYTEST_ENV) $(PYTEST) tests/install $(PYTEST_ARGS)
 HELP_LINES += "make install-test  install into a temporary prefix, profile with only the installed files, uninstall"
 
 # opam lint of flamme.opam (Debian's opam; make deps installs it). Warnings

@@ -21,10 +21,12 @@ $(BUILD)/versions/fake_runtime: tests/versions/fake_runtime.c
 	@mkdir -p $(dir $@)
 	$(CC) -std=gnu11 -O1 -rdynamic -o $@ $<
 
+TEST_DEPS += $(BUILD)/versions/fake_runtime
+
+# tests/versions/test_versions.py, part of make test.
 .PHONY: versions-test
-versions-test: $(BUILD)/flamme $(BUILD)/libflamme.so $(BUILD)/versions/fake_runtime $(BUILD)/e2e/split/split.exe
-	python3 tests/versions/run.py --build $(BUILD)
-TEST_TARGETS += versions-test
+versions-test: $(BUILD)/flamme $(BUILD)/libflamme.so $(BUILD)/versions/fake_runtime
+	$(PYTEST_ENV) $(PYTEST) tests/versions/test_versions.py $(PYTEST_ARGS)
 
 HELP_LINES += "make compilers-test  e2e, fidelity and library tests with OCaml $(OCAML_TEST_COMPILERS) (make deps builds them)" \
               "make versions-test   unknown OCaml runtimes leave the agent dormant with one line"

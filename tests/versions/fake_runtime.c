@@ -2,7 +2,7 @@
  * tests/versions/fake_runtime.c — a program that looks like an OCaml 5
  * native program to the agent (it exports caml_state and caml_start_program,
  * linked with -rdynamic as ocamlopt links) but whose runtime is no release
- * the agent knows. tests/versions/run.py checks the agent stays dormant
+ * the agent knows. tests/versions/test_versions.py checks the agent stays dormant
  * with one line and the program's output and exit status are untouched.
  */
 #include <stdio.h>

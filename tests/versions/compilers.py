@@ -32,7 +32,6 @@ import ocaml_compiler  # noqa: E402
 
 # (make target, its label in the summary, extra make arguments)
 GROUPS = [
-    ("e2e", "e2e", ["E2E_ARGS=--engines timer --skip robust,report,eintr,interrupt"]),
     ("fidelity-test", "fidelity", ["FID_ARGS=--engines timer --skip rate"]),
 ]
 RESULT = re.compile(r"^(\w+): (\d+) passed, (\d+) failed")

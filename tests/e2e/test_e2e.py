@@ -1,0 +1,630 @@
+"""tests/e2e/test_e2e.py — end-to-end tests of flamme on real OCaml 5 programs
+(make e2e, part of make test).
+
+Each test profiles a program of tests/e2e/ the way a user would (`flamme
+record`, or LD_PRELOAD + FLAMME_* variables), reads the result back with
+`flamme collapse` / `flamme report` and asserts what a user would look at:
+which functions got the samples, on which thread, and whether stacks reach
+the thread's root. Tolerances are stated next to each assertion.
+
+Each test runs per compiler (tests/conftest.py) and sampling engine
+(FLAMME_ENGINE: timer, perf). What depends on the compiler is the code the
+agent walks and the runtime it reads, not the engine nor the command's
+handling of bad input, signals and reports: with the default compiler every
+test runs on both engines; with the others, the program tests run on the
+timer engine, and on compilers without frame pointers (a default opam
+switch: stacks come from DWARF CFI) split, domains, effects, deep and
+systhread also run on perf. robust, report, eintr and interrupt run with the
+default compiler only; wall and eintr on the timer engine only (the agent
+has wall-clock mode there only).
+"""
+import os
+import re
+import signal
+import struct
+import subprocess
+import time
+
+import pytest
+
+import flammetest
+from flammetest import LABEL_DOMAIN, LABEL_SYSTHREAD, describe, is_complete, total
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+HZ = 499
+RUN_TIMEOUT = 180  # seconds; a hang is a failure, not a stuck CI job
+
+# tests/e2e/<name>.ml and the libraries it links.
+PROGS = {"split": (), "domains": (), "effects": (), "deep": (), "forever": (), "stress": (),
+         "systhread": ("unix", "threads"), "blocking": ("unix", "threads"),
+         "forkexec": ("unix",), "selectwait": ("unix",)}
+
+ENGINES = ("timer", "perf")
+ON_EVERY_COMPILER = {"split", "domains", "effects", "deep", "systhread", "forkexec", "stress", "wall"}
+NOFP_PERF = {"split", "domains", "effects", "deep", "systhread"}
+TIMER_ONLY = {"wall", "eintr"}
+
+MAIN_ROOTS = {"main", "__libc_start_call_main", "__libc_start_main", "_start"}
+THREAD_ROOTS = {"start_thread", "clone3", "clone"}
+ALL_ROOTS = MAIN_ROOTS | THREAD_ROOTS
+# glibc's thread entries are static functions: with a libc that has no
+# .symtab they show up as "[libc.so.6]". Such a frame can only be root-most
+# when the walk ended cleanly in libc (a bad frame pointer gives [broken]).
+UNNAMED_LIBC = re.compile(r"^\[libc\.so\.[0-9.]+\]$")
+
+
+# Tests of the walker's completeness on deep stacks at high rates: the
+# handler's CPU budget (which shortens such samples, see agent/budget.h) off.
+NO_BUDGET = {"FLAMME_BUDGET": "0"}
+
+# Of the compilers without frame pointers (the former nofp group): at least
+# this share of a whole profile's stacks is complete (root-most frame a
+# thread root by name), 90% for the 6000-deep recursion.
+NOFP_COMPLETE = 0.95
+
+_engines = {}    # engine -> (usable, why) from a short probe recording
+_profiles = {}   # (compiler, engine) -> {program: profile}, reused by test_report
+
+
+def plan(name, compiler, default, engine):
+    """None when test NAME runs with COMPILER and ENGINE, else why not."""
+    if engine != "timer" and name in TIMER_ONLY:
+        return "wall-clock mode exists on the timer engine only"
+    if compiler.name == default.name:
+        return None
+    if name not in ON_EVERY_COMPILER:
+        return "does not depend on the compiler: runs with %s only" % default
+    if engine == "timer" or (not compiler.fp and name in NOFP_PERF):
+        return None
+    return "the perf engine runs with %s and, for the core programs, compilers without frame pointers" % default
+
+
+class Ctx:
+    """One test's run: the build, the compiler's programs, the engine."""
+
+    def __init__(self, build, ocaml, compiler, engine, work, check):
+        self.flamme = build.flamme
+        self.lib = build.lib
+        self.ocaml = ocaml
+        self.compiler = compiler
+        self.engine = engine
+        self.work = str(work)
+        self.check = check
+        self.profiles = _profiles.setdefault((compiler.name, engine), {})
+        self.weight_per_record = 1.0  # of the last recording, see record()
+        self.last_records = 0
+
+    def exe(self, name):
+        return self.ocaml("e2e/" + name, [os.path.join(HERE, name + ".ml")], libs=PROGS[name])
+
+    def env(self, extra=None):
+        return flammetest.clean_env(dict({"FLAMME_ENGINE": self.engine}, **(extra or {})))
+
+    def run(self, cmd, env=None, cwd=None):
+        return flammetest.run(cmd, env=self.env(env), cwd=cwd, timeout=RUN_TIMEOUT)
+
+    def path(self, name):
+        return os.path.join(self.work, name)
+
+
+@pytest.fixture
+def ctx(request, build, compiler, default_compiler, ocaml, engine, tmp_path, check):
+    name = request.function.__name__[len("test_"):]
+    why = plan(name, compiler, default_compiler, engine)
+    if why:
+        pytest.skip(why)
+    c = Ctx(build, ocaml, compiler, engine, tmp_path, check)
+    if engine not in _engines:
+        # Whether the agent really uses the engine here (perf may be refused
+        # by perf_event_paranoid or seccomp, and the agent then falls back).
+        p = c.run([c.flamme, "record", "-o", c.path("probe.flm"), "--", c.exe("split"), "1"])
+        m = re.search(r"\bengine (\w+)", p.stderr)
+        _engines[engine] = (p.returncode == 0 and (m is None or m.group(1) == engine), p.stderr.strip())
+    usable, why = _engines[engine]
+    if not usable and engine == "perf":
+        pytest.skip("engine perf not usable here: %s" % why)
+    assert usable, "engine %s: a short recording does not use it: %s" % (engine, why)
+    return c
+
+
+def report_counts(ctx, prof):
+    """Sets ctx.last_records and ctx.weight_per_record from `flamme report`.
+    Collapse counts are sample weights: a sample taken late (timer overrun,
+    e.g. CPU-clock timers that only fire on the scheduler tick) stands for
+    several periods. Statistical power comes from the number of records."""
+    p = ctx.run([ctx.flamme, "report", prof])
+    m = re.search(r"samples: (\d+) records, weight (\d+)", p.stdout)
+    assert p.returncode == 0 and m, "flamme report %s gave no 'samples: N records, weight W' line:\n%s" % (
+        prof, p.stdout + p.stderr)
+    ctx.last_records = int(m.group(1))
+    ctx.weight_per_record = max(1.0, int(m.group(2)) / max(1, ctx.last_records))
+    return p.stdout
+
+
+def record(ctx, name, args=(), out=None, cwd=None, env=None):
+    """`flamme record -F HZ -o OUT -- EXE ARGS`; asserts the exit status and
+    the single summary line, returns (profile path, program stdout, stderr)."""
+    out = out or ctx.path(name + ".flm")
+    cmd = [ctx.flamme, "record", "-F", str(HZ), "-o", out, "--", ctx.exe(name), *args]
+    p = ctx.run(cmd, cwd=cwd, env=env)
+    assert p.returncode == 0, "%s: exit status %d, stderr:\n%s" % (" ".join(cmd), p.returncode, p.stderr)
+    summary = [l for l in p.stderr.splitlines() if l.startswith("flamme:")]
+    assert len(summary) == 1, "%s: expected one 'flamme:' summary line on stderr, got:\n%s" % (name, p.stderr)
+    m = re.search(r"\bengine (\w+)", summary[0])
+    assert not m or m.group(1) == ctx.engine, "%s: ran with engine %s, wanted %s" % (
+        name, m.group(1), ctx.engine)
+    prof = os.path.join(cwd or "", out)
+    assert os.path.exists(prof), "%s: no profile written at %s" % (name, out)
+    ctx.profiles[name] = prof
+    report_counts(ctx, prof)
+    return prof, p.stdout, p.stderr
+
+
+def stacks_of(ctx, prof, threads=True):
+    """[(frames root first, count)] from `flamme collapse` (--threads: the
+    first frame is the thread's label); asserts every line parses."""
+    p = ctx.run([ctx.flamme, "collapse", prof] + (["--threads"] if threads else []))
+    assert p.returncode == 0, "collapse %s failed (%d): %s" % (prof, p.returncode, p.stderr.strip())
+    stacks = flammetest.parse_folded(p.stdout)
+    lines = [l for l in p.stdout.splitlines() if l.strip()]
+    assert len(stacks) == len(lines), "collapse: malformed lines in the output of %s" % prof
+    assert stacks, "collapse of %s printed no stacks" % prof
+    return stacks
+
+
+def frac(stacks, sel, pred):
+    """Share (0..1) of the samples selected by sel that also satisfy pred."""
+    n = total(stacks, sel)
+    return (total(stacks, lambda f: sel(f) and pred(f)) / n) if n else 0.0, n
+
+
+def is_root(frame):
+    return frame in ALL_ROOTS or bool(UNNAMED_LIBC.match(frame))
+
+
+def reaches(roots):
+    """Predicate: the stack (frames[0] = thread label from collapse --threads)
+    starts at one of roots, or at an unnamed libc frame that is followed by
+    main (for the main roots) or is a thread entry (start_thread)."""
+    def pred(f):
+        if len(f) < 2:
+            return False
+        if f[1] in roots:
+            return True
+        if not UNNAMED_LIBC.match(f[1]):
+            return False
+        return (len(f) > 2 and f[2] == "main") if roots is MAIN_ROOTS else True
+    return pred
+
+
+def figure(ctx, name, stacks):
+    n = total(stacks)
+    r = total(stacks, lambda f: len(f) > 1 and is_root(f[1]))
+    print("  figure: %-10s weight=%-6d records=%-6d reaching a root=%5.1f%%"
+          % (name, n, ctx.last_records, 100.0 * r / n if n else 0.0))
+
+
+def by_label(stacks):
+    labels = {}
+    for f, c in stacks:
+        labels.setdefault(f[0], []).append((f, c))
+    return labels
+
+
+def profiled(ctx, name, expect, args=(), env=None):
+    """Records program `name`, asserts its stdout matches the regex `expect`,
+    returns (collapsed stacks with thread labels, regex match)."""
+    prof, so, _ = record(ctx, name, args, env=env)
+    m = re.search(expect, so)
+    assert m, "%s: unexpected output %r" % (name, so)
+    st = stacks_of(ctx, prof)
+    figure(ctx, name, st)
+    return st, m
+
+
+def enough(ctx, st, sel, what, minimum):
+    """Asserts there are at least `minimum` sample records selected by sel,
+    so that the test's tolerance is statistically sound; returns their weight."""
+    n = total(st, sel)
+    recs = n / ctx.weight_per_record
+    assert recs >= minimum, "only ~%d sample records %s (weight %d; want >= %d at %d Hz)\n%s" % (
+        recs, what, n, minimum, HZ, describe(st))
+    return n
+
+
+def nofp_complete(ctx, name, st, want=NOFP_COMPLETE):
+    """Compilers without frame pointers: the whole profile's stacks are
+    complete (CFI for OCaml code and the runtime's stack switches)."""
+    if ctx.compiler.fp:
+        return
+    share = flammetest.completeness(st, labelled=True)
+    bad = sorted(((c, ";".join(f[-6:])) for f, c in st if not is_complete(f, True)), reverse=True)[:3]
+    print("  %s: %.1f%% of the stacks complete" % (name, 100 * share))
+    ctx.check(share >= want, "%s (no frame pointers): stacks complete >= %.0f%%" % (name, 100 * want),
+              "%.1f%%; heaviest incomplete: %s" % (100 * share, bad))
+
+
+ENGINE = pytest.mark.parametrize("engine", ENGINES)
+
+
+@pytest.mark.slow
+@ENGINE
+def test_split(ctx):
+    """Single domain, three functions with a 50/30/20 CPU split by
+    construction. Tolerance ±5 points: with >= 700 sample records the
+    binomial standard deviation is <= 1.9 points, so 5 points is > 2.6 sigma
+    (and the construction has no systematic bias: same loop, interleaved)."""
+    st, _ = profiled(ctx, "split", r"split: rounds=500 ")
+    under = lambda f: "Split.run_rounds" in f
+    enough(ctx, st, under, "under Split.run_rounds", 700)
+    for fn, want in (("Split.work_a", 50.0), ("Split.work_b", 30.0), ("Split.work_c", 20.0)):
+        share, _ = frac(st, under, lambda f, fn=fn: fn in f)
+        print("  %s: %.1f%% (expected %.0f%% ± 5)" % (fn, 100 * share, want))
+        ctx.check(abs(100 * share - want) <= 5.0, "split: %s has %.0f%% ± 5 of the samples" % (fn, want),
+                  "%.1f%%" % (100 * share))
+    share, nmain = frac(st, lambda f: f[0] == "main", reaches(MAIN_ROOTS))
+    print("  main thread: %d samples, %.1f%% reach main" % (nmain, 100 * share))
+    ctx.check(share >= 0.90, "split: >= 90% of the main thread's stacks reach main",
+              "%.1f%%\n%s" % (100 * share, describe(st)))
+    nofp_complete(ctx, "split", st)
+
+
+@pytest.mark.slow
+@ENGINE
+def test_domains(ctx):
+    """Two spawned domains, each calling only its own work function."""
+    st, _ = profiled(ctx, "domains", r"^domains: a=")
+    labels = by_label(st)
+    # 300 records per domain: a 90% share then has a standard deviation of
+    # 1.7 points, and a true share of ~100% passes with a wide margin.
+    doms = {l: s for l, s in labels.items()
+            if LABEL_DOMAIN.match(l) and total(s) / ctx.weight_per_record >= 300}
+    assert len(doms) >= 2, "domains: want 2 'domain N' labels with >= 300 sample records, got %s" % {
+        l: total(s) for l, s in labels.items()}
+    owners = {}
+    for label, s in sorted(doms.items()):
+        a, n = frac(s, lambda f: True, lambda f: "Domains.work_a" in f)
+        b, _ = frac(s, lambda f: True, lambda f: "Domains.work_b" in f)
+        own, other = (("work_a", a), ("work_b", b)) if a >= b else (("work_b", b), ("work_a", a))
+        root, _ = frac(s, lambda f: True, reaches(THREAD_ROOTS))
+        print("  %s: %d samples, work_a %.1f%%, work_b %.1f%%, %.1f%% reach start_thread"
+              % (label, n, 100 * a, 100 * b, 100 * root))
+        # Each domain's thread must be dominated by its own function (>= 90%) and
+        # the other domain's function must be essentially absent (<= 1%).
+        ctx.check(own[1] >= 0.90, "domains: %s: its main function %s has >= 90%%" % (label, own[0]),
+                  "%.1f%%\n%s" % (100 * own[1], describe(s)))
+        ctx.check(other[1] <= 0.01, "domains: %s: %s of the other domain has <= 1%%" % (label, other[0]),
+                  "%.1f%%" % (100 * other[1]))
+        ctx.check(root >= 0.90, "domains: %s: >= 90%% of stacks reach start_thread" % label,
+                  "%.1f%%\n%s" % (100 * root, describe(s)))
+        owners.setdefault(own[0], []).append(label)
+    ctx.check(set(owners) == {"work_a", "work_b"}, "domains: each domain attributed to its own function",
+              owners)
+    nofp_complete(ctx, "domains", st)
+
+
+@pytest.mark.slow
+@ENGINE
+def test_effects(ctx):
+    """Fibers under an Effect.Deep handler: samples in the fiber's compute
+    function must link through the resumer to run_scheduler and main."""
+    st, m = profiled(ctx, "effects", r"switches=(\d+)")
+    ctx.check(int(m.group(1)) > 10000, "effects: more than 10000 fiber switches", m.group(1))
+    in_fiber = lambda f: "Effects.compute" in f
+    # >= 90% wanted, ~100% expected: 500 records (sd of a 90% share: 1.3
+    # points) separate the two clearly.
+    n = enough(ctx, st, in_fiber, "in Effects.compute", 500)
+    sched, _ = frac(st, in_fiber, lambda f: "Effects.run_scheduler" in f)
+    both, _ = frac(st, in_fiber, lambda f: "Effects.run_scheduler" in f and reaches(MAIN_ROOTS)(f))
+    print("  Effects.compute: %d samples, %.1f%% under run_scheduler, %.1f%% also reach main"
+          % (n, 100 * sched, 100 * both))
+    ctx.check(both >= 0.90, "effects: >= 90% of Effects.compute stacks contain Effects.run_scheduler "
+              "and reach main", "%.1f%%\n%s" % (100 * both, describe([s for s in st if in_fiber(s[0])])))
+    nofp_complete(ctx, "effects", st)
+
+
+@pytest.mark.slow
+@ENGINE
+def test_deep(ctx):
+    """6000 non-tail recursive frames with the CPU at the bottom."""
+    st, _ = profiled(ctx, "deep", r"deep: depth=6000 ", env=NO_BUDGET)
+    at_bottom = lambda f: "Deep.bottom" in f
+    n = enough(ctx, st, at_bottom, "in Deep.bottom", 500)  # as for effects
+    depth_ok, _ = frac(st, at_bottom, lambda f: f.count("Deep.descend") >= 5000)
+    full, _ = frac(st, at_bottom, lambda f: f.count("Deep.descend") >= 5000 and reaches(MAIN_ROOTS)(f))
+    deepest = max(f.count("Deep.descend") for f, _ in st)
+    print("  Deep.bottom: %d samples, %.1f%% with >= 5000 descend frames (max %d), %.1f%% also reach main"
+          % (n, 100 * depth_ok, deepest, 100 * full))
+    ctx.check(full >= 0.90, "deep: >= 90% of Deep.bottom stacks have >= 5000 Deep.descend frames and "
+              "reach main", "%.1f%%; deepest seen: %d" % (100 * full, deepest))
+    ctx.check(deepest >= 6000, "deep: the deepest stack holds all 6000 Deep.descend frames", deepest)
+    nofp_complete(ctx, "deep", st, 0.90)
+
+
+@pytest.mark.slow
+@ENGINE
+def test_systhread(ctx):
+    """A systhread inside a spawned domain: its samples must be on its own
+    thread label 'thread TID (domain N)', N being the domain whose main thread
+    runs work_domain."""
+    st, _ = profiled(ctx, "systhread", r"^systhread: domain=")
+    nofp_complete(ctx, "systhread", st)
+    labels = by_label(st)
+    wt = {l: total(s, lambda f: "Systhread.work_thread" in f) for l, s in labels.items()}
+    wd = {l: total(s, lambda f: "Systhread.work_domain" in f) for l, s in labels.items()}
+    tl = max(wt, key=wt.get)
+    dl = max(wd, key=wd.get)
+    print("  work_thread samples by label: %s" % {l: c for l, c in wt.items() if c})
+    print("  work_domain samples by label: %s" % {l: c for l, c in wd.items() if c})
+    assert min(wt[tl], wd[dl]) / ctx.weight_per_record >= 300, \
+        "systhread: too few sample records (work_thread %d, work_domain %d)" % (wt[tl], wd[dl])
+    mt, md = LABEL_SYSTHREAD.match(tl), LABEL_DOMAIN.match(dl)
+    assert md, "systhread: work_domain's samples are on %r, expected a 'domain N' label" % dl
+    assert mt, "systhread: work_thread's samples are on %r, expected 'thread TID (domain N)'" % tl
+    ctx.check(mt.group(2) == md.group(1), "systhread: the thread label names the domain running work_domain",
+              "%r vs %r" % (tl, dl))
+    # The systhread's own samples: >= 90% in work_thread; the work must not
+    # leak onto the domain's main thread (<= 2% there, GC/handover noise).
+    own, n = frac(labels[tl], lambda f: True, lambda f: "Systhread.work_thread" in f)
+    leak = wt.get(dl, 0) / max(1, total(labels[dl]))
+    root, _ = frac(labels[tl], lambda f: True, reaches(THREAD_ROOTS))
+    print("  %s: %d samples, %.1f%% work_thread, %.1f%% reach start_thread; work_thread on %s: %.1f%%"
+          % (tl, n, 100 * own, 100 * root, dl, 100 * leak))
+    ctx.check(own >= 0.90, "systhread: the systhread has >= 90% work_thread",
+              "%s: %.1f%%\n%s" % (tl, 100 * own, describe(labels[tl])))
+    ctx.check(leak <= 0.02, "systhread: <= 2% of the domain's samples are in work_thread",
+              "%.1f%% of %s's" % (100 * leak, dl))
+    ctx.check(root >= 0.90, "systhread: >= 90% of the systhread's stacks reach start_thread",
+              "%.1f%% of %s's\n%s" % (100 * root, tl, describe(labels[tl])))
+
+
+@pytest.mark.slow
+@ENGINE
+def test_forkexec(ctx, tmp_path):
+    """Children (sh, true, fork+exec echo) run normally; only the parent writes
+    a profile, and it is the parent's."""
+    cwd = tmp_path / "fork"
+    cwd.mkdir()
+    prof, so, se = record(ctx, "forkexec", out="prof.flm", cwd=str(cwd))
+    for want in ('sh said "hi" (exit 0)', "true exit 0", "fork+exec echo exit 0", "forked-child-ok"):
+        ctx.check(so.count(want) == 3, "forkexec: 3 x %r in the output" % want, so)
+    ctx.check(os.listdir(cwd) == ["prof.flm"], "forkexec: children left no files", sorted(os.listdir(cwd)))
+    m = re.search(r"pid=(\d+)", so)
+    with open(prof, "rb") as fh:
+        head = fh.read(20)
+    assert head[:8] == b"FLAMMEPF", "forkexec: prof.flm is not a flamme profile"
+    pid = struct.unpack_from("<I", head, 16)[0]
+    ctx.check(m and pid == int(m.group(1)), "forkexec: the profile is the parent's",
+              "profile is from pid %d, the program was %s" % (pid, m.group(1) if m else "?"))
+    st = stacks_of(ctx, prof)
+    figure(ctx, "forkexec", st)
+    share, n = frac(st, lambda f: f[0] == "main", lambda f: "Forkexec.work_parent" in f)
+    print("  main thread: %d samples, %.1f%% in Forkexec.work_parent" % (n, 100 * share))
+    # The parent spends almost all its CPU in work_parent; 80% leaves room for
+    # fork/exec and startup.
+    ctx.check(n / ctx.weight_per_record >= 300 and share >= 0.80,
+              "forkexec: parent profile has >= 300 records, >= 80% work_parent",
+              "%d samples, %.1f%%\n%s" % (n, 100 * share, describe(st)))
+
+
+@pytest.mark.slow
+@ENGINE
+def test_stress(ctx):
+    """Fibers whose stacks grow and move, exceptions, allocation and three
+    domains, sampled at a high rate: the program must behave exactly as
+    without the profiler and its stacks must still mostly reach a root."""
+    exe = ctx.exe("stress")
+    plain = flammetest.run([exe], timeout=RUN_TIMEOUT)
+    assert plain.returncode == 0 and plain.stdout.startswith("stress: "), \
+        "stress without profiler failed (%d): %s" % (plain.returncode, plain.stderr)
+    out = ctx.path("stress.flm")
+    cmd = [ctx.flamme, "record", "-F", "1999", "-o", out, "--", exe]
+    p = ctx.run(cmd, env=NO_BUDGET)
+    assert p.returncode == 0, "%s: exit status %d:\n%s" % (" ".join(cmd), p.returncode, p.stderr)
+    ctx.check(p.stdout == plain.stdout, "stress: output the same under the profiler",
+              "%s\nwithout:\n%s" % (p.stdout, plain.stdout))
+    report_counts(ctx, out)
+    st = stacks_of(ctx, out)
+    figure(ctx, "stress", st)
+    share, n = frac(st, lambda f: True, lambda f: "Stress.dive" in f)
+    root, _ = frac(st, lambda f: True, lambda f: len(f) > 1 and is_root(f[1]))
+    print("  %d records, %.1f%% of the weight in Stress.dive, %.1f%% reach a root"
+          % (ctx.last_records, 100 * share, 100 * root))
+    # ~2 s of CPU at 1999 Hz; even a tick-limited timer gives > 300 records.
+    ctx.check(ctx.last_records >= 300, "stress: >= 300 sample records", ctx.last_records)
+    ctx.check(share >= 0.5, "stress: Stress.dive has >= 50% of the samples",
+              "%.1f%%\n%s" % (100 * share, describe(st)))
+    # Stacks that grow while sampled (caml_try_realloc_stack) and the effect
+    # switches are the hard cases; the walker follows both.
+    ctx.check(root >= 0.99, "stress: >= 99% of stacks reach a thread root",
+              "%.1f%%\n%s" % (100 * root, describe([x for x in st if not is_root(x[0][1])])))
+
+
+@pytest.mark.slow
+@ENGINE
+def test_wall(ctx):
+    """Wall-clock mode (FLAMME_MODE=wall, timer engine): blocked threads are
+    sampled too. The program must run unchanged (signals on threads blocked
+    in read/nanosleep), the main thread's time blocked in Unix.read must be
+    attributed to Blocking.reader with stacks reaching main, and the writer
+    systhread must be labelled as a thread of domain 0."""
+    out = ctx.path("wall.flm")
+    cmd = [ctx.flamme, "record", "-F", str(HZ), "-o", out, "--", ctx.exe("blocking")]
+    p = ctx.run(cmd, env={"FLAMME_MODE": "wall"})
+    assert p.returncode == 0 and "blocking: got=50 " in p.stdout, "%s: exit %d, output %r:\n%s" % (
+        " ".join(cmd), p.returncode, p.stdout, p.stderr)
+    report_counts(ctx, out)
+    st = stacks_of(ctx, out)
+    figure(ctx, "blocking", st)
+    labels = by_label(st)
+    in_read = lambda f: f[0] == "main" and "caml_unix_read" in f
+    n = total(st, in_read)
+    # ~1.2 s blocked at 499 Hz: ~600 samples expected; 150 is a floor that
+    # only a mode that does not sample blocked threads misses.
+    assert n >= 150, "wall: only %d main-thread samples in caml_unix_read\n%s" % (
+        n, describe(labels.get("main", st)))
+    ok, _ = frac(st, in_read, lambda f: "Blocking.reader" in f and reaches(MAIN_ROOTS)(f))
+    print("  main thread blocked in read: %d samples, %.1f%% attributed to Blocking.reader and reaching main"
+          % (n, 100 * ok))
+    wl = [l for l, s in labels.items() if total(s, lambda f: "caml_unix_sleep" in f or "Blocking.writer" in f)]
+    print("  writer thread label(s): %s" % wl)
+    ctx.check(ok >= 0.90, "wall: >= 90% of the main thread's samples in caml_unix_read contain "
+              "Blocking.reader and reach main",
+              "%.1f%%\n%s" % (100 * ok, describe([x for x in st if in_read(x[0])])))
+    ctx.check(len(wl) == 1 and LABEL_SYSTHREAD.match(wl[0]) and LABEL_SYSTHREAD.match(wl[0]).group(2) == "0",
+              "wall: the writer systhread is one 'thread TID (domain 0)' label", wl)
+    # The time spent waiting is marked as such: blocked in the read system call.
+    blocked, _ = frac(st, in_read, lambda f: f[-1] == "[blocked]")
+    print("  main thread in read marked [blocked]: %.1f%%" % (100 * blocked))
+    ctx.check(blocked >= 0.90, "wall: >= 90% of the main thread's samples in caml_unix_read end in [blocked]",
+              "%.1f%%" % (100 * blocked))
+
+
+def preload(ctx, name, args, env):
+    return ctx.run([ctx.exe(name), *args], env=dict({"LD_PRELOAD": ctx.lib}, **env))
+
+
+@pytest.mark.slow
+@ENGINE
+def test_robust(ctx):
+    """Bad settings never stop the program: one warning line per bad
+    variable, the profile is still written; an unwritable output path gives
+    one error line and exit status 0."""
+    for var, bad in (("FLAMME_HZ", "abc"), ("FLAMME_DEPTH", "-3")):
+        out = ctx.path("robust_%s.flm" % bad.strip("-"))
+        p = preload(ctx, "split", ["10"], {var: bad, "FLAMME_OUTPUT": out})
+        print("  %s=%s: exit %d, stderr: %r" % (var, bad, p.returncode, p.stderr.strip()))
+        if not ctx.check(p.returncode == 0 and "split: rounds=50" in p.stdout,
+                         "%s=%s: the program runs to its end" % (var, bad),
+                         "exit %d: %s" % (p.returncode, p.stderr)):
+            continue
+        lines = [l for l in p.stderr.splitlines() if var in l]
+        ctx.check(len(lines) == 1, "%s=%s: one warning line naming %s" % (var, bad, var), p.stderr)
+        if ctx.check(os.path.exists(out), "%s=%s: the profile is written" % (var, bad)):
+            st = stacks_of(ctx, out)
+            ctx.check(total(st, lambda f: "Split.run_rounds" in f) > 0,
+                      "%s=%s: the profile has Split samples" % (var, bad))
+    blocker = ctx.path("not_a_dir")
+    open(blocker, "w").close()
+    out = os.path.join(blocker, "prof.flm")
+    p = preload(ctx, "split", ["10"], {"FLAMME_OUTPUT": out})
+    print("  FLAMME_OUTPUT=%s: exit %d, stderr: %r" % (out, p.returncode, p.stderr.strip()))
+    ctx.check(p.returncode == 0 and "split: rounds=50" in p.stdout,
+              "unwritable output: the program runs to its end", "exit %d: %s" % (p.returncode, p.stderr))
+    lines = [l for l in p.stderr.splitlines() if l.strip()]
+    ctx.check(len(lines) == 1 and out in lines[0], "unwritable output: one error line naming the path",
+              p.stderr)
+    # `flamme record` passes the program's exit status through: an uncaught
+    # OCaml exception (int_of_string "bogus") exits with 2.
+    cmd = [ctx.flamme, "record", "-o", ctx.path("status.flm"), "--", ctx.exe("split"), "bogus"]
+    p = ctx.run(cmd)
+    print("  record of a failing program: exit %d" % p.returncode)
+    ctx.check(p.returncode == 2 and "Fatal error: exception Failure" in p.stderr,
+              "record passes the program's exit status 2 and its error through",
+              "got %d:\n%s" % (p.returncode, p.stderr))
+
+
+@pytest.mark.slow
+@ENGINE
+def test_report(ctx):
+    """`flamme report` states the share of complete stacks (root-most frame is
+    a thread root); it must agree (±0.5 points: rounding to one decimal) with
+    the share computed here from `flamme collapse` output. Uses the profiles
+    of split, domains and effects when those tests ran before."""
+    names = [n for n in ("split", "domains", "effects") if n in ctx.profiles]
+    if not names:
+        record(ctx, "split", ["30"])
+        names = ["split"]
+    for name in names:
+        prof = ctx.profiles[name]
+        p = ctx.run([ctx.flamme, "report", prof])
+        assert p.returncode == 0, "report %s failed (%d): %s" % (prof, p.returncode, p.stderr.strip())
+        m = re.search(r"complete stacks:\s*([0-9]+(?:\.[0-9]+)?)%", p.stdout)
+        if not ctx.check(m, "report %s: a 'complete stacks: NN.N%%' line" % name, p.stdout):
+            continue
+        st = stacks_of(ctx, prof, threads=False)
+        mine = 100.0 * total(st, lambda f: is_root(f[0])) / total(st)
+        print("  %s: report says %s%%, collapse gives %.2f%%" % (name, m.group(1), mine))
+        ctx.check(abs(float(m.group(1)) - mine) <= 0.5, "report %s: complete stacks agree with collapse" % name,
+                  "%s%% vs %.2f%%" % (m.group(1), mine))
+
+
+@pytest.mark.slow
+@ENGINE
+def test_eintr(ctx):
+    """Waits that any signal would cut short (Unix.select fails with EINTR
+    whatever SA_RESTART says) run to their end under the profiler, in CPU
+    mode and in wall-clock mode; in wall mode the waiting time is profiled at
+    the function that waited, marked [blocked]."""
+    for mode in ("cpu", "wall"):
+        out = ctx.path("eintr_%s.flm" % mode)
+        cmd = [ctx.flamme, "record", "-F", str(HZ), "-o", out, "--", ctx.exe("selectwait")]
+        p = ctx.run(cmd, env={"FLAMME_MODE": mode})
+        print("  %s mode: %s" % (mode, p.stdout.strip()))
+        if not ctx.check(p.returncode == 0 and "selectwait: eintr=0 " in p.stdout,
+                         "%s mode: the program saw no EINTR and ran to its end" % mode,
+                         "exit %d: %r\n%s" % (p.returncode, p.stdout, p.stderr)):
+            continue
+        if mode == "wall":
+            st = stacks_of(ctx, out)
+            waited = total(st, lambda f: "Selectwait.waiter" in f and f[-1] == "[blocked]")
+            # ~1.2 s waiting at HZ samples/s; half of it is a floor only a
+            # profiler that drops the waits misses.
+            print("  wall mode: %d samples blocked under Selectwait.waiter" % waited)
+            ctx.check(waited >= 0.5 * 1.2 * HZ, "wall mode: the waits are sampled blocked under "
+                      "Selectwait.waiter", "%d samples\n%s" % (waited, describe(st)))
+
+
+def cpu_seconds(pid):
+    """User + system CPU time of process pid so far (0 once it is gone)."""
+    try:
+        fields = open("/proc/%d/stat" % pid).read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        return 0.0
+
+
+@pytest.mark.slow
+@ENGINE
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_interrupt(ctx, sig):
+    """A program stopped by a signal (Ctrl-C under `flamme record`, a kill)
+    still leaves a complete profile: the agent completes the file, then the
+    program dies of that signal, and record reports its status."""
+    name = signal.Signals(sig).name
+    out = ctx.path("interrupt_%s.flm" % name)
+    p = subprocess.Popen([ctx.flamme, "record", "-F", str(HZ), "-o", out, "--", ctx.exe("forever")],
+                         env=ctx.env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        child = None
+        deadline = time.time() + 20
+        while child is None and time.time() < deadline:
+            time.sleep(0.2)
+            try:
+                kids = open("/proc/%d/task/%d/children" % (p.pid, p.pid)).read().split()
+            except OSError:
+                kids = []
+            child = int(kids[0]) if kids else None
+        assert child is not None, "interrupt: the program did not start"
+        # One second of the program's CPU time, not of the wall clock: on a
+        # loaded machine a wall-clock second may give it a tenth of that.
+        while time.time() < deadline + 30 and cpu_seconds(child) < 1.0:
+            time.sleep(0.1)
+        os.kill(child, sig)
+        _, se = p.communicate(timeout=30)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    summary = [l for l in se.splitlines() if l.startswith("flamme:")]
+    print("  %s: exit %d, %s" % (name, p.returncode, summary[-1] if summary else se.strip()))
+    ctx.check(p.returncode == 128 + sig, "interrupt: record exits with the program's death by %s" % name,
+              "exited %d, want %d" % (p.returncode, 128 + sig))
+    ctx.check(summary and "truncated" not in summary[-1], "interrupt: the profile is complete", se)
+    p = ctx.run([ctx.flamme, "report", out])
+    ctx.check(p.returncode == 0 and "status: complete" in p.stdout, "interrupt: report says complete",
+              p.stdout)
+    st = stacks_of(ctx, out)
+    n = total(st, lambda f: "Forever.serve" in f)
+    ctx.check(n >= 0.8 * total(st) and total(st) >= 50, "interrupt: >= 80% of >= 50 samples in Forever.serve",
+              "%d of %d" % (n, total(st)))

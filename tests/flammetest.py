@@ -8,6 +8,7 @@ completeness). Used by tests/conftest.py (fixtures) and by the test
 modules; the pytest-free scripts in bench/ may import it too. No
 assertions here: tests assert through the `check` fixture (conftest.py).
 """
+import gzip
 import os
 import re
 import resource
@@ -274,6 +275,94 @@ def varint(b, i):
 
 def unzigzag(v):
     return (v >> 1) ^ -(v & 1)
+
+
+def _pb_fields(b):
+    """A protobuf message's fields as [(field, wire type, value)]: value is
+    an int (wire 0) or bytes (wire 2). Raises ValueError on anything else
+    or a field past the end."""
+    out, i = [], 0
+    while i < len(b):
+        key, i = varint(b, i)
+        f, w = key >> 3, key & 7
+        if w == 0:
+            v, i = varint(b, i)
+        elif w == 2:
+            n, i = varint(b, i)
+            v = b[i:i + n]
+            if len(v) != n:
+                raise ValueError("length-delimited field past the end")
+            i += n
+        else:
+            raise ValueError("unexpected wire type %d" % w)
+        out.append((f, w, v))
+    return out
+
+
+def _pb_packed(v):
+    if isinstance(v, int):
+        return [v]
+    out, i = [], 0
+    while i < len(v):
+        x, i = varint(v, i)
+        out.append(x)
+    return out
+
+
+def _pb_msg(b):
+    """A sub-message as {field: [values]}."""
+    d = {}
+    for f, _, v in _pb_fields(b):
+        d.setdefault(f, []).append(v)
+    return d
+
+
+def _pb_one(d, f, default=0):
+    return d.get(f, [default])[-1]
+
+
+def decode_pprof(path):
+    """A gzip'd pprof profile (`flamme export --format pprof`) as a dict:
+    strings, raw_strings, sample_type [(type, unit)], samples [(location
+    ids leaf first, values, {label: value})], locations {id: {mapping,
+    address, functions}}, functions {id: (name, system name)}, mappings,
+    time_nanos, duration_nanos, period_type, period, default_sample_type.
+    Raises ValueError when the file is not gzip'd or not protobuf, and
+    UnicodeDecodeError when a function's name is not UTF-8."""
+    raw = open(path, "rb").read()
+    if raw[:2] != b"\x1f\x8b":
+        raise ValueError("pprof output is not gzip (magic %r)" % raw[:2])
+    msg, one = _pb_msg, _pb_one
+    top = msg(gzip.decompress(raw))
+    strings = [s.decode("utf-8", "replace") for s in top.get(6, [])]
+    p = {"strings": strings, "raw_strings": top.get(6, [])}
+    p["sample_type"] = [(strings[one(m, 1)], strings[one(m, 2)]) for m in map(msg, top.get(1, []))]
+    p["samples"] = []
+    for m in map(msg, top.get(2, [])):
+        locs = [x for v in m.get(1, []) for x in _pb_packed(v)]
+        vals = [x for v in m.get(2, []) for x in _pb_packed(v)]
+        labels = {}
+        for lm in map(msg, m.get(3, [])):
+            labels[strings[one(lm, 1)]] = strings[one(lm, 2)]
+        p["samples"].append((locs, vals, labels))
+    p["locations"] = {}
+    for m in map(msg, top.get(4, [])):
+        lines = [msg(x) for x in m.get(4, [])]
+        p["locations"][one(m, 1)] = {"mapping": one(m, 2), "address": one(m, 3),
+                                     "functions": [one(ln, 1) for ln in lines]}
+    p["functions"] = {}
+    for m in map(msg, top.get(5, [])):
+        # Display names must be valid UTF-8 (proto3 strings); system_name keeps the raw symbol.
+        name = p["raw_strings"][one(m, 2)].decode("utf-8")
+        p["functions"][one(m, 1)] = (name, strings[one(m, 3)])
+    p["mappings"] = {one(m, 1): strings[one(m, 5)] for m in map(msg, top.get(3, []))}
+    p["time_nanos"] = one(top, 9)
+    p["duration_nanos"] = one(top, 10)
+    pt = msg(one(top, 11, b""))
+    p["period_type"] = (strings[one(pt, 1)], strings[one(pt, 2)])
+    p["period"] = one(top, 12)
+    p["default_sample_type"] = strings[one(top, 14)]
+    return p
 
 
 class Checks:

@@ -19,7 +19,6 @@ kept tenth of the small tuples (and the list cells holding them: 7.8% of
 the bytes) must be what the live view shows, within 2 pp. The exports and
 the refusals do not depend on the compiler: default compiler only.
 """
-import importlib.util
 import json
 import os
 import re
@@ -28,7 +27,7 @@ import subprocess
 
 import pytest
 
-from flammetest import clean_env, collapse, flamme_library, run
+from flammetest import clean_env, collapse, decode_pprof, flamme_library, run
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 RATE = "1e-3"
@@ -227,18 +226,6 @@ def test_segments(build, split, compiler, check, tmp_path):
     rc, so, se = sh([build.flamme, "report", segs[0]])
     check(rc == 0 and "not collected by the segment's end" in so,
           "%s: the first segment's report says its blocks may die later" % comp, repr(so[-400:]))
-
-
-def decode_pprof(path):
-    """tests/export's pprof decoder (imported by path, not run)."""
-    for name in ("test_export.py", "run.py"):
-        p = os.path.join(HERE, "..", "export", name)
-        if os.path.exists(p):
-            spec = importlib.util.spec_from_file_location("export_pprof", p)
-            mod = importlib.util.module_from_spec(spec)
-            spec.loader.exec_module(mod)
-            return mod.decode_pprof(path)
-    raise FileNotFoundError("no pprof decoder in tests/export")
 
 
 @pytest.mark.slow

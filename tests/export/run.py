@@ -13,7 +13,6 @@ split 50/30/20 by construction) and checks the exported shares and totals.
 Expected values are computed here from the inputs.
 Prints "export: N passed, N failed" last; exits 1 if anything failed.
 """
-import gzip
 import json
 import os
 import struct
@@ -22,6 +21,9 @@ import sys
 import tempfile
 import traceback
 import zlib
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+import flammetest  # noqa: E402
 
 FLAMME = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else "build/flamme")
 SPLIT = os.path.abspath(sys.argv[2] if len(sys.argv) > 2 else "build/e2e/split/split.exe")
@@ -76,91 +78,11 @@ def write_profile(path, hz, frames, stacks, samples, threads, realtime=1_700_000
 
 # ------------------------------------------------------------ protobuf reader
 
-def varint(b, i):
-    v = shift = 0
-    while True:
-        c = b[i]
-        i += 1
-        v |= (c & 0x7F) << shift
-        shift += 7
-        if c < 0x80:
-            return v, i
-
-
-def fields(b):
-    """[(field, wire, value)]: value is int (wire 0) or bytes (wire 2)."""
-    out, i = [], 0
-    while i < len(b):
-        key, i = varint(b, i)
-        f, w = key >> 3, key & 7
-        if w == 0:
-            v, i = varint(b, i)
-        elif w == 2:
-            n, i = varint(b, i)
-            v = b[i:i + n]
-            check(len(v) == n, "length-delimited field past the end")
-            i += n
-        else:
-            raise AssertionError("unexpected wire type %d" % w)
-        out.append((f, w, v))
-    return out
-
-
-def packed(v):
-    if isinstance(v, int):
-        return [v]
-    out, i = [], 0
-    while i < len(v):
-        x, i = varint(v, i)
-        out.append(x)
-    return out
-
-
-def msg(b):
-    """Sub-message as {field: [values]} (repeated packed scalars flattened)."""
-    d = {}
-    for f, w, v in fields(b):
-        d.setdefault(f, []).append(v)
-    return d
-
-
-def one(d, f, default=0):
-    return d.get(f, [default])[-1]
-
-
 def decode_pprof(path):
-    raw = open(path, "rb").read()
-    check(raw[:2] == b"\x1f\x8b", "pprof output is not gzip (magic %r)" % raw[:2])
-    top = msg(gzip.decompress(raw))
-    strings = [s.decode("utf-8", "replace") for s in top.get(6, [])]
-    p = {"strings": strings, "raw_strings": top.get(6, [])}
-    p["sample_type"] = [(strings[one(m, 1)], strings[one(m, 2)]) for m in map(msg, top.get(1, []))]
-    p["samples"] = []
-    for m in map(msg, top.get(2, [])):
-        locs = [x for v in m.get(1, []) for x in packed(v)]
-        vals = [x for v in m.get(2, []) for x in packed(v)]
-        labels = {}
-        for lm in map(msg, m.get(3, [])):
-            labels[strings[one(lm, 1)]] = strings[one(lm, 2)]
-        p["samples"].append((locs, vals, labels))
-    p["locations"] = {}
-    for m in map(msg, top.get(4, [])):
-        lines = [msg(x) for x in m.get(4, [])]
-        p["locations"][one(m, 1)] = {"mapping": one(m, 2), "address": one(m, 3),
-                                     "functions": [one(ln, 1) for ln in lines]}
-    p["functions"] = {}
-    for m in map(msg, top.get(5, [])):
-        # Display names must be valid UTF-8 (proto3 strings); system_name keeps the raw symbol.
-        name = p["raw_strings"][one(m, 2)].decode("utf-8")
-        p["functions"][one(m, 1)] = (name, strings[one(m, 3)])
-    p["mappings"] = {one(m, 1): strings[one(m, 5)] for m in map(msg, top.get(3, []))}
-    p["time_nanos"] = one(top, 9)
-    p["duration_nanos"] = one(top, 10)
-    pt = msg(one(top, 11, b""))
-    p["period_type"] = (strings[one(pt, 1)], strings[one(pt, 2)])
-    p["period"] = one(top, 12)
-    p["default_sample_type"] = strings[one(top, 14)]
-    return p
+    try:
+        return flammetest.decode_pprof(path)
+    except ValueError as e:
+        raise AssertionError(str(e))
 
 
 def pprof_valid(p):

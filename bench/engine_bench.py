@@ -31,9 +31,11 @@ import sys
 import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path[:0] = [os.path.join(HERE, "..", "tests"), os.path.join(HERE, "..", "tests", "engine")]
+sys.path[:0] = [os.path.join(HERE, "..", "tests"), os.path.join(HERE, "..", "tests", "engine"),
+                os.path.join(HERE, "..", "tests", "unwind")]
 import engine_figures as ef  # noqa: E402
 import flammetest  # noqa: E402
+import unwind_stacks  # noqa: E402
 from flammetest import clean_env, collapse, report, run_timed  # noqa: E402
 
 COMPILERS = ("fp", "nofp")  # OCaml 5.3.0 with and without frame pointers
@@ -143,9 +145,6 @@ AGREE = [
 ]
 
 
-UNWIND_LIBS = {"yielder": ("unix", "threads")}
-
-
 def bench_exe(ctx, suite, prog, comp):
     """The program's executable, built here if needed; None when it cannot
     be (no compiler, or a fidelity program make did not build)."""
@@ -153,8 +152,7 @@ def bench_exe(ctx, suite, prog, comp):
         if suite == "engine":
             return ctx.exe(comp, prog)
         if suite == "unwind":
-            return ctx.make(comp)("unwind/" + prog, [os.path.join(HERE, "..", "tests", "unwind", prog + ".ml")],
-                                  libs=UNWIND_LIBS.get(prog, ()))
+            return unwind_stacks.build_program(ctx.make(comp), ctx.build, prog)
     except (FileNotFoundError, RuntimeError) as e:
         print("  %-10s %-5s %s" % (prog, comp, str(e).splitlines()[0]))
         return None

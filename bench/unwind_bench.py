@@ -2,50 +2,50 @@
 """bench/unwind_bench.py — stack completeness per program and compiler
 (`make bench-unwind`, part of `make bench`). Prints a table; asserts nothing.
 
-Records each real-style program of tests/unwind (built by mk/unwind.mk with
-both compilers into build/unwind/{fp,nofp}/) with `flamme record -F HZ`,
+Records each real-style program of tests/unwind (built here with both OCaml
+5.3.0 compilers, as the tests build them) with `flamme record -F HZ`,
 ROUNDS times, and prints per program and compiler: samples, the share of
 samples whose stack reaches its thread's root (median and worst round), and
 the issue's goals beside them (>= 99.5% without frame pointers, >= 99.9%
 with). breakwalk is built to break walks: its figure shows what share is
 NOT marked, which must be 0.
-Usage: unwind_bench.py [--build DIR] [--rounds N] [--hz N] [--scale X] [--only a,b]
+Usage: unwind_bench.py [--build DIR] [--cache DIR] [--rounds N] [--hz N] [--scale X] [--only a,b]
 """
 import argparse
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "fidelity"))
-import fidlib  # noqa: E402
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path[:0] = [os.path.join(HERE, "..", "tests"), os.path.join(HERE, "..", "tests", "unwind")]
+import flammetest  # noqa: E402
+import unwind_stacks as us  # noqa: E402
 
 GOAL = {"fp": 99.9, "nofp": 99.5}
 PROGRAMS = ["atomq", "hashstr", "effdeep", "yielder", "dlprog", "vclock", "gcalloc", "rewrite",
             "sched", "steal", "churn", "dthreads", "cback", "minicc", "breakwalk"]
-MARKERS = {"[broken]", "[truncated]"}
 
 
-def one(ctx, exe, scale, hz, wd):
+def one(build, exe, scale, hz, wd):
     out = os.path.join(wd, "p.flm")
-    cmd = [ctx.flamme, "record", "-F", str(hz), "-o", out, "--", exe, str(scale)]
-    env = fidlib.clean_env({"LD_LIBRARY_PATH": os.path.dirname(exe)})
-    p = subprocess.run(cmd, capture_output=True, text=True, timeout=fidlib.RUN_TIMEOUT,
-                       cwd=wd, env=env)
+    env = flammetest.clean_env({"LD_LIBRARY_PATH": os.path.dirname(exe)})
+    p = flammetest.record(build, [exe, str(scale)], out, ["-F", str(hz)], env=env, cwd=wd)
     if p.returncode != 0:
         raise RuntimeError("%s exited %d: %s" % (exe, p.returncode, p.stderr[-300:]))
-    st = fidlib.collapse(ctx, out)
-    tot = sum(s.weight for s in st)
-    ok = sum(s.weight for s in st if s.complete())
+    st = us.stacks(build, out)
+    pc, tot = us.share(st)
     unmarked = sum(s.weight for s in st
-                   if not s.complete() and (not s.frames or s.frames[0] not in MARKERS))
-    return tot, (100.0 * ok / tot if tot else 0.0), unmarked, fidlib.incomplete_top(st, 2)
+                   if not s.complete() and (not s.frames or s.frames[0] not in us.MARKERS))
+    return tot, pc, unmarked, us.incomplete_top(st, 2)
 
 
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--build", default="build")
+    ap.add_argument("--cache", default=os.environ.get(
+        "FLAMME_CACHE", os.path.join(os.path.expanduser("~"), ".cache", "flamme")),
+        help="where make deps put the OCaml compilers")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--hz", type=int, default=999)
     ap.add_argument("--scale", type=float, default=2.0)
@@ -57,18 +57,21 @@ def main():
     print("%-10s %-5s %8s %10s %10s %9s %6s" % ("program", "build", "samples", "median %",
                                               "worst %", "unmarked", "goal"))
     with tempfile.TemporaryDirectory(prefix="flamme-unwind-bench.") as wd:
-        ctx = fidlib.Ctx(a.build, wd)
+        build = flammetest.Build(a.build)
+        compilers = {c.name: c for c in flammetest.find_compilers(a.cache)}
         for prog in PROGRAMS:
             if only and prog not in only:
                 continue
             for v in ("fp", "nofp"):
-                exe = os.path.abspath(os.path.join(a.build, "unwind", v, prog, prog + ".exe"))
-                if not os.access(exe, os.X_OK):
-                    print("%-10s %-5s not built (make unwind-progs)" % (prog, v))
+                compiler = compilers.get("5.3.0-" + v)
+                if compiler is None:
+                    print("%-10s %-5s no OCaml 5.3.0-%s compiler (make deps)" % (prog, v, v))
                     continue
                 try:
-                    runs = [one(ctx, exe, a.scale, a.hz, wd) for _ in range(a.rounds)]
-                except RuntimeError as e:
+                    exe = us.build_program(lambda sub, srcs, **kw: flammetest.build_ocaml(
+                        compiler, srcs, build.path("progs", compiler.name, sub), **kw), build, prog)
+                    runs = [one(build, exe, a.scale, a.hz, wd) for _ in range(a.rounds)]
+                except (RuntimeError, FileNotFoundError) as e:
                     print("%-10s %-5s error: %s" % (prog, v, e))
                     continue
                 pcs = [r[1] for r in runs]

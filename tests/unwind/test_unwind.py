@@ -1,0 +1,423 @@
+"""tests/unwind/test_unwind.py — whole stacks on real-style OCaml 5
+programs, each built with every compiler make deps provides (make
+unwind-test, part of make test), checked the way a user reads a profile:
+
+  atomq     lock-free queue over Atomic on three domains (caml_atomic_cas,
+            exchange, fetch_and_add: noalloc calls on the C stack)
+  hashstr   Hashtbl with string keys, String.equal, caml_modify
+  effdeep   effects with deep handlers: perform/continue/discontinue, nested
+  yielder   systhreads that Thread.yield
+  breakwalk C stubs without unwind info that leave garbage in rbp
+  dlprog    a plugin library dlopen'ed, run and dlclose'd 60 times
+  vclock    clock reads (Unix.gettimeofday, Unix.time) through the vDSO
+  gcalloc   allocation-heavy code on two domains (binary trees, Map, Buffer)
+  rewrite   a symbolic simplifier: hash-consing, structural compare/hash
+  sched     an Eio-style fiber scheduler: Fork/Yield/Suspend, channels,
+            generators from effects, discontinue of blocked fibers
+  steal     fork-join over Chase-Lev deques (Atomic) on three domains
+  churn     a domain per batch, two domains busy with the major GC
+  dthreads  systhreads in domains, Mutex/Condition and Thread.yield
+  cback     C stubs: noalloc, qsort calling back into OCaml, a C fold
+  minicc    a small compiler: lexer, parser, checker, codegen, interpreter
+
+Every program, every compiler, at 999 Hz (as the issue measured): stacks
+reach their thread's root (>= 99.9% of samples with frame pointers, >= 99.5%
+without: the issue's goals), the frames each kind of program is about (the
+runtime primitives called straight from OCaml, GC work, fibers, callbacks,
+systhreads) are sampled and sit under the OCaml function that called them,
+and the frames between the C start-up and OCaml (caml_startup_common,
+caml_callback_exn) are the same with and without frame pointers. For
+breakwalk: every stack whose root-most frame is not a thread root says so
+([broken] or [truncated]) in every verb and export (collapse, folded,
+speedscope, pprof, svg, report, diff); the OCaml part stays complete. For
+dlprog: the plugin's frames keep their names after it is unloaded, and its
+stacks are whole.
+"""
+import html
+import json
+import os
+import re
+import subprocess
+
+import pytest
+
+from flammetest import ROOTS, clean_env, decode_pprof, record, summary
+from unwind_stacks import MARKERS, build_program, incomplete_top, share, stacks
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+HZ = 999
+GOAL = 99.0  # % complete of a part of a profile (a few dozen samples)
+
+
+def goal(compiler):
+    """% complete of a whole profile: the issue's goals."""
+    return 99.9 if compiler.fp else 99.5
+
+
+@pytest.fixture(scope="session")
+def program(build, ocaml):
+    """program(name) -> exe: tests/unwind/<name>.ml built with this compiler."""
+    return lambda name: build_program(ocaml, build, name)
+
+
+def recorded_raw(build, exe, args, prof, cwd, env=None):
+    """Records EXE ARGS at HZ into PROF; returns (stacks, summary dict).
+    Fails the test when the program fails."""
+    p = record(build, [exe] + list(args), prof, ["-F", str(HZ)], env=clean_env(env), cwd=cwd)
+    assert p.returncode == 0, "%s exited %d: %s" % (exe, p.returncode, p.stderr[-500:])
+    summ = summary(p.stderr)
+    print("    " + " ".join("%s %s" % kv for kv in (summ or {}).items()))
+    return stacks(build, prof), summ
+
+
+def leaf_in(names):
+    return lambda s: bool(s.frames) and s.frames[-1] in names
+
+
+def common_checks(check, st, label, want):
+    pc, tot = share(st)
+    print("    %s: %d samples, complete %.2f%%" % (label, tot, pc))
+    check(tot >= 200, "%s: >= 200 samples" % label, tot)
+    check(pc >= want, "%s: >= %.1f%% of the samples complete" % (label, want),
+          "%.2f%%; heaviest incomplete:\n%s" % (pc, "\n".join(incomplete_top(st))))
+    # The C start-up frames are there whatever the compiler (point 7). A
+    # sample may land in the runtime's own start-up (caml_sys_init, ...,
+    # before caml_start_program): every engine's first expiry comes within
+    # one period of the start.
+    main = [s for s in st if s.label == "main" and s.complete() and "caml_main" in s.frames]
+    bad = []
+    for s in main:
+        after = s.frames[s.frames.index("caml_main") + 1:]
+        # (A sample in caml_main's own code, between its calls, has it as leaf.)
+        if not (not after or after[:1] == ["caml_startup_common"] and
+                ("caml_program" not in after or after[1:2] == ["caml_start_program"])):
+            bad.append(";".join(s.frames[:8]))
+    check(not bad, "%s: main thread stacks go through caml_startup_common" % label, bad[:1])
+
+
+def recorded(build, program, compiler, check, tmp_path, name, args=()):
+    st, summ = recorded_raw(build, program(name), args, str(tmp_path / (name + ".flm")), str(tmp_path))
+    common_checks(check, st, "%s/%s" % (name, compiler.name), goal(compiler))
+    return st, summ
+
+
+@pytest.mark.slow
+def test_atomq(build, program, compiler, check, tmp_path):
+    st, _ = recorded(build, program, compiler, check, tmp_path, "atomq")
+    prims = {"caml_atomic_cas", "caml_atomic_exchange", "caml_atomic_fetch_add"}
+    pc, tot = share(st, leaf_in(prims))
+    print("    in %s: %d samples, complete %.2f%%" % ("/".join(sorted(prims)), tot, pc))
+    check(tot >= 10 and pc >= GOAL, "atomq: the atomic primitives are sampled, >= %g%% complete" % GOAL,
+          "%d samples, %.2f%% complete" % (tot, pc))
+    under = sum(s.weight for s in st if s.frames and s.frames[-1] in prims and
+                s.frames[-2] in ("Atomq.push", "Atomq.pop", "Atomq.producer", "Atomq.consumer"))
+    check(under >= 0.95 * tot, "atomq: >= 95% of the atomic primitives directly under Atomq code",
+          "%d of %d" % (under, tot))
+
+
+@pytest.mark.slow
+def test_hashstr(build, program, compiler, check, tmp_path):
+    st, _ = recorded(build, program, compiler, check, tmp_path, "hashstr")
+    for prim in ("caml_string_equal", "caml_hash", "caml_modify"):
+        pc, tot = share(st, lambda s: prim in s.frames)
+        print("    under %s: %d samples, complete %.2f%%" % (prim, tot, pc))
+        check(tot >= 5 and pc >= GOAL, "hashstr: %s sampled, >= %g%% complete" % (prim, GOAL),
+              "%d samples, %.2f%% complete" % (tot, pc))
+
+
+@pytest.mark.slow
+def test_effdeep(build, program, compiler, check, tmp_path):
+    st, _ = recorded(build, program, compiler, check, tmp_path, "effdeep")
+    work = [s for s in st if "Effdeep.work" in s.frames]
+    tot = sum(s.weight for s in work)
+    # Work in the generator fiber sits under the consumer's handler, which
+    # sits under the Ask handler (two nested fibers), down to main.
+    nested = sum(s.weight for s in work if s.complete() and "Effdeep.go" in s.frames and
+                 s.frames.count("caml_runstack") >= 2)
+    print("    Effdeep.work: %d samples, %d in the generator under two fibers and a root"
+          % (tot, nested))
+    check(tot >= 50 and nested >= 0.5 * tot,
+          "effdeep: fiber stacks reach the handlers and main (>= half of Effdeep.work)",
+          "%d of %d" % (nested, tot))
+
+
+@pytest.mark.slow
+def test_yielder(build, program, compiler, check, tmp_path):
+    st, _ = recorded(build, program, compiler, check, tmp_path, "yielder")
+    tot = sum(s.weight for s in st if s.label != "main" and "Yielder.worker" in s.frames)
+    # Thread.yield: the runtime's yield goes through caml_c_call.
+    pc, ytot = share([s for s in st if "caml_thread_yield" in s.frames])
+    print("    systhread samples in Yielder.worker: %d; under caml_thread_yield: %d, "
+          "complete %.2f%%" % (tot, ytot, pc))
+    check(tot >= 50, "yielder: the systhreads are sampled (>= 50)", tot)
+    check(ytot == 0 or pc >= GOAL, "yielder: Thread.yield stacks >= %g%% complete" % GOAL, "%.2f%%" % pc)
+
+
+def rooted_or_marked(frames):
+    return bool(frames) and (frames[0] in ROOTS or frames[0] in MARKERS)
+
+
+@pytest.mark.slow
+def test_breakwalk(build, program, compiler, check, tmp_path):
+    prof = str(tmp_path / "breakwalk.flm")
+    st, _ = recorded_raw(build, program("breakwalk"), [], prof, str(tmp_path))
+    for fn in ("brk_spin_fake", "brk_spin_zero", "brk_spin_junk"):
+        sel = [s for s in st if s.frames and s.frames[-1] == fn]
+        tot = sum(s.weight for s in sel)
+        marked = sum(s.weight for s in sel if s.frames[0] in MARKERS)
+        print("    leaf %s: %d samples, %d under [broken]/[truncated]" % (fn, tot, marked))
+        check(tot >= 20, "breakwalk: %s sampled (>= 20)" % fn, tot)
+        # The walk breaks there, except in the stub's prologue and before
+        # its ret (rbp is a proper frame, or the caller is at rsp) where it
+        # must be whole and right.
+        check(marked >= 0.9 * tot, "breakwalk: %s still breaks walks (>= 90%% marked)" % fn,
+              "only %d of %d" % (marked, tot))
+        wrong = [";".join(s.frames) for s in sel if s.frames[0] not in MARKERS and
+                 not (s.complete() and s.frames[-2] == "Breakwalk.in_" + fn[9:])]
+        check(not wrong, "breakwalk: %s's stacks are marked or whole" % fn,
+              "%d neither, e.g. %s" % (len(wrong), wrong[:1]))
+    pc, tot = share(st, lambda s: "Breakwalk.plain" in s.frames)
+    print("    Breakwalk.plain: %d samples, complete %.2f%%" % (tot, pc))
+    check(tot >= 100 and pc >= GOAL, "breakwalk: the OCaml part is >= %g%% complete" % GOAL,
+          "%d samples, %.2f%%" % (tot, pc))
+    all_views_marked(build, check, prof, str(tmp_path))
+
+
+def all_views_marked(build, check, prof, tmp):
+    """Every verb and export of PROF shows each stack either from a thread
+    root or under [broken]/[truncated]: collapse (with and without
+    threads), export folded/speedscope/pprof, svg (the frames right above
+    "all"), report (nothing "other" beside complete, truncated and broken)
+    and diff."""
+    def flamme(*args):
+        p = subprocess.run([build.flamme] + list(args), capture_output=True, text=True, timeout=300)
+        assert p.returncode == 0, "flamme %s: %s" % (" ".join(args[:2]), p.stderr[-300:])
+        return p.stdout
+
+    def folded(text, what, labelled, cols=1):
+        bad = [line[:200] for line in text.splitlines()
+               if not rooted_or_marked(line.rsplit(" ", cols)[0].split(";")[1 if labelled else 0:])]
+        check(not bad, "breakwalk views: %s: every stack rooted or marked (%d lines)"
+              % (what, len(text.splitlines())), bad[:2])
+    folded(flamme("collapse", prof), "collapse", False)
+    folded(flamme("collapse", "--threads", prof), "collapse --threads", True)
+    folded(flamme("export", prof, "--format", "folded", "--threads"), "export folded", True)
+    folded(flamme("diff", prof, prof, "--folded"), "diff --folded", False, cols=2)
+    sp = os.path.join(tmp, "views.speedscope.json")
+    flamme("export", prof, "--format", "speedscope", "-o", sp)
+    doc = json.load(open(sp))
+    names = [f["name"] for f in doc["shared"]["frames"]]
+    samples = [[names[i] for i in smp] for p in doc["profiles"] for smp in p.get("samples", [])]
+    bad = [";".join(s[:6]) for s in samples if not rooted_or_marked(s)]
+    check(not bad, "breakwalk views: speedscope: every sample rooted or marked (%d)" % len(samples), bad[:2])
+    pp = os.path.join(tmp, "views.pb.gz")
+    flamme("export", prof, "--format", "pprof", "-o", pp)
+    pprof = decode_pprof(pp)
+    fn, loc = pprof["functions"], pprof["locations"]
+    frames = [[fn[loc[l]["functions"][-1]][0] for l in reversed(locs)] for locs, _, _ in pprof["samples"]]
+    bad = [";".join(f[:6]) for f in frames if not rooted_or_marked(f)]
+    check(not bad, "breakwalk views: pprof: every sample rooted or marked (%d)" % len(frames), bad[:2])
+    svg = os.path.join(tmp, "views.svg")
+    flamme("svg", prof, "-o", svg)
+    roots = re.findall(r'<g s="\d+" n="\d+" m="\d+" d="1"><title>([^\n<]*)', open(svg).read())
+    check(roots and all(rooted_or_marked([html.unescape(r)]) for r in roots),
+          "breakwalk views: svg: every flame above all starts at a root or a marker", roots[:5])
+    m = re.search(r"truncated: ([0-9.]+)%  broken: ([0-9.]+)%  other: ([0-9.]+)%", flamme("report", prof))
+    check(m and float(m.group(3)) == 0.0, "breakwalk views: report: no 'other' incomplete stacks",
+          m and m.group(0))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("mode", ["path", "bare"])
+def test_dlprog(build, program, compiler, check, tmp_path, mode):
+    """A library loaded, run for ~30 ms and unloaded, over and over: its
+    frames are named (not [unknown]) and unwound (the plugin has no frame
+    pointers: only its unwind tables lead out of it)."""
+    exe = program("dlprog")
+    st, _ = recorded_raw(build, exe, ["1", mode], str(tmp_path / "dlprog.flm"), str(tmp_path),
+                         env={"LD_LIBRARY_PATH": os.path.dirname(exe)})
+    allw = sum(s.weight for s in st)
+    unknown = sum(s.weight for s in st if "[unknown]" in s.frames)
+    pc, tot = share(st, lambda s: any(f.startswith("dlw_") for f in s.frames))
+    print("    %s: %d samples in the plugin (of %d), complete %.2f%%; %d with an [unknown] frame"
+          % (mode, tot, allw, pc, unknown))
+    check(tot >= 0.5 * allw, "dlprog %s: the plugin is sampled and named (>= half the samples)" % mode,
+          "%d of %d" % (tot, allw))
+    check(unknown <= 0.01 * allw, "dlprog %s: <= 1%% of the samples with [unknown] frames" % mode, unknown)
+    # By full path the rows exist before dlopen returns; by bare name the
+    # writer picks the library up within a sweep (20 ms) of the load.
+    want = GOAL if mode == "path" else 90.0
+    check(pc >= want, "dlprog %s: plugin stacks >= %.1f%% complete" % (mode, want), "%.2f%%" % pc)
+
+
+@pytest.mark.slow
+def test_vclock(build, program, compiler, check, tmp_path):
+    """Clock reads end in the vDSO: stacks through it are whole, and each
+    entry point has one name (its unnamed internal code folds into it)."""
+    st, _ = recorded(build, program, compiler, check, tmp_path, "vclock")
+    vd = [s for s in st if any(f.startswith("__vdso_") or f == "[[vdso]]" for f in s.frames)]
+    tot = sum(s.weight for s in vd)
+    anon = sum(s.weight for s in vd if "[[vdso]]" in s.frames)
+    print("    in the vDSO: %d samples, %d with an unnamed [[vdso]] frame" % (tot, anon))
+    check(tot >= 50, "vclock: the vDSO is sampled (>= 50)", tot)
+    check(anon == 0, "vclock: no sample shows the vDSO as [[vdso]]", anon)
+    # A "[kernel]" leaf: the vDSO's fallback system call.
+    user = [(s, s.frames[:-1] if s.frames[-1] == "[kernel]" else s.frames) for s in vd]
+    ok = sum(s.weight for s, fr in user if s.complete() and
+             fr[-1].startswith("__vdso_") and fr[-2].startswith("caml_unix_"))
+    check(ok >= 0.99 * tot, "vclock: >= 99% of the vDSO stacks whole under the Unix primitive",
+          "%d of %d" % (ok, tot))
+
+
+def ordered(frames, names):
+    """True if names occur in frames in this order (root first), not
+    necessarily adjacent."""
+    i = 0
+    for f in frames:
+        if i < len(names) and f == names[i]:
+            i += 1
+    return i == len(names)
+
+
+def placed(check, st, label, what, pred, chain, least, within=None):
+    """Of the samples matching pred, at least `least` exist and 99% are
+    whole with the frames of chain in that order (root first)."""
+    sel = [s for s in st if pred(s) and (within is None or within(s))]
+    tot = sum(s.weight for s in sel)
+    ok = sum(s.weight for s in sel if s.complete() and ordered(s.frames, chain))
+    print("    %s: %d samples, %d whole under %s" % (what, tot, ok, " .. ".join(chain)))
+    check(tot >= least, "%s: %s sampled (>= %d)" % (label, what, least), tot)
+    check(ok >= 0.99 * tot, "%s: %s: >= 99%% whole under %s" % (label, what, ";".join(chain)),
+          "only %d of %d" % (ok, tot))
+
+
+def has(*names):
+    return lambda s: any(f in names for f in s.frames)
+
+
+GC_FUNS = ("caml_empty_minor_heap", "caml_empty_minor_heaps_once", "caml_major_collection_slice",
+           "caml_alloc_shr", "caml_shared_try_alloc", "caml_do_some_marking_work",
+           "major_collection_slice", "caml_collect_major_slice", "caml_minor_collection")
+
+
+@pytest.mark.slow
+def test_gcalloc(build, program, compiler, check, tmp_path):
+    """Allocation-heavy code on two domains: the collectors' frames sit
+    under the OCaml function that allocated, on both domains."""
+    st, _ = recorded(build, program, compiler, check, tmp_path, "gcalloc")
+    label = "gcalloc/" + compiler.name
+
+    # A domain also collects where no OCaml runs yet or any more (a minor
+    # collection it serves as its thread starts: domain_thread_func;
+    # caml_empty_minor_heaps_once): such a stack is whole but under no
+    # OCaml function, so it is left out. Incomplete stacks are never left out.
+    def ocaml_gc(s, d):
+        return s.label.startswith(d) and not (s.complete() and "caml_start_program" not in s.frames)
+    for dom in ("main", "domain 1"):
+        placed(check, st, label, "GC work in %s" % dom, has(*GC_FUNS), ["Gcalloc.one_round"],
+               20, lambda s, d=dom: ocaml_gc(s, d))
+    placed(check, st, label, "Gcalloc.make", has("Gcalloc.make"), ["Gcalloc.trees"], 50)
+
+
+@pytest.mark.slow
+def test_rewrite(build, program, compiler, check, tmp_path):
+    """Symbolic rewriting: structural hashing and comparison (runtime C
+    called from OCaml) right under the OCaml function that called them
+    (hashstr covers caml_modify)."""
+    st, _ = recorded(build, program, compiler, check, tmp_path, "rewrite")
+    label = "rewrite/" + compiler.name
+    for what, prims, least in (("caml_hash", ("caml_hash",), 20),
+                               ("structural compare", ("compare_val", "caml_compare",
+                                                       "caml_equal", "caml_string_compare"), 20)):
+        # Called straight from OCaml (the program or the Stdlib's Hashtbl
+        # and List): the frame above the primitive is that OCaml function.
+        placed(check, st, label, what, has(*prims), ["main", "Rewrite (init)"], least)
+        callers = {}
+        for s in st:
+            if not has(*prims)(s):
+                continue
+            i = min(s.frames.index(p) for p in prims if p in s.frames) - 1
+            while i > 0 and s.frames[i] == "caml_c_call":
+                i -= 1
+            callers[s.frames[i]] = callers.get(s.frames[i], 0) + s.weight
+        odd = {c: n for c, n in callers.items() if not c.startswith(("Rewrite", "Stdlib."))}
+        check(sum(odd.values()) <= 0.01 * sum(callers.values()),
+              "%s: %s called from OCaml (the program or the Stdlib; >= 99%%)" % (label, what), odd)
+
+
+@pytest.mark.slow
+def test_sched(build, program, compiler, check, tmp_path):
+    """A fiber scheduler: work in fibers (two levels: scheduler, generator)
+    reaches the scheduler and main through caml_runstack."""
+    st, _ = recorded(build, program, compiler, check, tmp_path, "sched")
+    label = "sched/" + compiler.name
+    placed(check, st, label, "producers' crunch", lambda s: ordered(s.frames, [
+        "Sched.producer", "Sched.crunch"]), ["main", "Sched.run", "caml_runstack",
+                                            "Sched.producer", "caml_runstack", "Sched.crunch"], 50)
+    # The consumers' loop is a tail call: Sched.consumer itself is gone.
+    placed(check, st, label, "consumers' crunch", lambda s: "Sched.crunch" in s.frames and
+           "Sched.producer" not in s.frames, ["main", "Sched.run", "caml_runstack",
+                                              "Sched.crunch"], 20)
+
+
+@pytest.mark.slow
+def test_steal(build, program, compiler, check, tmp_path):
+    """Work stealing over three domains: fib runs on every domain and each
+    stack reaches its thread root through the worker loop or main."""
+    st, _ = recorded(build, program, compiler, check, tmp_path, "steal")
+    label = "steal/" + compiler.name
+    doms = sorted({s.label for s in st if "Steal.fib" in s.frames})
+    print("    Steal.fib sampled on: %s" % ", ".join(doms))
+    check(len(doms) >= 2, "%s: fib sampled on >= 2 threads" % label, doms)
+    placed(check, st, label, "fib on the workers", has("Steal.fib"), ["Steal.worker"], 20,
+           lambda s: s.label != "main")
+    placed(check, st, label, "fib on main", has("Steal.fib"), ["main", "Steal.pfib"], 20,
+           lambda s: s.label == "main")
+
+
+@pytest.mark.slow
+def test_churn(build, program, compiler, check, tmp_path):
+    """Domains that come and go while two others keep the major GC busy."""
+    st, summ = recorded(build, program, compiler, check, tmp_path, "churn")
+    label = "churn/" + compiler.name
+    # Domain ids are reused: count threads in the record summary.
+    check(summ and summ["threads"] >= 20, "%s: >= 20 threads sampled" % label, summ)
+    placed(check, st, label, "batches", has("Churn.handle_batch"), ["start_thread"], 100)
+    placed(check, st, label, "Gc.major", has("caml_gc_major", "caml_finish_major_cycle"),
+           ["Churn.compactor"], 10)
+
+
+@pytest.mark.slow
+def test_dthreads(build, program, compiler, check, tmp_path):
+    """Systhreads inside domains that take turns with Thread.yield."""
+    st, _ = recorded(build, program, compiler, check, tmp_path, "dthreads")
+    label = "dthreads/" + compiler.name
+    labels = {s.label for s in st if "Dthreads.serve" in s.frames}
+    print("    threads running Dthreads.serve: %d" % len(labels))
+    check(len(labels) >= 6, "%s: serve sampled on >= 6 threads" % label, len(labels))
+    placed(check, st, label, "serve", has("Dthreads.serve"), ["start_thread", "Dthreads.serve"], 100)
+    pc, tot = share([s for s in st if "caml_thread_yield" in s.frames])
+    print("    under caml_thread_yield: %d samples, complete %.2f%%" % (tot, pc))
+    check(tot == 0 or pc >= 99.0, "%s: Thread.yield stacks >= 99%% complete" % label, "%.2f%%" % pc)
+
+
+@pytest.mark.slow
+def test_cback(build, program, compiler, check, tmp_path):
+    """C stubs and callbacks: the OCaml comparison called by glibc's qsort
+    sits under qsort, the stub and the OCaml caller; the fold's closure
+    under the C fold; the noalloc checksum under its caller."""
+    st, _ = recorded(build, program, compiler, check, tmp_path, "cback")
+    label = "cback/" + compiler.name
+    placed(check, st, label, "comparisons called back from qsort", has("Cback.by_weight"),
+           ["Cback.one_round", "cb_sort_keys", "qsort_r", "cmp_ocaml", "caml_callback2",
+            "Cback.by_weight"], 20)
+    placed(check, st, label, "fold steps", has("Cback.step"), ["Cback.one_round", "cb_fold", "Cback.step"], 20)
+    placed(check, st, label, "noalloc checksum", has("cb_checksum"), ["Cback.one_round", "cb_checksum"], 20)
+
+
+@pytest.mark.slow
+def test_minicc(build, program, compiler, check, tmp_path):
+    """A compiler: every phase is sampled with a whole stack under main."""
+    st, _ = recorded(build, program, compiler, check, tmp_path, "minicc")
+    for phase in ("Minicc.lex", "Minicc.parse", "Minicc.codegen", "Minicc.run"):
+        placed(check, st, "minicc/" + compiler.name, phase, has(phase), ["main", "Minicc (init)", phase], 10)

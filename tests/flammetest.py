@@ -93,25 +93,30 @@ def build_ocaml(compiler, sources, out_dir, name=None, libs=(), flags=(), deps=(
     ("unix", "threads"); FLAGS: extra ocamlopt arguments; DEPS: other files
     the program is built from (a library given in FLAGS). Returns the
     executable's path (OUT_DIR/NAME.exe, NAME defaulting to the last .ml's
-    base name); rebuilt only when a source, a dep or the compiler is newer.
+    base name); rebuilt only when a source, a dep or the compiler is newer,
+    or the command differs from the last build's (kept in NAME.cmd).
     Raises RuntimeError with the compiler's output when the build fails."""
     sources = [os.path.abspath(s) for s in sources]
     mls = [s for s in sources if s.endswith(".ml")]
     name = name or os.path.splitext(os.path.basename(mls[-1]))[0]
     os.makedirs(out_dir, exist_ok=True)
     exe = os.path.join(out_dir, name + ".exe")
-    deps = sources + list(deps) + [compiler.ocamlopt]
-    if os.path.exists(exe) and os.stat(exe).st_mtime >= _newest_mtime(deps):
-        return exe
-    for s in sources:
-        shutil.copy(s, out_dir)
     cmd = [compiler.ocamlopt]
     for lib in libs:
         cmd += ["-I", "+" + lib, lib + ".cmxa"]
     cmd += list(flags) + ["-o", name + ".exe"] + [os.path.basename(s) for s in sources]
+    stamp = os.path.join(out_dir, name + ".cmd")
+    deps = sources + list(deps) + [compiler.ocamlopt]
+    if (os.path.exists(exe) and os.stat(exe).st_mtime >= _newest_mtime(deps)
+            and os.path.exists(stamp) and open(stamp).read() == "\n".join(cmd)):
+        return exe
+    for s in sources:
+        shutil.copy(s, out_dir)
     p = subprocess.run(cmd, cwd=out_dir, capture_output=True, text=True, timeout=600)
     if p.returncode != 0:
         raise RuntimeError("building %s with %s failed:\n%s%s" % (name, compiler, p.stdout, p.stderr))
+    with open(stamp, "w") as f:
+        f.write("\n".join(cmd))
     return exe
 
 

@@ -8,8 +8,9 @@ LIB_SRCS += writer/lines.c
 endif
 UNIT_TESTS += tests/unit/test_lines.c
 
+# tests/lines/test_lines.py (part of the pytest suite) records tests/e2e/split.ml
+# built with every compiler.
 .PHONY: lines-test
-lines-test: $(BUILD)/libflamme.so $(BUILD)/flamme $(BUILD)/e2e/split/split.exe
-	python3 tests/lines/run.py --build $(BUILD)
-TEST_TARGETS += lines-test
+lines-test: $(BUILD)/libflamme.so $(BUILD)/flamme
+	$(PYTEST_ENV) $(PYTEST) tests/lines $(PYTEST_ARGS)
 HELP_LINES += "make lines-test flamme collapse --lines on a recorded OCaml program: positions within the functions"

@@ -1,13 +1,13 @@
 # mk/files.mk — profiles as files people pass around (issue 10): every verb
 # agrees, nothing from a profile reaches a terminal raw, output files never
 # follow links or clobber, hostile profiles cost work in proportion to their
-# size (owner: tests/files/). Target: files-test (part of make test).
+# size (owner: tests/files/). Target: files-test (tests/files/test_files.py,
+# part of the pytest suite).
 .PHONY: files-test
 # The files it writes and records are kept as make fuzz's seeds.
-files-test: $(BUILD)/flamme $(BUILD)/libflamme.so $(BUILD)/e2e/split/split.exe
+files-test: $(BUILD)/flamme $(BUILD)/libflamme.so
 	rm -rf $(BUILD)/fuzz/recorded
-	FLAMME_FUZZ_SEEDS=$(BUILD)/fuzz/recorded python3 tests/files/run.py $(BUILD)
-TEST_TARGETS += files-test
+	FLAMME_FUZZ_SEEDS=$(abspath $(BUILD))/fuzz/recorded $(PYTEST_ENV) $(PYTEST) tests/files $(PYTEST_ARGS)
 HELP_LINES += "make files-test  hostile and odd profiles: numbers, escaping, output files, bounds"
 LIB_SRCS += common/outfile.c
 # mk/agent.mk's link rule was read before this file: name the object there too

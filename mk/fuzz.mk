@@ -41,15 +41,15 @@ fuzz fuzz-ci: $(FUZZ_DIR)/harness-afl $(FUZZ_DIR)/harness-plain $(FUZZ_DIR)/seed
 	 exit $$fail
 
 SAN_DIR := $(BUILD)/san
-san-test: $(BUILD)/libflamme.so $(BUILD)/e2e/split/split.exe
+san-test: $(BUILD)/libflamme.so
 	@$(MAKE) --no-print-directory BUILD=$(SAN_DIR) SAN=address,undefined $(SAN_DIR)/flamme \
 	  $(patsubst $(BUILD)/%,$(SAN_DIR)/%,$(UNIT_BINS))
 	@fail=0; for t in $(patsubst $(BUILD)/%,$(SAN_DIR)/%,$(UNIT_BINS)); do \
 	   out=$$(ASAN_OPTIONS=detect_leaks=0 $$t 2>&1) || { echo "$$out" | tail -20; echo "san: $$t FAILED"; fail=1; }; done; \
 	 FLAMME_BIN=$(abspath $(SAN_DIR))/flamme FLAMME_AGENT=$(abspath $(BUILD))/libflamme.so FLAMME_SAN=1 \
-	   ASAN_OPTIONS=detect_leaks=0 python3 tests/files/run.py $(BUILD) >$(SAN_DIR)/files.log 2>&1 \
+	   ASAN_OPTIONS=detect_leaks=0 $(PYTEST_ENV) $(PYTEST) tests/files $(PYTEST_ARGS) >$(SAN_DIR)/files.log 2>&1 \
 	   || { cat $(SAN_DIR)/files.log; fail=1; }; \
-	 echo "san-test: $(words $(UNIT_BINS)) unit tests and $$(tail -1 $(SAN_DIR)/files.log) (SAN=address,undefined)"; \
+	 echo "san-test: $(words $(UNIT_BINS)) unit tests and tests/files: $$(tail -1 $(SAN_DIR)/files.log | tr -d =) (SAN=address,undefined)"; \
 	 exit $$fail
 
 TEST_TARGETS += san-test fuzz-ci

@@ -3,10 +3,11 @@
 Owns: the build under test (the flamme command, libflamme.so), the OCaml
 compilers make deps provides and how a test program is built with one of
 them, running `flamme record`, reading profiles back as folded stacks
-(`flamme collapse`), and the figures tests assert on (shares of samples,
-completeness). Used by tests/conftest.py (fixtures) and by the test
-modules; the pytest-free scripts in bench/ may import it too. No
-assertions here: tests assert through the `check` fixture (conftest.py).
+(`flamme collapse`), the figures tests assert on (shares of samples,
+completeness), and a protobuf reader (decode_pprof: pprof exports). Used by
+tests/conftest.py (fixtures) and by the test modules; the pytest-free
+scripts in bench/ may import it too. No assertions here: tests assert
+through the `check` fixture (conftest.py).
 """
 import gzip
 import os
@@ -282,29 +283,38 @@ def unzigzag(v):
     return (v >> 1) ^ -(v & 1)
 
 
-def _pb_fields(b):
-    """A protobuf message's fields as [(field, wire type, value)]: value is
-    an int (wire 0) or bytes (wire 2). Raises ValueError on anything else
-    or a field past the end."""
+def pb_fields(b):
+    """The fields of protobuf message B in order, as (field, wire type,
+    value): value is an int (wire type 0) or bytes (wire type 2). Raises
+    ValueError on another wire type or a field past the end."""
     out, i = [], 0
     while i < len(b):
         key, i = varint(b, i)
-        f, w = key >> 3, key & 7
-        if w == 0:
+        field, wire = key >> 3, key & 7
+        if wire == 0:
             v, i = varint(b, i)
-        elif w == 2:
+        elif wire == 2:
             n, i = varint(b, i)
-            v = b[i:i + n]
-            if len(v) != n:
-                raise ValueError("length-delimited field past the end")
-            i += n
+            if i + n > len(b):
+                raise ValueError("field %d: %d bytes past the end" % (field, i + n - len(b)))
+            v, i = b[i:i + n], i + n
         else:
-            raise ValueError("unexpected wire type %d" % w)
-        out.append((f, w, v))
+            raise ValueError("field %d: unexpected wire type %d" % (field, wire))
+        out.append((field, wire, v))
     return out
 
 
-def _pb_packed(v):
+def pb_message(b):
+    """Protobuf message B as {field: [values in order]} (see pb_fields)."""
+    d = {}
+    for field, _, v in pb_fields(b):
+        d.setdefault(field, []).append(v)
+    return d
+
+
+def pb_packed(v):
+    """The integers of a repeated varint field's value V: packed bytes, or
+    one int when the writer did not pack it."""
     if isinstance(v, int):
         return [v]
     out, i = [], 0
@@ -314,15 +324,8 @@ def _pb_packed(v):
     return out
 
 
-def _pb_msg(b):
-    """A sub-message as {field: [values]}."""
-    d = {}
-    for f, _, v in _pb_fields(b):
-        d.setdefault(f, []).append(v)
-    return d
-
-
 def _pb_one(d, f, default=0):
+    """The last value of field F in message D (protobuf: the last one wins)."""
     return d.get(f, [default])[-1]
 
 
@@ -337,15 +340,15 @@ def decode_pprof(path):
     raw = open(path, "rb").read()
     if raw[:2] != b"\x1f\x8b":
         raise ValueError("pprof output is not gzip (magic %r)" % raw[:2])
-    msg, one = _pb_msg, _pb_one
+    msg, one = pb_message, _pb_one
     top = msg(gzip.decompress(raw))
     strings = [s.decode("utf-8", "replace") for s in top.get(6, [])]
     p = {"strings": strings, "raw_strings": top.get(6, [])}
     p["sample_type"] = [(strings[one(m, 1)], strings[one(m, 2)]) for m in map(msg, top.get(1, []))]
     p["samples"] = []
     for m in map(msg, top.get(2, [])):
-        locs = [x for v in m.get(1, []) for x in _pb_packed(v)]
-        vals = [x for v in m.get(2, []) for x in _pb_packed(v)]
+        locs = [x for v in m.get(1, []) for x in pb_packed(v)]
+        vals = [x for v in m.get(2, []) for x in pb_packed(v)]
         labels = {}
         for lm in map(msg, m.get(3, [])):
             labels[strings[one(lm, 1)]] = strings[one(lm, 2)]

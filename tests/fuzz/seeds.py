@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """tests/fuzz/seeds.py SRC_DIR OUT_DIR — turns the profiles and folded files
-the tests wrote (FLAMME_FUZZ_SEEDS, see tests/files/run.py) into inputs of
+the tests wrote (FLAMME_FUZZ_SEEDS, see tests/files/test_files.py) into inputs of
 tests/fuzz/harness.c: a profile becomes mode byte, options byte, then its
 chunks' payloads concatenated (the harness re-chunks them), and a small
 one also 0x4d + the file as is; a folded file becomes 0x80 + its text.

@@ -4,20 +4,18 @@ share (test_live.py, test_push.py, test_attach.py, test_timeline.py).
 Owns: building tests/live/phases.ml's two programs (phases_main.exe,
 profiled from outside; phases_lib.exe, linked with the flamme library),
 reading a profile's SEGMENT records and samples byte by byte from the spec
-(doc/format.md, tests/files/prof.py; not through common/profile.c), and
+(doc/format.md, tests/flmfile.py; not through common/profile.c), and
 the `flamme report` / `flamme collapse` figures those tests compare.
 """
 import os
 import re
 import struct
-import sys
 import zlib
 
 import flammetest
+import flmfile as prof  # tests/flmfile.py: the spec's decoding of samples
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "files"))
-import prof  # noqa: E402  (tests/files/prof.py: the spec's decoding of samples)
 
 HZ = 499
 SEGMENT = 12  # record type (doc/format.md)

@@ -1,8 +1,12 @@
-"""tests/files/prof.py — writes flamme profiles byte by byte (doc/format.md),
-valid or hostile, for the file-handling tests and the fuzz seeds. Independent
-of common/profile.c on purpose: it is a second reader's view of the spec."""
+"""tests/flmfile.py — writes flamme profiles byte by byte (doc/format.md),
+valid or hostile, and reads their records and samples back. Independent of
+common/profile.c on purpose: it is a second reader's view of the spec. Used
+by tests/files (hostile files, make fuzz's seeds), tests/export and
+tests/live."""
 import struct
 import zlib
+
+from flammetest import unzigzag, varint
 
 INFO, THREAD, FRAME, STACK, SAMPLE, LOST, THREAD_END, END, GC, FRAME_LINE = range(1, 11)
 THREAD2 = 11  # placeholder, set by the format version tests when known
@@ -102,22 +106,6 @@ def records(data):
 
 
 SAMPLES = 16  # 2.0: runs of delta-coded samples (STACK_NODES is 15)
-
-
-def varint(b, i):
-    """(value, next offset) of the LEB128 varint at b[i]."""
-    v = shift = 0
-    while True:
-        c = b[i]
-        i += 1
-        v |= (c & 0x7F) << shift
-        shift += 7
-        if not c & 0x80:
-            return v, i
-
-
-def unzigzag(v):
-    return (v >> 1) ^ -(v & 1)
 
 
 def decode_samples(major, start_mono, recs):

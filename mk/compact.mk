@@ -15,9 +15,9 @@ BENCH_TARGETS += bench-size
 HELP_LINES += "make bench-size  bytes per sample of recorded profiles (4 programs x 2 compilers, -F 999)"
 
 # Old-format files (recorded by the 1.7 writer, tests/compat/v1_7-*) must
-# collapse and report exactly as the 1.7 reader did.
+# collapse and report exactly as the 1.7 reader did (tests/compat/test_compat.py,
+# part of the pytest suite).
 .PHONY: compat-test
 compat-test: $(BUILD)/flamme
-	python3 tests/compat/run.py --build $(BUILD)
-TEST_TARGETS += compat-test
+	$(PYTEST_ENV) $(PYTEST) tests/compat $(PYTEST_ARGS)
 HELP_LINES += "make compat-test  1.x profiles (tests/compat) still collapse and report as 1.7 did"

@@ -1,6 +1,5 @@
-#!/usr/bin/env python3
-"""tests/compat/run.py — profiles of an older format still read the same
-(make compat-test, mk/compact.mk).
+"""tests/compat/test_compat.py — profiles of an older format still read the
+same (make compat-test, mk/compact.mk; part of the pytest suite).
 
 The v1_7-* files were recorded by the 1.7 writer (the last 1.x) from the
 e2e programs: domains (fp, two domains), deep (nofp, 2000 frames deep,
@@ -10,13 +9,13 @@ later flamme must give the same text: the samples, stacks, threads and
 segments of an old file mean what they meant. In report's "top functions"
 tables only the rows are compared, not their order: how report breaks ties
 is presentation, which may change without the file meaning anything else.
-Usage: run.py --build BUILD
 """
-import argparse
 import difflib
 import os
-import subprocess
-import sys
+
+import pytest
+
+from flammetest import run
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SEGS = ["v1_7-seg1.flm", "v1_7-seg2.flm", "v1_7-seg3.flm", "v1_7-seg4.flm"]
@@ -43,26 +42,12 @@ def comparable(text):
                    for p in parts)
 
 
-def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--build", required=True)
-    flamme = os.path.abspath(os.path.join(ap.parse_args().build, "flamme"))
-    failed = 0
-    for want_file, args in CASES:
-        p = subprocess.run([flamme] + args, cwd=HERE, capture_output=True, text=True)
-        want = open(os.path.join(HERE, want_file)).read()
-        if p.returncode != 0 or comparable(p.stdout) != comparable(want):
-            failed += 1
-            print("FAIL flamme %s: exit %d, differs from %s:\n%s%s" % (
-                " ".join(args), p.returncode, want_file, p.stderr,
-                "".join(list(difflib.unified_diff(want.splitlines(True), p.stdout.splitlines(True),
-                                                  want_file, "now"))[:40])))
-        else:
-            print("ok   flamme %s (%d lines as 1.7 read them)" % (" ".join(args), want.count("\n")))
-    if failed:
-        sys.exit("compat: %d of %d cases differ" % (failed, len(CASES)))
-    print("compat: all %d cases read as 1.7 read them" % len(CASES))
-
-
-if __name__ == "__main__":
-    main()
+@pytest.mark.parametrize("want_file, args", CASES, ids=[c[0] for c in CASES])
+def test_reads_as_1_7_did(build, want_file, args):
+    p = run([build.flamme] + args, cwd=HERE)
+    want = open(os.path.join(HERE, want_file)).read()
+    assert p.returncode == 0, "flamme %s: exit %d: %s" % (" ".join(args), p.returncode, p.stderr)
+    assert comparable(p.stdout) == comparable(want), "flamme %s differs from %s:\n%s" % (
+        " ".join(args), want_file,
+        "".join(list(difflib.unified_diff(want.splitlines(True), p.stdout.splitlines(True),
+                                          want_file, "now"))[:40]))

@@ -13,9 +13,10 @@ $(BUILD)/gen/flamegraph_js.inc: tools/flamegraph.js
 $(BUILD)/tool/tools/fg_svg.o: $(BUILD)/gen/flamegraph_js.inc
 
 .PHONY: render-test bench-render
+# tests/render/test_render.py (part of the pytest suite); its Chromium
+# tests are marked browser.
 render-test: $(BUILD)/flamme
-	python3 tests/render/run_tests.py $(BUILD)/flamme
-TEST_TARGETS += render-test
+	$(PYTEST_ENV) $(PYTEST) tests/render $(PYTEST_ARGS)
 
 # 200,000 unique stacks (~198 MB), made once under build/.
 RENDER_BIG := $(BUILD)/render/big.folded

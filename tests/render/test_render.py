@@ -1,60 +1,64 @@
-#!/usr/bin/env python3
-"""tests/render/run_tests.py — tests of `flamme svg` (the flame graph renderer).
-
-Usage: python3 tests/render/run_tests.py build/flamme
+"""tests/render/test_render.py — `flamme svg`, the flame graph renderer
+(make render-test, part of make test).
 
 Runs the real command on small folded inputs written here, parses the SVG
 it writes (it must be well-formed XML) and checks what a user would see:
 frame names, widths, order, colours, options, escaping of hostile names, and,
-in headless Debian chromium, that clicking zooms and searching reports the
-right "Matched" share. Expected numbers are computed here from the inputs.
-chromium missing is a failure, not a skip (make deps installs it).
-Prints "render: N passed, N failed" last; exits 1 if anything failed.
+in headless Debian chromium (tests marked `browser`), that clicking zooms and
+searching reports the right "Matched" share. Expected numbers are computed
+here from the inputs. chromium missing is a failure, not a skip (make deps
+installs it).
 """
 import json
 import os
 import re
 import shutil
 import subprocess
-import sys
 import tempfile
-import traceback
 import xml.etree.ElementTree as ET
 
+import pytest
+
+import flmfile
+from flammetest import clean_env
+
 NS = "{http://www.w3.org/2000/svg}"
-FLAMME = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else "build/flamme")
-TMP = tempfile.mkdtemp(prefix="flamme-render-")
 CHROMIUM = shutil.which("chromium") or ("/usr/bin/chromium" if os.path.exists("/usr/bin/chromium") else None)
-results = []
 
 
-def test(fn):
-    results.append(fn)
-    return fn
+class Render:
+    """`flamme svg` run in one test's directory DIR."""
+
+    def __init__(self, flamme, d):
+        self.flamme = flamme
+        self.dir = d
+
+    def write(self, name, text, mode="w"):
+        path = os.path.join(self.dir, name)
+        with open(path, mode) as f:
+            f.write(text)
+        return path
+
+    def run(self, args, stdin=None, cwd=None, timeout=120):
+        """flamme svg ARGS: (exit status, stdout bytes, stderr text)."""
+        p = subprocess.run([self.flamme, "svg"] + args, input=stdin, capture_output=True,
+                           cwd=cwd or self.dir, timeout=timeout, env=clean_env())
+        return p.returncode, p.stdout, p.stderr.decode("utf-8", "replace")
+
+    def render(self, text, *opts, expect_rc=0):
+        """Renders folded text; returns (svg root element, frames, stderr, raw bytes)."""
+        src = self.write("in.folded", text, "wb" if isinstance(text, bytes) else "w")
+        out = os.path.join(self.dir, "out.svg")
+        rc, _, err = self.run(list(opts) + [src, "-o", out])
+        assert rc == expect_rc, "exit %d (want %d): %s" % (rc, expect_rc, err)
+        raw = open(out, "rb").read()
+        root = ET.fromstring(raw)
+        return root, frames_of(root), err, raw
 
 
-def write(name, text, mode="w"):
-    path = os.path.join(TMP, name)
-    with open(path, mode) as f:
-        f.write(text)
-    return path
-
-
-def run(args, stdin=None, cwd=None, timeout=120):
-    p = subprocess.run([FLAMME, "svg"] + args, input=stdin, capture_output=True, cwd=cwd or TMP,
-                       timeout=timeout)
-    return p.returncode, p.stdout, p.stderr.decode("utf-8", "replace")
-
-
-def render(text, *opts, expect_rc=0):
-    """Renders folded text; returns (svg root element, frames, stderr, raw bytes)."""
-    src = write("in.folded", text, "wb" if isinstance(text, bytes) else "w")
-    out = os.path.join(TMP, "out.svg")
-    rc, _, err = run(list(opts) + [src, "-o", out])
-    assert rc == expect_rc, "exit %d (want %d): %s" % (rc, expect_rc, err)
-    raw = open(out, "rb").read()
-    root = ET.fromstring(raw)
-    return root, frames_of(root), err, raw
+@pytest.fixture
+def fg(build, tmp_path):
+    return Render(build.flamme, str(tmp_path))
 
 
 def frames_of(root):
@@ -101,9 +105,8 @@ def check_widths_add_up(frames, max_depth=None):
 # ------------------------------------------------------------- parsing
 
 
-@test
-def parse_spaces_decimals_duplicates():
-    _, fr, _, _ = render("main;do some work;leaf one 2.5\nmain;x 1\nmain;do some work;leaf one 4\n"
+def test_parse_spaces_decimals_duplicates(fg):
+    _, fr, _, _ = fg.render("main;do some work;leaf one 2.5\nmain;x 1\nmain;do some work;leaf one 4\n"
                          "main;y 3.\n")
     assert find(fr, "all", 0)["n"] == 10.5
     assert find(fr, "do some work", 2)["n"] == 6.5      # frame with spaces, duplicates summed
@@ -112,11 +115,10 @@ def parse_spaces_decimals_duplicates():
     check_widths_add_up(fr)
 
 
-@test
-def parse_bad_lines_warn_with_file_and_line():
-    path = write("bad.folded", "a;b 1\nno count here\n\na;c x\n 5\na;b 2\n")
-    out = os.path.join(TMP, "bad.svg")
-    rc, _, err = run([path, "-o", out])
+def test_parse_bad_lines_warn_with_file_and_line(fg):
+    path = fg.write("bad.folded", "a;b 1\nno count here\n\na;c x\n 5\na;b 2\n")
+    out = os.path.join(fg.dir, "bad.svg")
+    rc, _, err = fg.run([path, "-o", out])
     assert rc == 0, err
     assert "bad.folded:2:" in err and "bad.folded:4:" in err and "bad.folded:5:" in err, err
     assert "bad.folded:3:" not in err, "blank line must be ignored silently: " + err
@@ -124,51 +126,46 @@ def parse_bad_lines_warn_with_file_and_line():
     assert find(fr, "b", 2)["n"] == 3.0
 
 
-@test
-def parse_differential():
-    root, fr, _, _ = render("main;grew 10 30\nmain;shrank 30 10\nmain;same 5 5\n")
+def test_parse_differential(fg):
+    root, fr, _, _ = fg.render("main;grew 10 30\nmain;shrank 30 10\nmain;same 5 5\n")
     assert find(fr, "all", 0)["n"] == 45.0                 # widths from the second column
     r, g, b = rgb(find(fr, "grew", 2)["fill"])
     assert r == 255 and b < 255, find(fr, "grew", 2)["fill"]
     r, g, b = rgb(find(fr, "shrank", 2)["fill"])
     assert b == 255 and r < 255
-    _, fr2, _, _ = render("main;grew 10 30\nmain;shrank 30 10\n", "--negate")
+    _, fr2, _, _ = fg.render("main;grew 10 30\nmain;shrank 30 10\n", "--negate")
     assert rgb(find(fr2, "grew", 2)["fill"])[2] == 255      # negate swaps the hues
 
 
-@test
-def parse_stdin_and_merge_inputs():
-    a = write("a.folded", "m;x 1\nm;y 2\n")
-    b = write("b.folded", "m;x 4\n")
-    rc, svg, err = run([a, b], )
+def test_parse_stdin_and_merge_inputs(fg):
+    a = fg.write("a.folded", "m;x 1\nm;y 2\n")
+    b = fg.write("b.folded", "m;x 4\n")
+    rc, svg, err = fg.run([a, b], )
     assert rc == 0, err
     fr = frames_of(ET.fromstring(svg))
     assert find(fr, "x", 2)["n"] == 5.0 and find(fr, "all", 0)["n"] == 7.0
-    rc, svg, err = run([], stdin=b"m;x 1\nm;z 2\n")
+    rc, svg, err = fg.run([], stdin=b"m;x 1\nm;z 2\n")
     assert rc == 0, err
     assert find(frames_of(ET.fromstring(svg)), "z", 2)["n"] == 2.0
 
 
-@test
-def parse_empty_input_is_an_error():
-    rc, svg, err = run([write("empty.folded", "garbage\n")])
+def test_parse_empty_input_is_an_error(fg):
+    rc, svg, err = fg.run([fg.write("empty.folded", "garbage\n")])
     assert rc == 2 and "no valid input" in err.lower(), (rc, err)
     assert b"No valid input" in svg
 
 
-@test
-def parse_utf8_names():
-    _, fr, _, _ = render("main;café_λ;日本 3\n".encode("utf-8"))
+def test_parse_utf8_names(fg):
+    _, fr, _, _ = fg.render("main;café_λ;日本 3\n".encode("utf-8"))
     assert find(fr, "日本", 3)["n"] == 3.0
-    # invalid UTF-8 still yields well-formed XML (render() parses it)
-    render(b"main;bad\xff\xfename 2\n")
+    # invalid UTF-8 still yields well-formed XML (fg.render() parses it)
+    fg.render(b"main;bad\xff\xfename 2\n")
 
 
-@test
-def parse_deep_and_wide_inputs():
+def test_parse_deep_and_wide_inputs(fg):
     deep = ";".join(["rec"] * 12000)
     lines = [deep + " 500000", deep + ";leaf 1000"] + ["main;sib%06d 1" % i for i in range(100000)]
-    _, fr, _, _ = render("\n".join(lines) + "\n", "--minwidth", "0.5")
+    _, fr, _, _ = fg.render("\n".join(lines) + "\n", "--minwidth", "0.5")
     assert find(fr, "leaf", 12001)["n"] == 1000.0
     assert find(fr, "rec", 12000)["n"] == 501000.0
     assert max(f["d"] for f in fr) == 12001
@@ -182,51 +179,46 @@ def parse_deep_and_wide_inputs():
 # ------------------------------------------------------------- options
 
 
-@test
-def option_inverted_puts_root_on_top():
-    _, fr, _, _ = render("a;b;c 1\n")
+def test_option_inverted_puts_root_on_top(fg):
+    _, fr, _, _ = fg.render("a;b;c 1\n")
     assert find(fr, "all")["y"] > find(fr, "c")["y"]
-    root, fr, _, _ = render("a;b;c 1\n", "--inverted")
+    root, fr, _, _ = fg.render("a;b;c 1\n", "--inverted")
     assert find(fr, "all")["y"] < find(fr, "c")["y"]
     assert root.find(".//%stext[@id='title']" % NS).text == "Icicle Graph"
 
 
-@test
-def option_reverse_merges_leaves():
-    _, fr, _, _ = render("a;b;c 1\nx;y;c 2\n", "--reverse")
+def test_option_reverse_merges_leaves(fg):
+    _, fr, _, _ = fg.render("a;b;c 1\nx;y;c 2\n", "--reverse")
     assert find(fr, "c", 1)["n"] == 3.0
     assert find(fr, "a", 3)["n"] == 1.0
 
 
-@test
-def option_flamechart_keeps_input_order():
-    _, fr, _, _ = render("zeta 1\nalpha 1\n")
+def test_option_flamechart_keeps_input_order(fg):
+    _, fr, _, _ = fg.render("zeta 1\nalpha 1\n")
     assert find(fr, "alpha")["s"] < find(fr, "zeta")["s"]
-    root, fr, _, _ = render("zeta 1\nalpha 1\nzeta 1\n", "--flamechart")
+    root, fr, _, _ = fg.render("zeta 1\nalpha 1\nzeta 1\n", "--flamechart")
     z = [f for f in fr if f["name"] == "zeta"]
     assert len(z) == 2 and min(f["s"] for f in z) < find(fr, "alpha")["s"] < max(f["s"] for f in z)
     assert root.find(".//%stext[@id='title']" % NS).text == "Flame Chart"
 
 
-@test
-def option_minwidth_elides_and_adds_up():
+def test_option_minwidth_elides_and_adds_up(fg):
     lines = ["main;big 1000"] + ["main;tiny%03d 1" % i for i in range(300)]
-    root, fr, _, raw = render("\n".join(lines) + "\n", "--minwidth", "2")
+    root, fr, _, raw = fg.render("\n".join(lines) + "\n", "--minwidth", "2")
     # 1300 samples over 1180 px: 1 sample < 2 px, so every tiny frame goes
     el = [f for f in fr if f["elided"]]
     assert len(el) == 1 and el[0]["n"] == 300 and el[0]["d"] == 2
     assert not any(f["name"].startswith("tiny") for f in fr)
     check_widths_add_up(fr)
     assert "300 frames narrower than 2 px" in root.find(".//%stext[@id='elided']" % NS).text
-    _, fr, _, _ = render("\n".join(lines) + "\n", "--minwidth", "0")
+    _, fr, _, _ = fg.render("\n".join(lines) + "\n", "--minwidth", "0")
     assert sum(1 for f in fr if f["name"].startswith("tiny")) == 300
-    _, fr, _, _ = render("\n".join(lines) + "\n", "--minwidth", "50%")
+    _, fr, _, _ = fg.render("\n".join(lines) + "\n", "--minwidth", "50%")
     assert sorted(f["name"] for f in fr if f["d"] == 2) == ["big", "\u2026"]
 
 
-@test
-def option_texts_and_sizes():
-    root, fr, _, raw = render("a;b 3\n", "--title", "My T", "--subtitle", "Sub", "--width", "800",
+def test_option_texts_and_sizes(fg):
+    root, fr, _, raw = fg.render("a;b 3\n", "--title", "My T", "--subtitle", "Sub", "--width", "800",
                               "--height", "20", "--fonttype", "Courier", "--fontsize", "10",
                               "--countname", "bytes", "--nametype", "Func:", "--notes", "hello")
     assert root.get("width") == "800"
@@ -239,14 +231,13 @@ def option_texts_and_sizes():
     assert b"Courier" in raw and b"font-size:10px" in raw and b"hello" in raw
 
 
-@test
-def option_colors():
+def test_option_colors(fg):
     text = "caml_main;camlFoo__Bar.run_12;caml_call_gc;caml_major_collection_slice 5\n" \
            "caml_main;memcpy 1\ncaml_main;camlFoo__Bar.run_12;caml_alloc_string 1\n"
-    _, hot, _, _ = render(text)
-    _, mem, _, _ = render(text, "--colors", "mem")
+    _, hot, _, _ = fg.render(text)
+    _, mem, _, _ = fg.render(text, "--colors", "mem")
     assert find(hot, "memcpy")["fill"] != find(mem, "memcpy")["fill"]
-    _, oc, _, _ = render(text, "--colors", "ocaml")
+    _, oc, _, _ = fg.render(text, "--colors", "ocaml")
     gc = rgb(find(oc, "caml_major_collection_slice")["fill"])
     ml = rgb(find(oc, "camlFoo__Bar.run_12")["fill"])
     c = rgb(find(oc, "memcpy")["fill"])
@@ -255,30 +246,28 @@ def option_colors():
     assert ml[0] > ml[2], ml                                 # OCaml code: warm
     assert rt[2] > rt[0], rt                                 # runtime: blue-ish
     assert len({gc, ml, c, rt}) == 4
-    rc, _, err = run(["--colors", "nosuch", write("x.folded", "a 1\n")])
+    rc, _, err = fg.run(["--colors", "nosuch", fg.write("x.folded", "a 1\n")])
     assert rc == 2 and "nosuch" in err
     for pal in ["hot", "mem", "io", "red", "green", "blue", "aqua", "yellow", "purple", "orange"]:
-        render("a;b 1\n", "--colors", pal, "--hash")
+        fg.render("a;b 1\n", "--colors", pal, "--hash")
 
 
-@test
-def option_consistent_palette():
-    pm = os.path.join(TMP, "palette.map")
+def test_option_consistent_palette(fg):
+    pm = os.path.join(fg.dir, "palette.map")
     if os.path.exists(pm):
         os.remove(pm)
-    _, fr, _, _ = render("main;keep 1\n", "--cp")
+    _, fr, _, _ = fg.render("main;keep 1\n", "--cp")
     lines = open(pm).read().splitlines()
     assert "keep->%s" % find(fr, "keep")["fill"].replace(" ", "") in lines, lines
     with open(pm, "w") as f:
         f.write("keep->rgb(1,2,3)\nother->rgb(4,5,6)\n")
-    _, fr, _, _ = render("main;keep 1\n", "--cp")
+    _, fr, _, _ = fg.render("main;keep 1\n", "--cp")
     assert find(fr, "keep")["fill"] == "rgb(1,2,3)"
     assert "other->rgb(4,5,6)" in open(pm).read()
 
 
-@test
-def option_help_lists_options():
-    p = subprocess.run([FLAMME, "svg", "--help"], capture_output=True, text=True)
+def test_option_help_lists_options(fg):
+    p = subprocess.run([fg.flamme, "svg", "--help"], capture_output=True, text=True)
     assert p.returncode == 0
     # every flamegraph.pl option (GetOptions, including those its --help omits),
     # plus ours; each must be listed and accepted
@@ -287,16 +276,16 @@ def option_help_lists_options():
             "--countname": "samples", "--nametype": "F:", "--colors": "java", "--bgcolors": "blue",
             "--hash": None, "--random": None, "--cp": None, "--reverse": None, "--inverted": None,
             "--flamechart": None, "--negate": None, "--notes": "n", "--encoding": "UTF-8",
-            "--nameattr": write("help.attr", "b\tclass=x\n"), "--total": "500", "--factor": "2",
-            "--threads": None, "-o": os.path.join(TMP, "help.svg"), "--help": None}
-    src = write("help.folded", "a;b 200\n")
+            "--nameattr": fg.write("help.attr", "b\tclass=x\n"), "--total": "500", "--factor": "2",
+            "--threads": None, "-o": os.path.join(fg.dir, "help.svg"), "--help": None}
+    src = fg.write("help.folded", "a;b 200\n")
     for o, arg in opts.items():
         assert re.search(r"(^|\s|,)%s\b" % re.escape(o), p.stdout), "--help does not list " + o
         if o == "--help":
             continue
-        rc, _, err = run([o] + ([arg] if arg is not None else []) + [src, "-o", os.path.join(TMP, "h.svg")])
+        rc, _, err = fg.run([o] + ([arg] if arg is not None else []) + [src, "-o", os.path.join(fg.dir, "h.svg")])
         assert rc == 0, (o, err)
-    rc, _, err = run(["--width", "abc", "x"])
+    rc, _, err = fg.run(["--width", "abc", "x"])
     assert rc == 2 and "--width" in err
 
 
@@ -304,33 +293,31 @@ def stops(root):
     return [st.get("stop-color") for st in root.iter(NS + "stop")]
 
 
-@test
-def option_bgcolors():
-    r, _, _, _ = render("a;b 1\n")
+def test_option_bgcolors(fg):
+    r, _, _, _ = fg.render("a;b 1\n")
     assert stops(r) == ["#eeeeee", "#eeeeb0"], stops(r)                  # hot: yellow
     for pal, want in [("mem", ["#eef2ee", "#e0ffe0"]), ("io", ["#eeeeee", "#e0e0ff"]),
                       ("chain", ["#eeeeee", "#e0e0ff"]), ("red", ["#f8f8f8", "#e8e8e8"]),
                       ("java", ["#eeeeee", "#eeeeb0"])]:
-        r, _, _, _ = render("a;b 1\n", "--colors", pal)
+        r, _, _, _ = fg.render("a;b 1\n", "--colors", pal)
         assert stops(r) == want, (pal, stops(r))
     for bg, want in [("yellow", ["#eeeeee", "#eeeeb0"]), ("blue", ["#eeeeee", "#e0e0ff"]),
                      ("green", ["#eef2ee", "#e0ffe0"]), ("grey", ["#f8f8f8", "#e8e8e8"]),
                      ("#12ab9F", ["#12ab9F", "#12ab9F"])]:
-        r, _, _, _ = render("a;b 1\n", "--colors", "mem", "--bgcolors", bg)
+        r, _, _, _ = fg.render("a;b 1\n", "--colors", "mem", "--bgcolors", bg)
         assert stops(r) == want, (bg, stops(r))
     for bad in ["pink", "#12345", "#12345g", "\"><script>"]:
-        rc, _, err = run(["--bgcolors", bad, write("x.folded", "a 1\n")])
+        rc, _, err = fg.run(["--bgcolors", bad, fg.write("x.folded", "a 1\n")])
         assert rc == 2 and "--bgcolors" in err, (bad, rc, err)
 
 
-@test
-def option_nameattr():
-    attr = write("fn.attr", "b\thref=http://example.com/b?x=1&y=<2>\ttitle=custom \"b\" <tip>\t"
+def test_option_nameattr(fg):
+    attr = fg.write("fn.attr", "b\thref=http://example.com/b?x=1&y=<2>\ttitle=custom \"b\" <tip>\t"
                  "class=mine\tid=fb\tg_extra=data-k=\"v&w\" data-j='q'\ta_extra=rel=\"noopener\"\n"
                  "c\tclass=first\n"
                  "c\tclass=later\tunknown=ignored\n"
                  "absent\tclass=nothing\n")
-    root, fr, err, raw = render("a;b 3\na;c 1\n", "--nameattr", attr)
+    root, fr, err, raw = fg.render("a;b 3\na;c 1\n", "--nameattr", attr)
     b = find(fr, "b", 2)
     el = b["el"]
     assert el.tag == NS + "a", el.tag                                   # an href makes a link
@@ -347,17 +334,16 @@ def option_nameattr():
     for bad, why in [("nottab class=x\n", "fn.attr:1"), ("b\tclass=x\nb\tnoequals\n", "fn.attr:2"),
                      ("b\tg_extra=onclick=\"alert(1)\"\n", "fn.attr:1"),
                      ("b\tg_extra=s=\"1\"\n", "fn.attr:1"), ("b\tg_extra=x=unquoted\n", "fn.attr:1")]:
-        path = write("fn.attr", bad)
-        rc, _, err = run(["--nameattr", path, write("x.folded", "a;b 1\n")])
+        path = fg.write("fn.attr", bad)
+        rc, _, err = fg.run(["--nameattr", path, fg.write("x.folded", "a;b 1\n")])
         assert rc == 2 and why in err, (bad, rc, err)
-    rc, _, err = run(["--nameattr", os.path.join(TMP, "missing.attr"), write("x.folded", "a 1\n")])
+    rc, _, err = fg.run(["--nameattr", os.path.join(fg.dir, "missing.attr"), fg.write("x.folded", "a 1\n")])
     assert rc == 2 and "missing.attr" in err
 
 
-@test
-def option_total_scales_against_a_larger_total():
+def test_option_total_scales_against_a_larger_total(fg):
     text = "a;b 30\na;c 10\n"
-    root, fr, err, _ = render(text, "--total", "160")
+    root, fr, err, _ = fg.render(text, "--total", "160")
     W = float(root.get("data-w"))
     allf = find(fr, "all", 0)
     assert allf["n"] == 160 and abs(allf["w"] - W) < 0.02               # root spans the total
@@ -365,54 +351,51 @@ def option_total_scales_against_a_larger_total():
     assert "18.75%" in find(fr, "b", 2)["title"]
     check_widths_add_up(fr)
     # smaller than the real sum: ignored with a warning (as flamegraph.pl)
-    root, fr, err, _ = render(text, "--total", "20")
+    root, fr, err, _ = fg.render(text, "--total", "20")
     assert "--total" in err and "ignored" in err, err
     assert find(fr, "all", 0)["n"] == 40 and abs(find(fr, "b", 2)["w"] - W * 30 / 40) < 0.02
-    _, fr, _, _ = render(text, "--total", "4000000000", "--minwidth", "0")  # perf-style weights
+    _, fr, _, _ = fg.render(text, "--total", "4000000000", "--minwidth", "0")  # perf-style weights
     assert find(fr, "all", 0)["n"] == 4e9 and "0.00%" in find(fr, "b", 2)["title"]
 
 
-@test
-def option_factor_scales_counts_not_widths():
+def test_option_factor_scales_counts_not_widths(fg):
     text = "a;b 3\na;c 1.5\n"
-    _, plain, _, _ = render(text)
-    _, fr, _, _ = render(text, "--factor", "1000")
+    _, plain, _, _ = fg.render(text)
+    _, fr, _, _ = fg.render(text, "--factor", "1000")
     b, c = find(fr, "b", 2), find(fr, "c", 2)
     assert "3,000 samples" in b["title"] and "1,500 samples" in c["title"], (b["title"], c["title"])
     assert b["w"] == find(plain, "b", 2)["w"] and "66.67%" in b["title"]
     assert find(fr, "all", 0)["n"] == 4500
-    _, fr, _, _ = render(text, "--factor", "1000", "--total", "9")   # --total is in input units
+    _, fr, _, _ = fg.render(text, "--factor", "1000", "--total", "9")   # --total is in input units
     assert find(fr, "all", 0)["n"] == 9000 and "33.33%" in find(fr, "b", 2)["title"]
     for bad in ["0", "-1", "x", "1e-300"]:
-        rc, _, err = run(["--factor", bad, write("x.folded", "a 1\n")])
+        rc, _, err = fg.run(["--factor", bad, fg.write("x.folded", "a 1\n")])
         assert rc == 2 and "--factor" in err, (bad, err)
 
 
-@test
-def option_encoding():
-    _, _, _, raw = render("main;caf\u00e9 1\n", "--encoding", "UTF-8")
+def test_option_encoding(fg):
+    _, _, _, raw = fg.render("main;caf\u00e9 1\n", "--encoding", "UTF-8")
     assert raw.startswith(b'<?xml version="1.0" encoding="UTF-8" standalone="no"?>'), raw[:80]
-    _, _, _, raw = render("a;b 1\n", "--encoding", "ISO-8859-1")
+    _, _, _, raw = fg.render("a;b 1\n", "--encoding", "ISO-8859-1")
     assert raw.startswith(b'<?xml version="1.0" encoding="ISO-8859-1" standalone="no"?>')
-    _, _, _, raw = render("a;b 1\n")
+    _, _, _, raw = fg.render("a;b 1\n")
     assert raw.startswith(b'<?xml version="1.0" standalone="no"?>')
     for bad in ['utf-8" x="', "8bit", ""]:
-        rc, _, err = run(["--encoding", bad, write("x.folded", "a 1\n")])
+        rc, _, err = fg.run(["--encoding", bad, fg.write("x.folded", "a 1\n")])
         assert rc == 2 and "--encoding" in err, (bad, err)
 
 
-@test
-def option_random_colors():
+def test_option_random_colors(fg):
     text = "".join("r;p%02d;same 1\n" % i for i in range(40))
-    _, fr, _, _ = render(text)
+    _, fr, _, _ = fg.render(text)
     assert len({f["fill"] for f in fr if f["name"] == "same"}) == 1      # default: colour per name
-    _, fr1, _, _ = render(text, "--random")
+    _, fr1, _, _ = fg.render(text, "--random")
     fills = [f["fill"] for f in fr1 if f["name"] == "same"]
     assert len(fills) == 40 and len(set(fills)) > 10, fills              # random: per frame
     for f in fr1:                                                         # still the hot palette
         r, g, b = rgb(f["fill"])
         assert 205 <= r <= 255 and 0 <= g <= 230 and 0 <= b <= 55, f["fill"]
-    _, fr2, _, _ = render(text, "--random")
+    _, fr2, _, _ = fg.render(text, "--random")
     assert [f["fill"] for f in fr2] != [f["fill"] for f in fr1]           # and differs per run
 
 
@@ -434,89 +417,72 @@ def kind(fill):
     return "other %s" % fill
 
 
-def kinds(text, pal):
-    _, fr, _, _ = render(text, "--colors", pal)
+def kinds(fg, text, pal):
+    _, fr, _, _ = fg.render(text, "--colors", pal)
     return {f["name"]: kind(f["fill"]) for f in fr if f["d"] > 0}, fr
 
 
-@test
-def palettes_java_js_perl_wakeup_chain():
-    k, _ = kinds("Ljava/lang/Thread.run;org/app/Main.go;jit_fn_[j];inl_fn_[i];std::vector::push;"
+def test_palettes_java_js_perl_wakeup_chain(fg):
+    k, _ = kinds(fg, "Ljava/lang/Thread.run;org/app/Main.go;jit_fn_[j];inl_fn_[i];std::vector::push;"
                  "Foo:::bar;schedule_[k];memcpy 1\n", "java")
     assert k == {"Ljava/lang/Thread.run": "green", "org/app/Main.go": "green", "jit_fn": "green",
                  "inl_fn": "aqua", "std::vector::push": "yellow", "Foo:::bar": "green",
                  "schedule": "orange", "memcpy": "red"}, k
-    k, _ = kinds("builtin_[j];/app/x.js:12_[j];v8::internal::Run;/srv/app.js:42;Builtin:ArrayMap;"
+    k, _ = kinds(fg, "builtin_[j];/app/x.js:12_[j];v8::internal::Run;/srv/app.js:42;Builtin:ArrayMap;"
                  "do_syscall_[k];malloc 1\n", "js")
     assert k == {"builtin": "aqua", "/app/x.js:12": "green", "v8::internal::Run": "yellow",
                  "/srv/app.js:42": "green", "Builtin:ArrayMap": "aqua", "do_syscall": "orange",
                  "malloc": "red"}, k
-    k, _ = kinds("Foo::bar;Perl_runops;script.pl:10;sys_read_[k];libc_read 1\n", "perl")
+    k, _ = kinds(fg, "Foo::bar;Perl_runops;script.pl:10;sys_read_[k];libc_read 1\n", "perl")
     assert k == {"Foo::bar": "yellow", "Perl_runops": "green", "script.pl:10": "green",
                  "sys_read": "orange", "libc_read": "red"}, k
-    k, _ = kinds("a;b;c 1\n", "wakeup")
+    k, _ = kinds(fg, "a;b;c 1\n", "wakeup")
     assert set(k.values()) == {"aqua"}, k
     # chain: off-CPU frames blue, frames past the "--" separator (the waker) aqua
-    k, fr = kinds("main;sleep;--;waker;wakefn 5\nmain;work 3\nmain;x_[w] 1\n", "chain")
+    k, fr = kinds(fg, "main;sleep;--;waker;wakefn 5\nmain;work 3\nmain;x_[w] 1\n", "chain")
     assert k["main"] == k["sleep"] == k["work"] == "blue", k
     assert k["waker"] == k["wakefn"] == k["x"] == "aqua", k
     assert find(fr, "--")["fill"] == "rgb(160,160,160)"
-    _, fr, _, _ = render("a;-;b 1\n", "--colors", "java")
+    _, fr, _, _ = fg.render("a;-;b 1\n", "--colors", "java")
     assert find(fr, "-")["fill"] == "rgb(200,200,200)"
 
 
-@test
-def low_stack_count_warning():
-    _, _, err, _ = render("a;b 5\na;c 94\n")
+def test_low_stack_count_warning(fg):
+    _, _, err, _ = fg.render("a;b 5\na;c 94\n")
     assert "stack count is low (99)" in err.lower(), err
-    _, _, err, _ = render("a;b 5\na;c 95\n")
+    _, _, err, _ = fg.render("a;b 5\na;c 95\n")
     assert "stack count is low" not in err.lower(), err
-    _, _, err, _ = render("a;b 5\n", "--countname", "bytes")            # only for samples
+    _, _, err, _ = fg.render("a;b 5\n", "--countname", "bytes")            # only for samples
     assert "stack count is low" not in err.lower(), err
 
 
 def profile_bytes(stacks):
-    """A flamme profile (doc/format.md): stacks = [(frame names root first, samples)]."""
-    import struct
-    import zlib
-
-    def st(t):
-        b = t.encode()
-        return struct.pack("<I", len(b)) + b
-
-    def rec(t, body):
-        return struct.pack("<BI", t, len(body)) + body
-    recs = rec(2, struct.pack("<IBiQ", 100, 1, 0, 0) + st("main"))
+    """A flamme profile (tests/flmfile.py): stacks = [(frame names root first, samples)]."""
+    body = flmfile.thread(100, 1, 0, 0, "main")
     ids = {}
     for frames, _ in stacks:
         for fn in frames:
             if fn not in ids:
                 ids[fn] = len(ids)
-                recs += rec(3, struct.pack("<IQQ", ids[fn], 0x1000 + ids[fn], 0) + st(fn) + st("prog"))
+                body += flmfile.frame(ids[fn], 0x1000 + ids[fn], 0, fn, "prog")
     total = 0
     for sid, (frames, n) in enumerate(stacks):
-        leaf_first = [ids[fn] for fn in reversed(frames)]
-        recs += rec(4, struct.pack("<II", sid, len(frames)) + struct.pack("<%dI" % len(frames), *leaf_first))
-        for k in range(n):
-            recs += rec(5, struct.pack("<IIIiIQ", sid, 100, 1, 0, 0, total + k))
+        body += flmfile.stack(sid, [ids[fn] for fn in reversed(frames)])
+        body += b"".join(flmfile.sample(sid, 100, 1, 0, 0, total + k) for k in range(n))
         total += n
-    recs += rec(8, struct.pack("<QQQI", total, 0, total, 1))
-    hdr = b"FLAMMEPF" + struct.pack("<HHIIIQQI", 1, 1, 64, 1, 99, 0, 0, 0)
-    hdr += b"\0" * (64 - len(hdr))
-    z = zlib.compress(recs)
-    return hdr + struct.pack("<IIII", 0x434D4C46, len(recs), len(z), zlib.crc32(recs)) + z
+    body += flmfile.end(total, 0, total, 1)
+    return flmfile.profile(body, minor=1)
 
 
-@test
-def profile_piped_into_stdin():
+def test_profile_piped_into_stdin(fg):
     prof = profile_bytes([(["caml_main", "run_app", "hot_leaf"], 120), (["caml_main", "memcpy"], 40)])
-    path = write("p.flm", prof, "wb")
-    rc, from_file, err = run([path])
+    path = fg.write("p.flm", prof, "wb")
+    rc, from_file, err = fg.run([path])
     assert rc == 0, err
     # through a real pipe, as `cat p.flm | flamme svg -o x.svg`
-    out = os.path.join(TMP, "piped.svg")
-    p = subprocess.run("cat %s | %s svg -o %s" % (path, FLAMME, out), shell=True,
-                       capture_output=True, text=True, cwd=TMP)
+    out = os.path.join(fg.dir, "piped.svg")
+    p = subprocess.run("cat %s | %s svg -o %s" % (path, fg.flamme, out), shell=True,
+                       capture_output=True, text=True, cwd=fg.dir)
     assert p.returncode == 0, p.stderr
     fr = frames_of(ET.parse(out).getroot())
     want = [(f["name"], f["d"], f["n"]) for f in frames_of(ET.fromstring(from_file))]
@@ -524,10 +490,10 @@ def profile_piped_into_stdin():
     assert find(fr, "all", 0)["n"] == 160
     assert sorted(f["n"] for f in fr if f["d"] == 2) == [40, 120], fr
     # a damaged profile in a pipe is reported as such, not parsed as text
-    p = subprocess.run([FLAMME, "svg"], input=prof[:30], capture_output=True, cwd=TMP)
+    p = subprocess.run([fg.flamme, "svg"], input=prof[:30], capture_output=True, cwd=fg.dir)
     assert p.returncode != 0 and b"<stdin>" in p.stderr and b"profile" in p.stderr, p.stderr
     # folded text shorter than the sniffed bytes still parses
-    p = subprocess.run("printf 'a 1' | %s svg" % FLAMME, shell=True, capture_output=True, cwd=TMP)
+    p = subprocess.run("printf 'a 1' | %s svg" % fg.flamme, shell=True, capture_output=True, cwd=fg.dir)
     assert p.returncode == 0 and find(frames_of(ET.fromstring(p.stdout)), "a", 1)["n"] == 1
 
 
@@ -537,10 +503,9 @@ HOSTILE = ['<script>alert(1)</script>', '"quoted" & \'single\'', 'cdata ]]> end'
            '</title><script>alert(2)</script>', 'x"),alert(3)//', '<!-- c -->']
 
 
-@test
-def escaping_hostile_names():
+def test_escaping_hostile_names(fg):
     text = "".join("main;%s 1\n" % h for h in HOSTILE)
-    root, fr, _, raw = render(text, "--title", "<script>t</script>", "--countname", "\"><script>",
+    root, fr, _, raw = fg.render(text, "--title", "<script>t</script>", "--countname", "\"><script>",
                               "--notes", "--><script>alert(4)</script><!--", "--fonttype",
                               "x;}</style><script>")
     scripts = root.findall(".//%sscript" % NS)
@@ -573,13 +538,25 @@ def chromium_dump(url):
     return p.stdout
 
 
-HARNESS = """<!DOCTYPE html><html><head><meta charset="utf-8"></head><body>
+def harness(js):
+    """A page holding the SVG (the template's %s) and then a script that runs
+    JS against the viewer (`flamme`, flamme_search): JS fills `out`, which the
+    page shows as JSON in <pre id="result"> (harness_result reads it)."""
+    return ("""<!DOCTYPE html><html><head><meta charset="utf-8"></head><body>
 %s
 <pre id="result">not run</pre>
 <script>
 (function () {
   var out = {};
   try {
+""" + js + """  } catch (e) { out.error = String(e) + " " + e.stack; }
+  document.getElementById("result").textContent = JSON.stringify(out);
+})();
+</script></body></html>
+""")
+
+
+HARNESS = harness("""
     var F = flamme;
     function fr(name, d, n) { return F.frames.filter(function (f) {
       return f.name === name && f.d === d && (n === undefined || f.n === n); })[0]; }
@@ -608,17 +585,13 @@ HARNESS = """<!DOCTYPE html><html><head><meta charset="utf-8"></head><body>
     click(document.getElementById("unzoom"));
     out.foo_w_after_unzoom = w(fr("foo", 2, 30));
     out.bar_shown_after_unzoom = fr("bar", 2).g.style.display !== "none";
-  } catch (e) { out.error = String(e) + " " + e.stack; }
-  document.getElementById("result").textContent = JSON.stringify(out);
-})();
-</script></body></html>
-"""
+""")
 
 
-@test
-def browser_click_zoom_and_search():
-    _, _, _, raw = render(BROWSER_INPUT)
-    res = harness_result(HARNESS, raw, "harness.html")
+@pytest.mark.browser
+def test_browser_click_zoom_and_search(fg):
+    _, _, _, raw = fg.render(BROWSER_INPUT)
+    res = harness_result(fg, HARNESS, raw, "harness.html")
     W = res["W"]
     near = lambda a, b: abs(a - b) < 0.02
     assert near(res["foo_w_before"], W * 30 / 100), res
@@ -636,13 +609,7 @@ def browser_click_zoom_and_search():
     assert near(res["foo_w_after_unzoom"], W * 30 / 100) and res["bar_shown_after_unzoom"], res
 
 
-THREADS_HARNESS = """<!DOCTYPE html><html><head><meta charset="utf-8"></head><body>
-%s
-<pre id="result">not run</pre>
-<script>
-(function () {
-  var out = {};
-  try {
+THREADS_HARNESS = harness("""
     var F = flamme, sel = document.querySelectorAll("#threads text");
     function fr(name) { return F.frames.filter(function (f) { return f.name === name && f.d === 1; })[0]; }
     function click(el) { el.dispatchEvent(new MouseEvent("click", {bubbles: true, cancelable: true})); }
@@ -655,16 +622,12 @@ THREADS_HARNESS = """<!DOCTYPE html><html><head><meta charset="utf-8"></head><bo
     click(sel[0]);
     out.main_shown_after_all = fr("main").g.style.display !== "none";
     out.all_on_after = sel[0].classList.contains("on");
-  } catch (e) { out.error = String(e) + " " + e.stack; }
-  document.getElementById("result").textContent = JSON.stringify(out);
-})();
-</script></body></html>
-"""
+""")
 
 
-def harness_result(template, raw, name):
+def harness_result(fg, template, raw, name):
     svg = raw.decode("utf-8")
-    page = write(name, template % svg[svg.index("<svg"):])
+    page = fg.write(name, template % svg[svg.index("<svg"):])
     dom = chromium_dump("file://" + page)
     m = re.search(r'<pre id="result">(.*?)</pre>', dom, re.S)
     assert m, "no result in the dumped DOM"
@@ -674,21 +637,21 @@ def harness_result(template, raw, name):
     return res
 
 
-@test
-def browser_thread_selector():
-    root, _, _, raw = render("main;a 30\ndomain 1;b 70\n", "--threads")
+@pytest.mark.browser
+def test_browser_thread_selector(fg):
+    root, _, _, raw = fg.render("main;a 30\ndomain 1;b 70\n", "--threads")
     W = float(root.get("data-w"))
-    res = harness_result(THREADS_HARNESS, raw, "threads.html")
+    res = harness_result(fg, THREADS_HARNESS, raw, "threads.html")
     assert res["labels"] == ["all", "domain 1", "main"], res
     assert abs(res["dom_w"] - W) < 0.02 and res["main_hidden"], res
     assert res["dom_on"] and not res["all_on"], res
     assert res["main_shown_after_all"] and res["all_on_after"], res
 
 
-@test
-def browser_standalone_svg_url_state():
-    _, fr, _, raw = render(BROWSER_INPUT)
-    path = os.path.join(TMP, "state.svg")
+@pytest.mark.browser
+def test_browser_standalone_svg_url_state(fg):
+    _, fr, _, raw = fg.render(BROWSER_INPUT)
+    path = os.path.join(fg.dir, "state.svg")
     with open(path, "wb") as f:
         f.write(raw)
     other_foo = [f for f in fr if f["name"] == "foo" and f["d"] == 2 and f["n"] == 40][0]
@@ -699,30 +662,24 @@ def browser_standalone_svg_url_state():
     assert re.search(r'id="matched"[^>]*>Matched: 50\.0%<', dom), "search from ?s= not applied"
 
 
-@test
-def browser_hostile_names_do_not_run():
+@pytest.mark.browser
+def test_browser_hostile_names_do_not_run(fg):
     text = "".join("main;%s 1\n" % h for h in HOSTILE)
-    _, _, _, raw = render(text)
-    path = os.path.join(TMP, "hostile.svg")
+    _, _, _, raw = fg.render(text)
+    path = os.path.join(fg.dir, "hostile.svg")
     with open(path, "wb") as f:
         f.write(raw)
     # a script that ran would have to call alert(); make it visible instead
     dom = chromium_dump("file://%s?s=alert" % path)
     assert "Matched:" in dom, "viewer script did not run"
     svg = raw.decode("utf-8")
-    page = write("hostile.html", "<html><body><script>window.alert=function(m){document.title='PW'+'NED'+m};"
+    page = fg.write("hostile.html", "<html><body><script>window.alert=function(m){document.title='PW'+'NED'+m};"
                  "</script>%s</body></html>" % svg[svg.index("<svg"):])
     dom = chromium_dump("file://" + page)
     assert "PWNED" not in dom
 
 
-LINK_HARNESS = """<!DOCTYPE html><html><head><meta charset="utf-8"></head><body>
-%s
-<pre id="result">not run</pre>
-<script>
-(function () {
-  var out = {};
-  try {
+LINK_HARNESS = harness("""
     var F = flamme;
     function fr(name) { return F.frames.filter(function (f) { return f.name === name; })[0]; }
     var b = fr("b");
@@ -736,40 +693,16 @@ LINK_HARNESS = """<!DOCTYPE html><html><head><meta charset="utf-8"></head><body>
     out.search = flamme_search("^b$");
     b.rect.dispatchEvent(new MouseEvent("mouseover", {bubbles: true}));
     out.details = document.getElementById("details").textContent;
-  } catch (e) { out.error = String(e) + " " + e.stack; }
-  document.getElementById("result").textContent = JSON.stringify(out);
-})();
-</script></body></html>
-"""
+""")
 
 
-@test
-def browser_nameattr_link_zooms_on_ctrl_click():
-    attr = write("link.attr", "b\thref=#nowhere\ttitle=custom tip\n")
-    _, _, _, raw = render("a;b 3\na;c 1\n", "--nameattr", attr)
-    res = harness_result(LINK_HARNESS, raw, "link.html")
+@pytest.mark.browser
+def test_browser_nameattr_link_zooms_on_ctrl_click(fg):
+    attr = fg.write("link.attr", "b\thref=#nowhere\ttitle=custom tip\n")
+    _, _, _, raw = fg.render("a;b 3\na;c 1\n", "--nameattr", attr)
+    res = harness_result(fg, LINK_HARNESS, raw, "link.html")
     assert res["tag"] == "a", res
     assert res["zoomed_plain"] is None, res             # a plain click follows the link
     assert res["zoomed_ctrl"] == "b" and res["ctrl_prevented"], res
     assert abs(res["search"] - 75.0) < 1e-9, res        # searched by name, not by the custom title
     assert "b (3 samples" in res["details"], res
-
-
-def main():
-    passed = failed = 0
-    for fn in results:
-        try:
-            fn()
-            passed += 1
-            print("ok %s" % fn.__name__)
-        except Exception:
-            failed += 1
-            print("FAIL %s" % fn.__name__)
-            traceback.print_exc(limit=3)
-    shutil.rmtree(TMP, ignore_errors=True)
-    print("render: %d passed, %d failed" % (passed, failed))
-    return 1 if failed else 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

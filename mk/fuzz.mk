@@ -1,9 +1,9 @@
 # mk/fuzz.mk — fuzzing and sanitizer runs (owner: tests/fuzz/, issue 10).
 #   make fuzz [FUZZ_SECONDS=N]  afl++ (Debian's afl++, installed by make deps)
 #       on the profile reader and every verb, then on folded text, N seconds
-#       each (default 300); the seeds are the files make files-test writes and
-#       records; prints executions, crashes, hangs and the worst peak memory
-#       per input byte; fails on any crash or hang.
+#       each (default 300); the seeds are the files tests/files writes and
+#       records (make files-seeds); prints executions, crashes, hangs and the
+#       worst peak memory per input byte; fails on any crash or hang.
 #   make fuzz-ci    the same with FUZZ_CI_SECONDS (30) each (part of make test).
 #   make san-test   the unit tests and tests/files with the tools built with
 #       SAN=address,undefined into $(BUILD)/san (part of make test).
@@ -24,8 +24,8 @@ $(FUZZ_DIR)/harness-plain: tests/fuzz/harness.c $(BUILD)/libflamme_core.a
 	$(CC) $(CFLAGS_COMMON) $< $(BUILD)/libflamme_core.a $(LIBS) -lm -o $@
 .PHONY: FORCE_FUZZ
 
-# Seeds: what files-test (mk/files.mk) just wrote into $(FUZZ_DIR)/recorded.
-$(FUZZ_DIR)/seeds/.done: tests/fuzz/seeds.py files-test
+# Seeds: what files-seeds (mk/files.mk) just wrote into $(FUZZ_DIR)/recorded.
+$(FUZZ_DIR)/seeds/.done: tests/fuzz/seeds.py files-seeds
 	rm -rf $(FUZZ_DIR)/seeds
 	python3 tests/fuzz/seeds.py $(FUZZ_DIR)/recorded/prof $(FUZZ_DIR)/seeds/prof
 	python3 tests/fuzz/seeds.py $(FUZZ_DIR)/recorded/folded $(FUZZ_DIR)/seeds/folded

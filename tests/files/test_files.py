@@ -387,6 +387,8 @@ def test_tool_outputs_replace_links_and_keep_devices(f):
 
 
 # ------------------------------------------------------------------ bounds
+# (test_bounds_*: their files inflate far past the 64 KiB a fuzz seed may
+# have, so make fuzz's seeds are written without them, mk/files.mk)
 
 VERBS = (["collapse"], ["collapse", "--threads"], ["report"], ["svg"], ["svg", "--threads"],
          ["export", "--format", "speedscope"], ["export", "--format", "speedscope", "--threads"],
@@ -404,7 +406,7 @@ def big_chunks(payload, n):
 
 
 @pytest.mark.slow
-def test_a_stack_longer_than_any_agent_writes_is_refused(f):
+def test_bounds_a_stack_longer_than_any_agent_writes_is_refused(f):
     # the file: one STACK of 16.7M frames used by 1000 samples (66 KB)
     n = 16777000
     src = f.write("deep16m.flm", flmfile.profile(
@@ -422,7 +424,7 @@ def test_a_stack_longer_than_any_agent_writes_is_refused(f):
 
 
 @pytest.mark.slow
-def test_chunks_that_inflate_past_the_file_budget_are_refused(f):
+def test_bounds_chunks_that_inflate_past_the_file_budget(f):
     info = flmfile.info("k", "x" * (60 << 20))  # 60 MiB of one byte: ~60 KB compressed
     src = f.write("bomb.flm", big_chunks(info, 4))
     size = os.path.getsize(src)
@@ -433,7 +435,7 @@ def test_chunks_that_inflate_past_the_file_budget_are_refused(f):
 
 
 @pytest.mark.slow
-def test_long_names_on_long_stacks_cannot_blow_up_the_text(f):
+def test_bounds_long_names_on_long_stacks_cannot_blow_up_the_text(f):
     # 16 stacks of 1M references to a frame with a 4000-byte name: 64 GB of folded text
     body = flmfile.frame(0, 0x10, 0x10, "n" * 4000, "/bin/p")
     body += b"".join(flmfile.stack(k, [0] * (1000000 - k)) for k in range(16))
@@ -448,7 +450,7 @@ def test_long_names_on_long_stacks_cannot_blow_up_the_text(f):
 
 
 @pytest.mark.slow
-def test_speedscope_refuses_samples_that_expand_past_the_budget(f):
+def test_bounds_speedscope_refuses_samples_that_expand_past_it(f):
     body = (flmfile.frame(0, 0x10, 0x10, "f", "/bin/p") + flmfile.stack(0, [0] * 1000000) +
             b"".join(flmfile.sample(0, 1 + k % 3, 1, 0, 0, k) for k in range(20000)))
     src = f.write("manydeep.flm", flmfile.profile(body))

@@ -19,13 +19,17 @@ Usage: fidelity_bench.py [--build DIR] [--rounds N] [--scale X] [--engine E] [--
 """
 import argparse
 import os
+import re
 import shutil
 import statistics
 import sys
 import tempfile
+import types
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "fidelity"))
-import fidlib  # noqa: E402
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests"))
+import flammetest  # noqa: E402
+
+STATS = re.compile(r"handler cost: median (\d+) ns, p99 (\d+) ns over (\d+) samples")
 
 GOAL_99 = 1.0     # % wall-clock overhead at 99 Hz
 GOAL_999 = 3.0    # % at 999 Hz
@@ -49,7 +53,7 @@ PROGRAMS = [
 ]
 
 
-def one_run(ctx, exe, args, hz, depth, engine, wd):
+def one_run(build, exe, args, hz, depth, engine, wd):
     """Runs the program once, plain (hz None) or with the agent at hz.
     Returns (Run, profile path or None)."""
     extra, prof = {}, None
@@ -57,14 +61,27 @@ def one_run(ctx, exe, args, hz, depth, engine, wd):
         prof = os.path.join(wd, "p%d.flm" % hz)
         if os.path.exists(prof):
             os.unlink(prof)
-        extra = {"LD_PRELOAD": ctx.lib, "FLAMME_HZ": str(hz), "FLAMME_OUTPUT": prof,
+        extra = {"LD_PRELOAD": build.lib, "FLAMME_HZ": str(hz), "FLAMME_OUTPUT": prof,
                  "FLAMME_QUIET": "1", "FLAMME_STATS": "1", "FLAMME_ENGINE": engine}
         if depth:
             extra["FLAMME_DEPTH"] = str(depth)
-    r = fidlib.run([exe] + args, fidlib.clean_env(extra), wd)
-    if r.rc != 0:
-        raise RuntimeError("%s exited with %d: %s" % (exe, r.rc, r.err[-500:]))
-    return r, prof
+    p, wall, cpu = flammetest.run_timed([exe] + args, env=flammetest.clean_env(extra), cwd=wd)
+    if p.returncode != 0:
+        raise RuntimeError("%s exited with %d: %s" % (exe, p.returncode, p.stderr[-500:]))
+    return types.SimpleNamespace(err=p.stderr, wall=wall, cpu=cpu), prof
+
+
+def report_figures(build, prof):
+    """From `flamme report`: dict with records, weight, lost, complete (%)."""
+    text = flammetest.report(build, prof)
+    fig = {}
+    m = re.search(r"samples: (\d+) records, weight (\d+); lost: (\d+)", text)
+    if m:
+        fig.update(records=int(m.group(1)), weight=int(m.group(2)), lost=int(m.group(3)))
+    m = re.search(r"complete stacks: ([0-9.]+)%", text)
+    if m:
+        fig["complete"] = float(m.group(1))
+    return fig
 
 
 def med(xs):
@@ -93,7 +110,7 @@ def main():
     only = set(filter(None, a.only.split(",")))
     progs = [p for p in PROGRAMS if not only or p[0] in only]
     work = tempfile.mkdtemp(prefix="flamme-fidbench-")
-    ctx = fidlib.Ctx(a.build, work)
+    build = flammetest.Build(a.build)
     print("fidelity bench: %d rounds of [plain, 99 Hz, 999 Hz] per program, scale %s, engine %s, "
           "%d CPUs, load average %.2f at start" % (a.rounds, a.scale, a.engine, os.cpu_count(),
                                                     os.getloadavg()[0]))
@@ -108,20 +125,21 @@ def main():
             d = data[label]
             for v in order:
                 hz = None if v == "plain" else v
-                r, prof = one_run(ctx, ctx.exe(prog), [a.scale] + extra_args, hz, depth, a.engine, wd)
+                exe = build.path("fidelity", prog, prog + ".exe")
+                r, prof = one_run(build, exe, [a.scale] + extra_args, hz, depth, a.engine, wd)
                 d[v].append(r.wall)
                 d["cpu"][v].append(r.cpu)
                 if v != 999:
                     continue
-                fig = fidlib.report_figures(ctx, prof)
+                fig = report_figures(build, prof)
                 d["complete"].append(fig.get("complete"))
                 d["lost"].append(fig.get("lost"))
                 if fig.get("weight") is not None and r.cpu > 0:
                     d["hz"].append(fig["weight"] / r.cpu)
-                st = fidlib.handler_stats(r.err)
+                st = STATS.search(r.err)
                 if st:
-                    d["p50"].append(st[0])
-                    d["p99"].append(st[1])
+                    d["p50"].append(int(st.group(1)))
+                    d["p99"].append(int(st.group(2)))
         print("  round %d/%d done (load average %.2f)" % (rnd + 1, a.rounds, os.getloadavg()[0]))
         sys.stdout.flush()
 

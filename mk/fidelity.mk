@@ -1,10 +1,11 @@
 # mk/fidelity.mk — profile fidelity tests and the overhead benchmark (owner:
-# tests/fidelity/, bench/fidelity_bench.py). Builds tests/fidelity/<p>.ml
-# (plus its C stubs, if any) with the frame-pointer ocamlopt into
-# build/fidelity/<p>/ (sources are copied there first: ocamlopt writes
-# .cmx/.o next to what it is given). Targets: fidelity-test (part of make
-# test), bench-fidelity (part of make bench). FID_ARGS passes options to
-# run.py, e.g. make fidelity-test FID_ARGS="--engines timer --skip rate".
+# tests/fidelity/, bench/fidelity_bench.py). fidelity-test runs
+# tests/fidelity/test_fidelity.py (part of make test), which builds its
+# programs with every compiler itself; PYTEST_ARGS passes options to pytest,
+# e.g. make fidelity-test PYTEST_ARGS="-k timer". For bench-fidelity (part of
+# make bench), make builds tests/fidelity/<p>.ml (plus its C stubs, if any)
+# with the frame-pointer ocamlopt into build/fidelity/<p>/ (sources are
+# copied there first: ocamlopt writes .cmx/.o next to what it is given).
 
 FID_PROGS := deep sched steal churn threads cstub joinalloc rate split
 FID_EXES  := $(foreach p,$(FID_PROGS),$(BUILD)/fidelity/$(p)/$(p).exe)
@@ -27,13 +28,12 @@ $(foreach p,$(FID_PROGS),$(eval $(call FID_PROG_RULE,$(p))))
 .PHONY: fidelity-test bench-fidelity fidelity-progs
 fidelity-progs: $(FID_EXES)
 
-fidelity-test: $(BUILD)/libflamme.so $(BUILD)/flamme $(FID_EXES)
-	python3 tests/fidelity/run.py --build $(BUILD) --compiler "$(OCAMLOPT)" $(FID_ARGS)
-TEST_TARGETS += fidelity-test
+fidelity-test: $(BUILD)/libflamme.so $(BUILD)/flamme
+	$(PYTEST_ENV) $(PYTEST) tests/fidelity $(PYTEST_ARGS)
 
 bench-fidelity: $(BUILD)/libflamme.so $(BUILD)/flamme $(FID_EXES)
 	python3 bench/fidelity_bench.py --build $(BUILD)
 BENCH_TARGETS += bench-fidelity
 
-HELP_LINES += "make fidelity-test  stack completeness on every kind of OCaml 5 program, delivered rate, known split" \
+HELP_LINES += "make fidelity-test  stack completeness on every kind of OCaml 5 program, delivered rate, known split (every compiler)" \
               "make bench-fidelity overhead at 99/999 Hz, handler cost, completeness per program (prints a table)"

@@ -1,7 +1,7 @@
 (* split.ml — e2e program: one domain, three work functions whose CPU share is
    50/30/20 by construction. Each round calls work_a, work_b and work_c (in an
    order that varies) with iteration counts in the ratio 5:3:2 and the same
-   loop body, so any drift of the machine's speed hits all three alike. The checker (run.py) asserts each
+   loop body, so any drift of the machine's speed hits all three alike. The checker (test_e2e.py) asserts each
    function's inclusive share of the samples under [run_rounds].
    Usage: split.exe [PERCENT]  (amount of work, default 100 = ~4 s) *)
 

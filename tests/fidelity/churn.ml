@@ -1,6 +1,6 @@
 (* tests/fidelity/churn.ml — domains spawned and joined in a loop: hundreds
    of short-lived domains, two at a time, each computing for a few
-   milliseconds. Checked by run.py: stacks reach their thread's root and no
+   milliseconds. Checked by test_fidelity.py: stacks reach their thread's root and no
    sample is lost while threads come and go.
    Usage: churn.exe [SCALE]  (SCALE multiplies the amount of work; default 1) *)
 

@@ -1,6 +1,6 @@
 (* tests/fidelity/cstub.ml — an OCaml hot loop calling C stubs
    (cstub_stubs.c) that call glibc's memmove and malloc/free. Checked by
-   run.py: stacks reach _start, and samples inside glibc show the stub
+   test_fidelity.py: stacks reach _start, and samples inside glibc show the stub
    between the OCaml caller and the glibc function.
    Usage: cstub.exe [SCALE]  (SCALE multiplies the amount of work; default 1) *)
 

@@ -1,6 +1,6 @@
 /*
  * tests/fidelity/cstub_stubs.c — C stubs for cstub.ml: hot loops that call
- * glibc's memmove and malloc/free. Owner: the fidelity suite (run.py checks
+ * glibc's memmove and malloc/free. Owner: the fidelity suite (test_fidelity.py checks
  * that every sample inside glibc shows the stub between the OCaml caller and
  * the glibc function, i.e. the unwinder did not skip the stub's frame).
  * Built by mk/fidelity.mk with -fno-builtin so the calls stay real calls.

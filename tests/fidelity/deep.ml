@@ -1,5 +1,5 @@
 (* tests/fidelity/deep.ml — non-tail recursion 20,000 frames deep with all
-   the CPU spent at the bottom. Checked by run.py: stacks reach _start and
+   the CPU spent at the bottom. Checked by test_fidelity.py: stacks reach _start and
    hold every one of the 20,001 frames of [descend].
    Usage: deep.exe [SCALE] [DEPTH]  (SCALE multiplies the amount of work) *)
 

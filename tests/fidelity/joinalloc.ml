@@ -1,7 +1,7 @@
 (* tests/fidelity/joinalloc.ml — the main domain blocks in Domain.join while
    another domain allocates heavily, so domain 0's share of every
    stop-the-world minor collection is done by its backup thread. Checked by
-   run.py: samples labelled "backup (domain 0)" exist and stacks reach their
+   test_fidelity.py: samples labelled "backup (domain 0)" exist and stacks reach their
    thread's root.
    Usage: joinalloc.exe [SCALE]  (SCALE multiplies the amount of work; default 1) *)
 

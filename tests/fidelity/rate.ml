@@ -1,5 +1,5 @@
 (* tests/fidelity/rate.ml — one busy thread for a fixed amount of its own
-   CPU time; prints the thread's CPU seconds so run.py can compare the
+   CPU time; prints the thread's CPU seconds so test_fidelity.py can compare the
    samples delivered with the asked rate.
    Usage: rate.exe [SCALE]  (SCALE multiplies the amount of work; default 1) *)
 

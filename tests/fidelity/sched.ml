@@ -1,6 +1,6 @@
 (* tests/fidelity/sched.ml — a round-robin scheduler of fibers (Effect.Deep)
    that perform Yield after every small slice of computation, so the CPU
-   keeps crossing fiber switches. Checked by run.py: stacks reach _start and
+   keeps crossing fiber switches. Checked by test_fidelity.py: stacks reach _start and
    the fibers' [compute] frames link back to [scheduler].
    Usage: sched.exe [SCALE]  (SCALE multiplies the amount of work; default 1) *)
 

@@ -1,7 +1,7 @@
 (* tests/fidelity/steal.ml — a work-stealing pool over 2 domains whose tasks
    suspend (Effect.Deep Yield) and are resumed by the other domain: a task's
    continuation is always pushed to the other worker's queue, and an idle
-   worker steals from its neighbour. Checked by run.py: stacks on both
+   worker steals from its neighbour. Checked by test_fidelity.py: stacks on both
    domains reach their thread's root.
    Usage: steal.exe [SCALE]  (SCALE multiplies the amount of work; default 1) *)
 

@@ -1,6 +1,6 @@
 (* tests/fidelity/threads.ml — systhreads inside domains: two domains (the
    main one and a spawned one), each running three systhreads that compute
-   and hand the domain lock to each other (Thread.yield). Checked by run.py:
+   and hand the domain lock to each other (Thread.yield). Checked by test_fidelity.py:
    stacks of every thread reach their root; samples on several systhreads.
    Usage: threads.exe [SCALE]  (SCALE multiplies the amount of work; default 1) *)
 

@@ -5,9 +5,8 @@
 # make e2e PYTEST_ARGS="-k split --compilers 5.3.0-fp".
 #
 # Some e2e programs are also built here, with the frame-pointer ocamlopt,
-# for the groups and benches that still take their path
-# (build/e2e/<name>/<name>.exe: export, files, lines, diff, versions,
-# san-test, bench-size).
+# for the bench that still takes their path (build/e2e/<name>/<name>.exe:
+# bench-size, mk/compact.mk); the test groups build their own.
 
 E2E_PROGS := split domains effects deep
 

@@ -87,6 +87,19 @@ static inline uint64_t flamme_siphash(const uint64_t k[2], const void *s, size_t
     return v0 ^ v1 ^ v2 ^ v3;
 }
 
+/* Finalizer of splitmix64: spreads every input bit over the whole word, so
+ * neighbouring integers do not land in neighbouring slots. For tables over
+ * ids the process made itself (the writer's interning), not over input. */
+static inline uint64_t flamme_hash_mix64(uint64_t x)
+{
+    x ^= x >> 30;
+    x *= 0xbf58476d1ce4e5b9ull;
+    x ^= x >> 27;
+    x *= 0x94d049bb133111ebull;
+    x ^= x >> 31;
+    return x;
+}
+
 /* The tables' hash: keyed, so crafted collisions cannot be prepared. */
 static inline uint64_t flamme_table_hash(const void *s, size_t n)
 {

@@ -5,7 +5,8 @@
  * at most half full. The caller owns the keys and says how to hash one
  * (for re-inserting on growth) and how to compare one with a key looked up.
  * Used by tools/folded.c (frame names), tools/diff.c (stacks),
- * tools/export.c (strings) and writer/lines.c (file names). Pure; one
+ * tools/export.c (strings), writer/lines.c (file names) and
+ * common/profile.c (the writer's prefix tree of stacks). Pure; one
  * owner per table; allocates on growth, so never from a signal handler.
  */
 #ifndef FLAMME_COMMON_INDEX_TABLE_H

@@ -24,7 +24,7 @@
  */
 #include "common/profile.h"
 #include "common/hash.h"
-#include "writer/dedup.h" /* the writer's interning table serves the prefix tree */
+#include "common/index_table.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -180,7 +180,9 @@ struct flamme_pw {
     int zs_ready;
     int (*guard)(int *fd); /* see flamme_pw_set_guard, or NULL */
     uint64_t start_ns;     /* the header's start_monotonic_ns: SAMPLES' first time base */
-    flamme_dedup *tree;    /* the prefix tree: (parent << 32 | frame) -> node - 1 */
+    struct flamme_itab tree; /* the prefix tree: (parent << 32 | frame) -> node */
+    uint64_t *tkey;        /* node - 1 -> its (parent << 32 | frame) */
+    size_t tkey_cap;
     uint32_t nnodes;       /* nodes defined (node 0 included) */
     uint32_t *smap;        /* the caller's stack id -> node (UINT32_MAX: none) */
     size_t smap_cap;
@@ -204,8 +206,7 @@ flamme_pw *flamme_pw_open(int fd, const struct flamme_header *hdr)
     if (!w)
         return NULL;
     w->fd = fd;
-    if (!(w->tree = flamme_dedup_new()) || deflateInit(&w->zs, ZLEVEL) != Z_OK) {
-        flamme_dedup_free(w->tree);
+    if (deflateInit(&w->zs, ZLEVEL) != Z_OK) {
         free(w);
         errno = ENOMEM;
         return NULL;
@@ -220,7 +221,6 @@ flamme_pw *flamme_pw_open(int fd, const struct flamme_header *hdr)
     if (write_all(fd, b, sizeof b) < 0) {
         int e = errno;
         deflateEnd(&w->zs);
-        flamme_dedup_free(w->tree);
         free(w);
         errno = e;
         return NULL;
@@ -445,20 +445,45 @@ int flamme_pw_segment(flamme_pw *w, uint32_t seq, uint64_t from_ns, uint64_t unt
     return 0;
 }
 
+static uint64_t tree_hash(const void *ctx, uint32_t i)
+{
+    return flamme_hash_mix64(((const flamme_pw *)ctx)->tkey[i]);
+}
+
+static int tree_eq(const void *ctx, uint32_t i, const void *key, size_t len)
+{
+    (void)len;
+    return ((const flamme_pw *)ctx)->tkey[i] == *(const uint64_t *)key;
+}
+
 /* The node (parent, frame), defined (into the open STACK_NODES) if new.
- * Node ids are the tree's interning ids + 1 (node 0, the empty stack, is
- * nobody's child). Returns UINT32_MAX on allocation failure or when the
- * ids run out. */
+ * Node n's key is tkey[n - 1] (node 0, the empty stack, is nobody's
+ * child), so node ids are dense in the order nodes are made. Returns
+ * UINT32_MAX on allocation failure or when the ids run out. */
 static uint32_t node_child(flamme_pw *w, uint32_t parent, uint32_t frame)
 {
-    int is_new;
-    uint32_t id = flamme_dedup_frame(w->tree, (uint64_t)parent << 32 | frame, &is_new);
-    if (id >= UINT32_MAX - 1)
+    uint64_t key = (uint64_t)parent << 32 | frame;
+    uint32_t nkeys = w->nnodes - 1;
+    if (flamme_itab_reserve(&w->tree, nkeys, 1024, tree_hash, w) < 0)
         return UINT32_MAX;
-    if (!is_new)
-        return id + 1;
+    uint32_t *slot =
+        flamme_itab_probe(&w->tree, flamme_hash_mix64(key), tree_eq, w, &key, sizeof key);
+    if (*slot)
+        return *slot;
+    if (w->nnodes >= UINT32_MAX - 1)
+        return UINT32_MAX;
+    if (nkeys == w->tkey_cap) {
+        size_t cap = w->tkey_cap ? w->tkey_cap * 2 : 1024;
+        uint64_t *k = realloc(w->tkey, cap * sizeof *k);
+        if (!k)
+            return UINT32_MAX;
+        w->tkey = k;
+        w->tkey_cap = cap;
+    }
     if (bb_reserve(&w->nodes, 20) < 0)
-        return UINT32_MAX; /* w fails: the tree's id is never written */
+        return UINT32_MAX; /* w fails */
+    w->tkey[nkeys] = key;
+    *slot = nkeys + 1;
     uint32_t node = w->nnodes++;
     if (w->nodes_count == 0)
         w->nodes_first = node;
@@ -683,7 +708,8 @@ int flamme_pw_close(flamme_pw *w, uint64_t samples, uint64_t lost, uint64_t end_
         deflateEnd(&w->zs);
     free(w->raw);
     free(w->out);
-    flamme_dedup_free(w->tree);
+    flamme_itab_free(&w->tree);
+    free(w->tkey);
     free(w->smap);
     free(w->nodes.b);
     free(w->samples.b);

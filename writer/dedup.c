@@ -11,6 +11,8 @@
  */
 #include "writer/dedup.h"
 
+#include "common/hash.h"
+
 #include <stdlib.h>
 #include <string.h>
 
@@ -39,28 +41,17 @@ struct flamme_dedup {
 
 #define INITIAL_CAP 1024u
 
-/* Finalizer of splitmix64: spreads every input bit over the whole word, so
- * neighbouring addresses do not land in neighbouring slots. */
-static uint64_t mix64(uint64_t x)
-{
-    x ^= x >> 30;
-    x *= 0xbf58476d1ce4e5b9ull;
-    x ^= x >> 27;
-    x *= 0x94d049bb133111ebull;
-    x ^= x >> 31;
-    return x;
-}
-
 /* Hash of a sequence; the length is mixed in so that a sequence and its
  * prefixes (or zero-padded extensions) differ. */
 static uint64_t hash_ids(const uint32_t *ids, uint32_t n)
 {
-    uint64_t h = mix64(0x6a09e667f3bcc909ull ^ n);
+    uint64_t h = flamme_hash_mix64(0x6a09e667f3bcc909ull ^ n);
     uint32_t i = 0;
     for (; i + 1 < n; i += 2)
-        h = mix64(h ^ ((uint64_t)ids[i] | (uint64_t)ids[i + 1] << 32)) + 0x9e3779b97f4a7c15ull;
+        h = flamme_hash_mix64(h ^ ((uint64_t)ids[i] | (uint64_t)ids[i + 1] << 32)) +
+            0x9e3779b97f4a7c15ull;
     if (i < n)
-        h = mix64(h ^ ids[i] ^ 0xff51afd7ed558ccdull);
+        h = flamme_hash_mix64(h ^ ids[i] ^ 0xff51afd7ed558ccdull);
     return h;
 }
 
@@ -106,7 +97,7 @@ static int frames_grow(flamme_dedup *d)
     for (size_t i = 0; i < d->fcap; i++) {
         if (!d->fslot[i])
             continue;
-        size_t h = mix64(d->faddr[i]) & mask;
+        size_t h = flamme_hash_mix64(d->faddr[i]) & mask;
         while (ns[h])
             h = (h + 1) & mask;
         ns[h] = d->fslot[i];
@@ -123,7 +114,7 @@ static int frames_grow(flamme_dedup *d)
 uint32_t flamme_dedup_frame(flamme_dedup *d, uint64_t addr, int *is_new)
 {
     *is_new = 0;
-    size_t mask = d->fcap - 1, h = mix64(addr) & mask;
+    size_t mask = d->fcap - 1, h = flamme_hash_mix64(addr) & mask;
     for (; d->fslot[h]; h = (h + 1) & mask)
         if (d->faddr[h] == addr)
             return d->fslot[h] - 1;
@@ -133,7 +124,7 @@ uint32_t flamme_dedup_frame(flamme_dedup *d, uint64_t addr, int *is_new)
         if (frames_grow(d) < 0)
             return UINT32_MAX;
         mask = d->fcap - 1;
-        for (h = mix64(addr) & mask; d->fslot[h]; h = (h + 1) & mask)
+        for (h = flamme_hash_mix64(addr) & mask; d->fslot[h]; h = (h + 1) & mask)
             ;
     }
     uint32_t id = d->nframes++;

@@ -29,6 +29,7 @@
 #include "agent/api.h"
 #include "agent/engine.h"
 #include "agent/handler.h"
+#include "agent/host.h"
 #include "agent/libc_next.h"
 #include "agent/threads.h"
 #include "common/outfile.h"
@@ -229,7 +230,8 @@ int flamme_agent_start(const struct flamme_start_opts *o, char *err, size_t errl
         handler_installed = 1;
         catch_fatal_signals();
     }
-    if (flamme_writer_start(fd, flamme_cfg.output, read_cmdline()) != 0) {
+    if (flamme_writer_start(flamme_agent_host_for_start(), fd, flamme_cfg.output,
+                            read_cmdline()) != 0) {
         snprintf(err, errlen, "cannot start the profile writer for %s", flamme_cfg.output);
         pthread_mutex_unlock(&life_lock);
         return -1;

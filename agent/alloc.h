@@ -14,11 +14,7 @@
 #define FLAMME_AGENT_ALLOC_H
 #include <stdint.h>
 
-/* Ring words of an ALLOC record before its frames, and of an ALLOC_EVENT. */
-#define FLAMME_ALLOC_HDR_WORDS 6
-#define FLAMME_ALLOC_EVENT_WORDS 3
-
-/* Ring header flags of an ALLOC record: heap | source << 8 | TRUNCATED << 16. */
+/* The ring records: common/ring.h. */
 struct flamme_alloc_in {
     const uint64_t *addrs; /* return addresses, leaf (the allocation point) first */
     uint32_t n;
@@ -39,16 +35,7 @@ uint64_t flamme_alloc_sample(const struct flamme_alloc_in *a);
 int flamme_alloc_event(uint64_t id, unsigned event);
 
 /* Allocation profiling started (rate, live tracking) or stopped (rate 0):
- * the writer records it as INFO alloc_rate / alloc_live. */
+ * the writer records it (flamme_writer_alloc_mode). */
 void flamme_alloc_set_mode(double rate, int live);
-
-/* Writer thread: the mode to record when it changed since the last call
- * (returns 1 and fills rate/live), else 0. */
-int flamme_alloc_mode_changed(double *rate, int *live);
-
-/* The last mode with a rate above 0: returns 1 and fills rate/live, or 0
- * when allocation profiling never ran. The writer names it in each file
- * (segment) that gets allocation records before a mode change did. */
-int flamme_alloc_mode_last(double *rate, int *live);
 
 #endif

@@ -3,12 +3,10 @@
  * agent/cfi.h): finding the row that covers a pc. Runs in the SIGPROF
  * handler on any thread: no malloc, no locks, no stdio; two binary searches
  * over immutable arrays that writer/cfi_build.c publishes
- * (agent/cfi_tables.h).
+ * (common/cfi_tables.h).
  */
 #include "agent/cfi.h"
-#include "agent/cfi_tables.h"
-
-_Atomic(struct cfi_set *) flamme_cfi_published;
+#include "common/cfi_tables.h"
 
 /* ------------------------------------------------------------ lookup */
 

@@ -5,16 +5,19 @@
  * address (CFA) is and where the caller's rbp was saved. The return address
  * is always at CFA - 8.
  *
- * Built by the writer thread (writer/cfi_build.c: flamme_cfi_add_module
+ * Built by the writer thread (writer/cfi_build.h: flamme_cfi_add_module
  * parses ELF files, allocates) and read by the SIGPROF handler (agent/cfi.c:
  * flamme_cfi_lookup_sigsafe, no locks, no allocation). Publication: the builder prepares a new
  * immutable table set and swaps one pointer (release); the handler loads it
- * (acquire). Old sets are kept until flamme_cfi_free_all at exit, since a
+ * (acquire), through the layout of common/cfi_tables.h. Old sets are kept
+ * until flamme_cfi_free_all at exit, since a
  * handler may still be reading one.
  */
 #ifndef FLAMME_AGENT_CFI_H
 #define FLAMME_AGENT_CFI_H
 #include <stdint.h>
+
+#include "common/cfi_tables.h" /* FLAMME_CFI_NSAVED, FLAMME_DW_* */
 
 #define FLAMME_CFA_RSP 0     /* CFA = rsp + cfa_off */
 #define FLAMME_CFA_RBP 1     /* CFA = rbp + cfa_off */
@@ -30,11 +33,6 @@
 #define FLAMME_CFA_REG 5
 #define FLAMME_CFA_DEREF_REG 6
 
-/* Callee-saved registers whose save slots the rows track, in this order. */
-#define FLAMME_CFI_NSAVED 6
-#define FLAMME_DW_RBP 6 /* DWARF numbers: rax rdx rcx rbx rsi rdi rbp rsp r8..r15 = 0..15 */
-#define FLAMME_DW_RSP 7
-#define FLAMME_CFI_SAVED_DWREGS {6, 3, 12, 13, 14, 15} /* rbp rbx r12 r13 r14 r15 */
 #define FLAMME_SAVE_SAME 0          /* save[i]: the caller's value is the current one */
 #define FLAMME_SAVE_LOST INT32_MIN  /* save[i]: the caller's value cannot be recovered */
 
@@ -54,36 +52,9 @@ struct flamme_cfi_row {
     int32_t save[FLAMME_CFI_NSAVED];
 };
 
-/* Parses the .eh_frame (via .eh_frame_hdr or section headers) of the ELF
- * file `path` mapped with load bias `bias` (runtime address = st_value +
- * bias), covering runtime addresses [lo, hi), and publishes its rows.
- * Writer thread only. Returns the number of rows added, or -1 (file
- * unreadable or without CFI). */
-long flamme_cfi_add_module(const char *path, uint64_t bias, uint64_t lo, uint64_t hi);
-
 /* Finds the row covering pc. Returns 1 and fills *row, or 0 when pc is in no
  * module with CFI or in a gap (no FDE covers it).
  * async-signal-safe: yes. */
 int flamme_cfi_lookup_sigsafe(uint64_t pc, struct flamme_cfi_row *row);
-
-/* Frees every table (at exit, after sampling stopped and handlers are done). */
-void flamme_cfi_free_all(void);
-
-/* --- Additions by the cfi.c implementer (not part of the first agreed
- * interface; both are builder-side, writer thread only). --- */
-
-/* Adds every readable r-x file mapping of /proc/self/maps, except the file
- * skip (a path as in maps, or any path naming the same inode; NULL = none)
- * and mappings already added (same file and range). Of the file fp_file
- * (likewise; NULL = none), whose code has frame pointers, only the rows of
- * the OCaml runtime's stack switches (CFA found in memory) are kept: the
- * frame-pointer chain skips the C caller of caml_start_program, these rows
- * do not. Deleted files are read through /proc/self/map_files.
- * Bias from the ELF program headers. The [vdso] is added once, from its
- * image in memory; anonymous code is not added. Returns the number of modules added (0 if none or maps unreadable). */
-int flamme_cfi_add_from_maps(const char *fp_file, const char *skip);
-
-/* Published modules, rows, and bytes they occupy (for summaries/tests). */
-void flamme_cfi_stats(uint64_t *modules, uint64_t *rows, uint64_t *bytes);
 
 #endif

@@ -109,7 +109,7 @@ void flamme_config_load(struct flamme_config *c)
      * ring rounds up to a power of two), so a deep recursion sampled at a
      * high rate is drained (the writer is rung at half) before the ring
      * overflows even when the writer is slow to be scheduled. Only address
-     * space: the writer gives drained pages back (writer/ring.c). */
+     * space: the writer gives drained pages back (common/ring.c). */
     uint64_t min_words = 16 * (uint64_t)c->depth;
     c->ring_words = words < min_words ? min_words : words;
 

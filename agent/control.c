@@ -32,7 +32,7 @@
 
 #include "agent/agent.h"
 #include "agent/api.h"
-#include "agent/fds.h"
+#include "common/fds.h"
 #include "common/lineio.h"
 
 int flamme_pthread_create_unprofiled(pthread_t *t, const pthread_attr_t *a, void *(*fn)(void *),

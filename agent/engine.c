@@ -17,7 +17,7 @@
 #include <unistd.h>
 
 #include "agent/agent.h"
-#include "agent/fds.h"
+#include "common/fds.h"
 #include "agent/handler.h"
 #include "agent/threads.h"
 
@@ -260,7 +260,7 @@ int flamme_engine_arm(struct flamme_slot *s)
                 return -1;
             break;
         }
-        /* High and checked before use: see agent/fds.h. Like the timer
+        /* High and checked before use: see common/fds.h. Like the timer
          * engine's, the first overflow comes after a random part of a
          * period: threads (and runs) shorter than one period get their fair
          * share instead of none. */

@@ -20,7 +20,7 @@
 #include "agent/walk.h"
 #include "common/profile.h"
 #include "runtime_hooks/gc_hooks.h"
-#include "writer/ring.h"
+#include "common/ring.h"
 #include "writer/writer.h"
 
 #define MAX_RANGES 16
@@ -145,9 +145,7 @@ static int collect_ranges(struct flamme_slot *s, uintptr_t sp, struct flamme_ran
 static void commit_sample(struct flamme_slot *s, uint64_t *rec, uint32_t n, uint32_t flags,
                           uint64_t time, unsigned weight, int32_t domain)
 {
-    rec[0] = flamme_ring_header(n + FLAMME_SAMPLE_HDR_WORDS, FLAMME_RING_SAMPLE, flags);
-    rec[1] = time;
-    rec[2] = (uint64_t)weight | ((uint64_t)(uint32_t)domain << 32);
+    flamme_ring_sample_put(rec, n, flags, time, weight, domain);
     flamme_ring_commit_sigsafe(s->ring, n + FLAMME_SAMPLE_HDR_WORDS);
     /* Deep stacks at high rates fill a ring faster than the periodic sweep. */
     uint64_t cap = s->ring->mask + 1;

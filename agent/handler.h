@@ -58,7 +58,4 @@ void flamme_handler_cost_reset(void);
 int flamme_blocked_begin_nosig(uintptr_t callee, uintptr_t ret, uintptr_t sp, uintptr_t fp);
 void flamme_blocked_end_nosig(void);
 
-/* Ring words of one sample record before its frames. */
-#define FLAMME_SAMPLE_HDR_WORDS 3
-
 #endif

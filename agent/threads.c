@@ -42,13 +42,6 @@ struct flamme_slot *flamme_thread_self_sigsafe(void)
     return tls_slot;
 }
 
-uint64_t flamme_now_sigsafe(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 uint64_t flamme_cpu_ns_sigsafe(clockid_t clk)
 {
     struct timespec ts;

@@ -18,9 +18,10 @@
 #include <sys/types.h>
 #include <time.h>
 
-#include "agent/fds.h"
+#include "common/clock.h"
+#include "common/fds.h"
 #include "runtime_hooks/ocaml_rt.h"
-#include "writer/ring.h"
+#include "common/ring.h"
 
 #define FLAMME_MAX_THREADS 4096
 #define FLAMME_SLOT_RANGES 8
@@ -34,7 +35,7 @@ struct flamme_slot {
     int is_main;
     _Atomic int armed;         /* engine armed for this thread (engine.c) */
     int perf_fd;               /* perf engine: the thread's event, or -1 */
-    struct flamme_fd_id perf_id; /* what perf_fd was when opened (agent/fds.h) */
+    struct flamme_fd_id perf_id; /* what perf_fd was when opened (common/fds.h) */
     int perf_fallback;         /* perf engine past its cap, or moved off perf by auto for its context
                                   switches (flamme_engine_review): this thread has a timer */
     void *perf_meta;           /* perf engine: the event's mapped buffer, or NULL */
@@ -155,8 +156,7 @@ void flamme_threads_review_engine(void);
 /* The calling thread's slot, or NULL. async-signal-safe: yes. */
 struct flamme_slot *flamme_thread_self_sigsafe(void);
 
-/* Monotonic clock in ns. async-signal-safe: yes. */
-uint64_t flamme_now_sigsafe(void);
+/* flamme_now_sigsafe, the monotonic clock in ns: common/clock.h. */
 
 /* CPU ns clock clk has counted (CLOCK_THREAD_CPUTIME_ID, or another
  * thread's CPU clock id), or 0 if it cannot be read. async-signal-safe: yes

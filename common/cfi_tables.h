@@ -1,7 +1,9 @@
 /*
- * agent/cfi_tables.h — layout of the published unwind tables, shared by the
+ * common/cfi_tables.h — layout of the published unwind tables, shared by the
  * walker's lookup (agent/cfi.c, signal handler) and their builder
- * (writer/cfi_build.c, writer thread). Internal to those two files.
+ * (writer/cfi_build.c, writer thread), which publishes them for the handler:
+ * in common/ so that neither side includes the other's headers. Internal to
+ * those two files (and agent/cfi.h, for the register numbers).
  *
  * Row table of one module: parallel arrays, 20 bytes a row: `off` (pc minus
  * the module's lo, uint32, dense for the binary search) and `rule` (how the
@@ -17,11 +19,17 @@
  * sets and replaced modules are kept (a handler may still be reading them)
  * until flamme_cfi_free_all.
  */
-#ifndef FLAMME_AGENT_CFI_TABLES_H
-#define FLAMME_AGENT_CFI_TABLES_H
+#ifndef FLAMME_COMMON_CFI_TABLES_H
+#define FLAMME_COMMON_CFI_TABLES_H
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
+
+/* Callee-saved registers whose save slots the rows track, in this order. */
+#define FLAMME_CFI_NSAVED 6
+#define FLAMME_DW_RBP 6 /* DWARF numbers: rax rdx rcx rbx rsi rdi rbp rsp r8..r15 = 0..15 */
+#define FLAMME_DW_RSP 7
+#define FLAMME_CFI_SAVED_DWREGS {6, 3, 12, 13, 14, 15} /* rbp rbx r12 r13 r14 r15 */
 
 #define RULE_GAP 255 /* no FDE covers this address */
 
@@ -59,7 +67,8 @@ struct cfi_set {
     struct cfi_mod *mod[];        /* sorted by lo, disjoint */
 };
 
-/* The set the handler reads; written only by the builder. */
+/* The set the handler reads; written only by the builder (defined in
+ * writer/cfi_build.c). */
 extern _Atomic(struct cfi_set *) flamme_cfi_published;
 
 #endif

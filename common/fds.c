@@ -1,7 +1,7 @@
 /*
- * agent/fds.c — high, checked descriptors (see fds.h).
+ * common/fds.c — high, checked descriptors (see fds.h).
  */
-#include "agent/fds.h"
+#include "common/fds.h"
 
 #include <errno.h>
 #include <fcntl.h>

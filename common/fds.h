@@ -1,5 +1,5 @@
 /*
- * agent/fds.h — the agent's file descriptors live far from the program's.
+ * common/fds.h — the agent's file descriptors live far from the program's.
  *
  * Programs assume the low numbers are theirs: daemons close 3..1024 or
  * everything but a few, dup2 over numbers they chose, and select() only
@@ -12,11 +12,13 @@
  * way: a program closing everything while the writer reads an image would
  * otherwise close the writer's low number, reopen its own file on it, and
  * have the writer close that one (torture closefds: EBADF in the program).
- * Who: any thread; flamme_fd_same_sigsafe also from signal handlers; the
- * tools use flamme_open_high too (writer/ ELF readers are linked in them).
+ * Who: any thread; flamme_fd_same_sigsafe also from signal handlers. In
+ * common/ because both sides use it: agent/ (perf events, the control
+ * socket, the doorbell check in the handler) and writer/ (the profile, ELF
+ * and debug files; the tools link those readers too).
  */
-#ifndef FLAMME_AGENT_FDS_H
-#define FLAMME_AGENT_FDS_H
+#ifndef FLAMME_COMMON_FDS_H
+#define FLAMME_COMMON_FDS_H
 #include <sys/types.h>
 
 /* What a descriptor was when the agent made it. */

@@ -1,8 +1,8 @@
 /*
- * writer/ring.c — SPSC word ring between a thread's SIGPROF handler and the
+ * common/ring.c — SPSC word ring between a thread's SIGPROF handler and the
  * writer thread (see ring.h for the contract and the record layout).
  */
-#include "writer/ring.h"
+#include "common/ring.h"
 
 #include <stddef.h>
 #include <sys/mman.h>

@@ -1,5 +1,5 @@
 /*
- * writer/ring.h — a per-thread single-producer / single-consumer ring of
+ * common/ring.h — a per-thread single-producer / single-consumer ring of
  * 64-bit words carrying variable-length sample records.
  *
  * Producer: the SIGPROF handler of the ring's own thread (never nested: the
@@ -12,10 +12,15 @@
  *
  * Record layout (words): [0] header = nwords | (kind << 32) | (flags << 40)
  * where nwords counts the header; kind FLAMME_RING_PAD marks skipped space
- * at the end of the buffer.
+ * at the end of the buffer. The records of each kind are laid out below,
+ * once, with the functions that write them (agent/handler.c, agent/alloc.c)
+ * and read them (writer/writer.c).
+ *
+ * In common/ rather than agent/ or writer/: the agent produces into the
+ * ring and the writer consumes it, and each side needs the same layout.
  */
-#ifndef FLAMME_WRITER_RING_H
-#define FLAMME_WRITER_RING_H
+#ifndef FLAMME_COMMON_RING_H
+#define FLAMME_COMMON_RING_H
 #include <stdatomic.h>
 #include <stdint.h>
 
@@ -23,6 +28,11 @@
 #define FLAMME_RING_SAMPLE 1u
 #define FLAMME_RING_ALLOC 2u       /* agent/alloc.h */
 #define FLAMME_RING_ALLOC_EVENT 3u /* agent/alloc.h */
+
+/* Ring words of each record before its frames. */
+#define FLAMME_SAMPLE_HDR_WORDS 3
+#define FLAMME_ALLOC_HDR_WORDS 6
+#define FLAMME_ALLOC_EVENT_WORDS 3
 
 struct flamme_ring {
     /* Written by the producer only; read by the consumer (acquire). */
@@ -58,6 +68,122 @@ void flamme_ring_commit_sigsafe(struct flamme_ring *r, uint64_t used);
 static inline uint64_t flamme_ring_header(uint64_t nwords, uint32_t kind, uint32_t flags)
 {
     return nwords | ((uint64_t)(kind & 0xff) << 32) | ((uint64_t)(flags & 0xffffff) << 40);
+}
+
+static inline uint32_t flamme_ring_kind(uint64_t header)
+{
+    return (uint32_t)(header >> 32) & 0xff;
+}
+
+static inline uint32_t flamme_ring_flags(uint64_t header)
+{
+    return (uint32_t)(header >> 40);
+}
+
+/* SAMPLE (the handler): flags FLAMME_SAMPLE_* (common/profile.h);
+ *   [1] time (CLOCK_MONOTONIC ns)  [2] weight | domain << 32
+ *   [3..] frames: the interrupted pc, then return addresses (leaf first). */
+struct flamme_ring_sample {
+    uint64_t time;
+    uint32_t flags, weight;
+    int32_t domain;
+    const uint64_t *frames;
+    uint64_t n;
+};
+
+/* Fills the header words of a sample whose n frames are already at
+ * rec + FLAMME_SAMPLE_HDR_WORDS. async-signal-safe: yes. */
+static inline void flamme_ring_sample_put(uint64_t *rec, uint64_t n, uint32_t flags, uint64_t time,
+                                          uint32_t weight, int32_t domain)
+{
+    rec[0] = flamme_ring_header(n + FLAMME_SAMPLE_HDR_WORDS, FLAMME_RING_SAMPLE, flags);
+    rec[1] = time;
+    rec[2] = (uint64_t)weight | ((uint64_t)(uint32_t)domain << 32);
+}
+
+/* Decodes a SAMPLE record of nwords words. Returns 0, or -1 if too short. */
+static inline int flamme_ring_sample_get(const uint64_t *rec, uint64_t nwords,
+                                         struct flamme_ring_sample *s)
+{
+    if (nwords < FLAMME_SAMPLE_HDR_WORDS)
+        return -1;
+    s->flags = flamme_ring_flags(rec[0]);
+    s->time = rec[1];
+    s->weight = (uint32_t)rec[2];
+    s->domain = (int32_t)(uint32_t)(rec[2] >> 32);
+    s->frames = rec + FLAMME_SAMPLE_HDR_WORDS;
+    s->n = nwords - FLAMME_SAMPLE_HDR_WORDS;
+    return 0;
+}
+
+/* ALLOC (agent/alloc.c, a Memprof callback): flags heap | source << 8 |
+ * truncated << 16;  [1] time  [2] n_samples | domain << 32  [3] size in
+ * words  [4] id  [5] rate (the double's bits)  [6..] frames (leaf first).
+ * ALLOC_EVENT: flags the event;  [1] time  [2] the block's id. */
+struct flamme_ring_alloc {
+    uint64_t time, size_words, id;
+    uint32_t n_samples;
+    int32_t domain;
+    uint8_t heap, source;
+    int truncated;
+    double rate;
+    const uint64_t *frames;
+    uint64_t n;
+};
+
+/* Writes the header words of an ALLOC whose n frames are already at
+ * rec + FLAMME_ALLOC_HDR_WORDS (a->frames and a->n are not read). */
+static inline void flamme_ring_alloc_put(uint64_t *rec, uint64_t n,
+                                         const struct flamme_ring_alloc *a)
+{
+    uint32_t flags = a->heap | (uint32_t)a->source << 8 | (a->truncated ? 1u : 0u) << 16;
+    rec[0] = flamme_ring_header(n + FLAMME_ALLOC_HDR_WORDS, FLAMME_RING_ALLOC, flags);
+    rec[1] = a->time;
+    rec[2] = (uint64_t)a->n_samples | (uint64_t)(uint32_t)a->domain << 32;
+    rec[3] = a->size_words;
+    rec[4] = a->id;
+    __builtin_memcpy(&rec[5], &a->rate, sizeof a->rate);
+}
+
+/* Decodes an ALLOC record. Returns 0, or -1 if too short. */
+static inline int flamme_ring_alloc_get(const uint64_t *rec, uint64_t nwords,
+                                        struct flamme_ring_alloc *a)
+{
+    if (nwords < FLAMME_ALLOC_HDR_WORDS)
+        return -1;
+    uint32_t flags = flamme_ring_flags(rec[0]);
+    a->heap = (uint8_t)flags;
+    a->source = (uint8_t)(flags >> 8);
+    a->truncated = (flags >> 16) & 1;
+    a->time = rec[1];
+    a->n_samples = (uint32_t)rec[2];
+    a->domain = (int32_t)(uint32_t)(rec[2] >> 32);
+    a->size_words = rec[3];
+    a->id = rec[4];
+    __builtin_memcpy(&a->rate, &rec[5], sizeof a->rate);
+    a->frames = rec + FLAMME_ALLOC_HDR_WORDS;
+    a->n = nwords - FLAMME_ALLOC_HDR_WORDS;
+    return 0;
+}
+
+static inline void flamme_ring_alloc_event_put(uint64_t *rec, uint64_t time, uint64_t id,
+                                               unsigned event)
+{
+    rec[0] = flamme_ring_header(FLAMME_ALLOC_EVENT_WORDS, FLAMME_RING_ALLOC_EVENT, event & 0xff);
+    rec[1] = time;
+    rec[2] = id;
+}
+
+/* Decodes an ALLOC_EVENT record. Returns 0, or -1 if too short. */
+static inline int flamme_ring_alloc_event_get(const uint64_t *rec, uint64_t nwords, uint64_t *time,
+                                              uint64_t *id, uint8_t *event)
+{
+    if (nwords < FLAMME_ALLOC_EVENT_WORDS)
+        return -1;
+    *time = rec[1];
+    *id = rec[2];
+    *event = (uint8_t)flamme_ring_flags(rec[0]);
+    return 0;
 }
 
 /* Consumer side (writer thread). Calls fn for every committed record, oldest

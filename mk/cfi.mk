@@ -6,7 +6,6 @@
 # out again there, keeping SO_SRCS and LIB_SRCS disjoint as mk/zz-rules.mk
 # expects. (The .so link rule in mk/agent.mk expanded its prerequisites
 # before this file was read, so it lists cfi.o exactly once.)
-SO_SRCS  := $(filter-out agent/cfi.c agent/walk.c agent/fds.c,$(SO_SRCS))
-# agent/fds.c too: the writer's ELF readers (also in the tools) open through it.
-LIB_SRCS += agent/cfi.c agent/walk.c agent/fds.c
+SO_SRCS  := $(filter-out agent/cfi.c agent/walk.c,$(SO_SRCS))
+LIB_SRCS += agent/cfi.c agent/walk.c
 UNIT_TESTS += tests/unit/test_cfi.c

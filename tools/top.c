@@ -536,7 +536,7 @@ static void refresh(struct top *t)
     /* A profile whose writer was killed (SIGKILL) never completes: when no
      * process holds it open, nothing more will come. */
     if (!t->child && t->have && !t->p.complete && !t->paused) {
-        /* twice in a row: the agent may be reopening it (agent/fds.c) */
+        /* twice in a row: the agent may be reopening it (common/fds.c) */
         t->not_held = writer_holds(t->p.hdr.pid, t->path) ? 0 : t->not_held + 1;
         t->writer_gone = t->not_held >= (t->once ? 1 : 2);
     }

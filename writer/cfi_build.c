@@ -1,6 +1,6 @@
 /*
  * writer/cfi_build.c — builds the .eh_frame unwind rows the stack walker
- * looks up (agent/cfi.h, agent/cfi_tables.h).
+ * looks up (agent/cfi.h, common/cfi_tables.h).
  *
  * Owns: every module's row table and the published table set
  * (flamme_cfi_add_module, flamme_cfi_add_from_maps, flamme_cfi_stats,
@@ -9,9 +9,10 @@
  * agent/cfi.c's flamme_cfi_lookup_sigsafe.
  *
  */
-#include "agent/cfi.h"
-#include "agent/fds.h"
-#include "agent/cfi_tables.h"
+#include "writer/cfi_build.h"
+
+#include "common/cfi_tables.h"
+#include "common/fds.h"
 #include "writer/elf.h"
 
 #include <elf.h>
@@ -54,6 +55,9 @@ enum {
     /* high two bits, operand in the low six */
     DW_CFA_advance_loc = 0x40, DW_CFA_offset = 0x80, DW_CFA_restore = 0xc0,
 };
+
+/* The set the handler reads (common/cfi_tables.h); written only here. */
+_Atomic(struct cfi_set *) flamme_cfi_published;
 
 static struct cfi_set *retired;  /* superseded sets (builder only) */
 static struct cfi_mod *all_mods; /* (builder only) */

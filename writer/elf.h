@@ -4,7 +4,7 @@
  * builder (writer/cfi_build.c) all open their files through it.
  *
  * An image is a file descriptor the caller opened (and closes: the
- * descriptor rules of agent/fds.h stay with the caller) or bytes in memory
+ * descriptor rules of common/fds.h stay with the caller) or bytes in memory
  * (the vDSO). Files are read with pread, never kept mapped: a file truncated
  * on disk under a kept mapping would SIGBUS the profiled program. The input
  * is untrusted: every offset and size taken from the image is checked

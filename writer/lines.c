@@ -13,7 +13,7 @@
  * sane), and nothing here aborts.
  */
 #include "writer/lines.h"
-#include "agent/fds.h"
+#include "common/fds.h"
 #include "writer/elf.h"
 
 #include <fcntl.h>

@@ -34,7 +34,7 @@
  * are static functions.
  */
 #include "writer/symbols.h"
-#include "agent/fds.h"
+#include "common/fds.h"
 #include "writer/elf.h"
 
 #include <fcntl.h>

@@ -1,7 +1,7 @@
 /*
  * writer/writer.c — the writer thread (see writer.h). Consumes the rings of
- * agent/threads.c's slot table; the only thread that symbolizes, compresses
- * or touches the profile file.
+ * the thread registry the host hands it (writer/writer_host.h); the only
+ * thread that symbolizes, compresses or touches the profile file.
  */
 #include "writer/writer.h"
 
@@ -19,30 +19,40 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "agent/agent.h"
-#include "agent/alloc.h"
-#include "agent/cfi.h"
-#include "agent/engine.h"
-#include "agent/fds.h"
-#include "agent/handler.h"
-#include "agent/threads.h"
+#include "common/clock.h"
+#include "common/fds.h"
 #include "common/profile.h"
+#include "common/ring.h"
 #include "common/roots.h"
-#include "runtime_hooks/ocaml_rt.h"
+#include "writer/cfi_build.h"
 #include "writer/dedup.h"
 #include "writer/lines.h"
-#include "writer/ring.h"
 #include "writer/symbols.h"
-#include "agent/budget.h"
-#include "runtime_hooks/gc_hooks.h"
-
-int flamme_pthread_create_unprofiled(pthread_t *t, const pthread_attr_t *a, void *(*fn)(void *),
-                                     void *arg);
+#include "writer/writer_host.h"
 
 #define DRAIN_INTERVAL_MS 20 /* between ring sweeps, unless a handler rings */
 #define CHUNK_INTERVAL_NS 1000000000ull /* a chunk at least every second */
 #define CHUNK_MAX_RAW (256u * 1024u)
 #define CFI_RESCAN_NS 2000000000ull /* look for new libraries every 2 s */
+
+/* What the host handed flamme_writer_start (writer/writer_host.h). */
+static struct flamme_writer_host H;
+
+/* Per slot of the host's registry: the thread last seen there and what
+ * this run wrote of it; its serial (format 1.4: tids are reused, serials
+ * never) is kept across the segments and runs of the process. Writer
+ * thread, and flamme_writer_start before it runs. */
+struct wslot {
+    struct flamme_writer_thread t;
+    uint64_t lost_seen;
+    int announced;  /* THREAD record written in the current file */
+    int32_t domain; /* the domain announced, or -1 */
+    uint32_t serial;
+    pid_t serial_tid;
+    uint64_t serial_start;
+};
+static struct wslot *ws; /* H.max_threads, allocated at the first start */
+static uint32_t next_serial;
 
 static struct {
     pthread_t thread;
@@ -63,7 +73,7 @@ static struct {
     uint32_t threads;
     uint64_t last_chunk_ns;
     int failed;
-    struct flamme_slot *cur;
+    int cur;                 /* the slot whose records are being read */
     uint64_t last_cfi_ns;
     struct rawent *raw; /* raw-stack cache (see on_record) */
     size_t raw_n, raw_cap;
@@ -73,7 +83,7 @@ static struct {
     int old_efd; /* the previous run's doorbell, closed one run later */
     uint8_t *fact; /* per frame id: FR_* bits */
     uint32_t fact_cap;
-    /* Continuous profile (flamme_cfg.period_ns): segment seq covers
+    /* Continuous profile (H.period_ns): segment seq covers
      * [seg_from, ...). Once a sweep starts past seg_from + period, rot_at
      * is that boundary: samples taken from then on wait in the stash while
      * the old segment still takes the ones taken before it, for one grace
@@ -111,8 +121,7 @@ static void frame_line(uint32_t id, uint64_t vaddr, const char *module)
 }
 
 /* Facts about a frame id, kept in a byte per id. */
-#define FR_HIDDEN 1u /* the agent's own code (the pthread_create trampoline) */
-#define FLAMME_TRAMPOLINE_NAME "flamme_tramp" /* agent/threads.c */
+#define FR_HIDDEN 1u /* the agent's own code (H.hidden_fn: its pthread_create trampoline) */
 #define FR_ROOT 2u   /* a thread's first function */
 #define FR_MAIN 4u   /* the program's main() */
 /* The vDSO's exported functions (__vdso_clock_gettime...) call unnamed
@@ -155,7 +164,7 @@ static uint32_t frame_id(uint64_t addr, uint8_t callee_facts, uint8_t *facts)
         uint8_t f = 0;
         /* Only the trampoline is hidden, by name: when the agent is linked
          * into the program (OCaml library) its module is the executable. */
-        if (strcmp(fn, FLAMME_TRAMPOLINE_NAME) == 0)
+        if (H.hidden_fn && strcmp(fn, H.hidden_fn) == 0)
             f |= FR_HIDDEN;
         if (flamme_is_thread_root(fn, strlen(fn)))
             f |= FR_ROOT;
@@ -172,30 +181,33 @@ static uint32_t frame_id(uint64_t addr, uint8_t callee_facts, uint8_t *facts)
     return id;
 }
 
-/* Thread identity beside the tid (format 1.4): each slot's thread gets the
- * next serial when first announced; tids are reused, serials never. */
-static uint32_t slot_serial[FLAMME_MAX_THREADS], next_serial; /* writer thread only */
-static struct {
-    pid_t tid;
-    uint64_t start_ns;
-} slot_owner[FLAMME_MAX_THREADS]; /* the thread slot_serial was given to */
-
-static uint32_t serial_of(const struct flamme_slot *s)
+/* Takes the snapshot t of slot i: a thread new in the slot starts with
+ * nothing written of it. */
+static struct wslot *slot_seen(int i, const struct flamme_writer_thread *t)
 {
-    return slot_serial[s - flamme_slots];
+    struct wslot *w = &ws[i];
+    if (w->t.tid != t->tid || w->t.start_ns != t->start_ns) {
+        w->lost_seen = 0;
+        w->announced = 0;
+        w->domain = -1;
+    }
+    w->t = *t;
+    return w;
 }
 
-/* Announces (or re-announces, when its domain becomes known) a thread. */
-static void announce(struct flamme_slot *s, int32_t domain)
+/* Announces (or re-announces, when its domain becomes known) the thread of
+ * slot i. */
+static void announce(int i, int32_t domain)
 {
-    if (s->writer_announced && (domain < 0 || domain == s->writer_domain))
+    struct wslot *s = &ws[i];
+    if (s->announced && (domain < 0 || domain == s->domain))
         return;
     const char *fn = "", *mod = "";
     uint64_t off;
     uint8_t kind = FLAMME_THREAD_C;
-    if (s->is_main)
+    if (s->t.is_main)
         kind = FLAMME_THREAD_MAIN;
-    else if (flamme_symtab_lookup(W.syms, s->start_routine, &fn, &mod, &off) == 1) {
+    else if (flamme_symtab_lookup(W.syms, s->t.start_routine, &fn, &mod, &off) == 1) {
         if (strcmp(fn, "domain_thread_func") == 0)
             kind = FLAMME_THREAD_DOMAIN;
         else if (strcmp(fn, "caml_thread_start") == 0)
@@ -206,21 +218,20 @@ static void announce(struct flamme_slot *s, int32_t domain)
             kind = FLAMME_THREAD_TICK;
     }
     if (domain >= 0)
-        s->writer_domain = domain;
-    if (!s->writer_announced) {
+        s->domain = domain;
+    if (!s->announced) {
         W.threads++;
         /* A thread keeps its serial across the segments of a run; a new
          * thread in the slot gets the next one. */
-        size_t i = (size_t)(s - flamme_slots);
-        if (!slot_serial[i] || slot_owner[i].tid != s->tid || slot_owner[i].start_ns != s->start_ns) {
-            slot_serial[i] = ++next_serial;
-            slot_owner[i].tid = s->tid;
-            slot_owner[i].start_ns = s->start_ns;
+        if (!s->serial || s->serial_tid != s->t.tid || s->serial_start != s->t.start_ns) {
+            s->serial = ++next_serial;
+            s->serial_tid = s->t.tid;
+            s->serial_start = s->t.start_ns;
         }
     }
-    s->writer_announced = 1;
-    if (flamme_pw_thread_serial(W.pw, (uint32_t)s->tid, serial_of(s), kind, s->writer_domain,
-                                s->start_ns, s->is_main ? "main" : fn) != 0)
+    s->announced = 1;
+    if (flamme_pw_thread_serial(W.pw, (uint32_t)s->t.tid, s->serial, kind, s->domain,
+                                s->t.start_ns, s->t.is_main ? "main" : fn) != 0)
         W.failed = 1;
 }
 
@@ -325,7 +336,7 @@ static uint32_t stack_of(const uint64_t *frames, uint64_t n, int *root)
  * Without memory it goes to the current segment rather than be lost. */
 static void on_record(void *ctx, const uint64_t *rec, uint64_t nwords);
 
-static void stash_record(struct flamme_slot *s, const uint64_t *rec, uint64_t nwords)
+static void stash_record(int slot, const uint64_t *rec, uint64_t nwords)
 {
     if (W.stash_n + nwords + 2 > W.stash_cap) {
         size_t nc = W.stash_cap ? W.stash_cap * 2 : 4096;
@@ -341,7 +352,7 @@ static void stash_record(struct flamme_slot *s, const uint64_t *rec, uint64_t nw
         W.stash = a;
         W.stash_cap = nc;
     }
-    W.stash[W.stash_n++] = (uint64_t)(s - flamme_slots);
+    W.stash[W.stash_n++] = (uint64_t)slot;
     W.stash[W.stash_n++] = nwords;
     memcpy(W.stash + W.stash_n, rec, nwords * sizeof *rec);
     W.stash_n += nwords;
@@ -359,7 +370,7 @@ static void replay_stash(int force)
     W.rot_at = 0;
     W.no_stash = force;
     for (size_t i = 0; i < n;) {
-        W.cur = &flamme_slots[st[i]];
+        W.cur = (int)st[i];
         uint64_t nw = st[i + 1];
         on_record(NULL, st + i + 2, nw);
         i += 2 + nw;
@@ -368,47 +379,100 @@ static void replay_stash(int force)
     free(st);
 }
 
+/* The allocation mode: a sequence number the writer compares with the
+ * last it recorded (see flamme_writer_alloc_mode). */
+static _Atomic uint64_t mode_seq;
+static _Atomic uint64_t mode_rate_bits;
+static _Atomic int mode_live;
+static uint64_t mode_seen; /* the last sequence number recorded (writer thread) */
+/* The last mode with a rate above 0 (a stop sets rate 0 while its
+ * allocations may still be in the rings). */
+static _Atomic uint64_t last_rate_bits;
+static _Atomic int last_live;
+
+void flamme_writer_alloc_mode(double rate, int live)
+{
+    uint64_t bits;
+    memcpy(&bits, &rate, sizeof bits);
+    atomic_store_explicit(&mode_rate_bits, bits, memory_order_relaxed);
+    atomic_store_explicit(&mode_live, live, memory_order_relaxed);
+    if (rate > 0) {
+        atomic_store_explicit(&last_live, live, memory_order_relaxed);
+        /* Pairs with the acquire load in alloc_mode_last. */
+        atomic_store_explicit(&last_rate_bits, bits, memory_order_release);
+    }
+    /* Pairs with the acquire load in alloc_mode_changed. */
+    atomic_fetch_add_explicit(&mode_seq, 1, memory_order_release);
+}
+
+/* The last mode with a rate above 0: returns 1 and fills rate/live, or 0
+ * when allocation profiling never ran. */
+static int alloc_mode_last(double *rate, int *live)
+{
+    uint64_t bits = atomic_load_explicit(&last_rate_bits, memory_order_acquire);
+    if (!bits)
+        return 0;
+    memcpy(rate, &bits, sizeof *rate);
+    *live = atomic_load_explicit(&last_live, memory_order_relaxed);
+    return 1;
+}
+
+/* The mode to record when it changed since the last call (returns 1 and
+ * fills rate/live), else 0. */
+static int alloc_mode_changed(double *rate, int *live)
+{
+    uint64_t seq = atomic_load_explicit(&mode_seq, memory_order_acquire);
+    if (seq == mode_seen)
+        return 0;
+    mode_seen = seq;
+    uint64_t bits = atomic_load_explicit(&mode_rate_bits, memory_order_relaxed);
+    memcpy(rate, &bits, sizeof *rate);
+    *live = atomic_load_explicit(&mode_live, memory_order_relaxed);
+    return 1;
+}
+
 /* Ring record of agent/alloc.c: ALLOC (its stack interned like a sample's,
  * but never BROKEN: a Memprof callstack ends at the outermost OCaml frame,
  * not at a thread root) or ALLOC_EVENT. */
-static void on_alloc_record(struct flamme_slot *s, uint32_t kind, const uint64_t *rec,
-                            uint64_t nwords)
+static void on_alloc_record(int slot, uint32_t kind, const uint64_t *rec, uint64_t nwords)
 {
-    uint32_t flags = (uint32_t)(rec[0] >> 40);
     /* A segment opened after the mode was recorded (or while a stop
      * drains) still says how its allocations were sampled. */
     double arate;
     int alive;
-    if (!W.alloc_info && flamme_alloc_mode_last(&arate, &alive))
+    if (!W.alloc_info && alloc_mode_last(&arate, &alive))
         write_alloc_info(arate, alive);
     if (kind == FLAMME_RING_ALLOC_EVENT) {
-        if (nwords >= FLAMME_ALLOC_EVENT_WORDS &&
-            flamme_pw_alloc_event(W.pw, rec[2], (uint8_t)flags, rec[1]) != 0)
+        uint64_t time, id;
+        uint8_t event;
+        if (flamme_ring_alloc_event_get(rec, nwords, &time, &id, &event) == 0 &&
+            flamme_pw_alloc_event(W.pw, id, event, time) != 0)
             W.failed = 1;
         return;
     }
-    if (nwords < FLAMME_ALLOC_HDR_WORDS)
+    struct flamme_ring_alloc ra;
+    if (flamme_ring_alloc_get(rec, nwords, &ra) != 0)
         return;
     struct flamme_alloc a;
     memset(&a, 0, sizeof a);
-    a.domain = (int32_t)(uint32_t)(rec[2] >> 32);
-    announce(s, a.domain);
+    a.domain = ra.domain;
+    announce(slot, a.domain);
     int root;
-    a.stack_id = stack_of(rec + FLAMME_ALLOC_HDR_WORDS, nwords - FLAMME_ALLOC_HDR_WORDS, &root);
+    a.stack_id = stack_of(ra.frames, ra.n, &root);
     if (a.stack_id == UINT32_MAX) {
         W.failed = 1;
         return;
     }
-    a.tid = (uint32_t)s->tid;
-    a.serial = serial_of(s);
-    a.flags = (flags >> 16) & 1 ? FLAMME_SAMPLE_TRUNCATED : 0;
-    a.time_ns = rec[1];
-    a.id = rec[4];
-    a.n_samples = (uint32_t)rec[2];
-    a.size_words = rec[3];
-    a.heap = (uint8_t)flags;
-    a.source = (uint8_t)(flags >> 8);
-    memcpy(&a.rate, &rec[5], sizeof a.rate);
+    a.tid = (uint32_t)ws[slot].t.tid;
+    a.serial = ws[slot].serial;
+    a.flags = ra.truncated ? FLAMME_SAMPLE_TRUNCATED : 0;
+    a.time_ns = ra.time;
+    a.id = ra.id;
+    a.n_samples = ra.n_samples;
+    a.size_words = ra.size_words;
+    a.heap = ra.heap;
+    a.source = ra.source;
+    a.rate = ra.rate;
     if (flamme_pw_alloc(W.pw, &a) != 0)
         W.failed = 1;
 }
@@ -417,18 +481,21 @@ static void on_alloc_record(struct flamme_slot *s, uint32_t kind, const uint64_t
 static void on_record(void *ctx, const uint64_t *rec, uint64_t nwords)
 {
     (void)ctx;
-    struct flamme_slot *s = W.cur;
-    uint32_t kind = (uint32_t)(rec[0] >> 32) & 0xff;
+    int s = W.cur;
+    uint32_t kind = flamme_ring_kind(rec[0]);
     if (kind == FLAMME_RING_ALLOC || kind == FLAMME_RING_ALLOC_EVENT) {
         on_alloc_record(s, kind, rec, nwords);
         return;
     }
-    uint32_t flags = (uint32_t)(rec[0] >> 40);
-    uint64_t t = rec[1];
-    uint32_t weight = (uint32_t)rec[2];
-    int32_t domain = (int32_t)(uint32_t)(rec[2] >> 32);
-    uint64_t n = nwords - FLAMME_SAMPLE_HDR_WORDS;
-    const uint64_t *frames = rec + FLAMME_SAMPLE_HDR_WORDS;
+    struct flamme_ring_sample rs;
+    if (flamme_ring_sample_get(rec, nwords, &rs) != 0)
+        return;
+    uint32_t flags = rs.flags;
+    uint64_t t = rs.time;
+    uint32_t weight = rs.weight;
+    int32_t domain = rs.domain;
+    uint64_t n = rs.n;
+    const uint64_t *frames = rs.frames;
     /* A sample from past the segment's end waits for the next segment,
      * even when the sweep that drains it began before that end. */
     if (W.period_ns && !W.no_stash && t >= W.seg_end) {
@@ -465,7 +532,8 @@ static void on_record(void *ctx, const uint64_t *rec, uint64_t nwords)
         flags &= ~FLAMME_SAMPLE_BROKEN;
     else if (!(flags & FLAMME_SAMPLE_TRUNCATED))
         flags |= FLAMME_SAMPLE_BROKEN;
-    if (flamme_pw_sample_serial(W.pw, sid, (uint32_t)s->tid, serial_of(s), weight, domain, flags, t) != 0)
+    if (flamme_pw_sample_serial(W.pw, sid, (uint32_t)ws[s].t.tid, ws[s].serial, weight, domain, flags,
+                                t) != 0)
         W.failed = 1;
     W.samples++;
 }
@@ -512,34 +580,28 @@ static void sweep(void)
     if (W.period_ns && !W.rot_at && !W.final && t0 >= W.seg_end)
         W.rot_at = W.seg_end;
     follow_libraries();
-    int hwm = atomic_load_explicit(&flamme_slots_hwm, memory_order_acquire);
+    int hwm = H.threads_hwm();
     for (int i = 0; i < hwm; i++) {
-        struct flamme_slot *s = &flamme_slots[i];
-        /* Pairs with the release stores in register (LIVE) and unregister (DEAD). */
-        int st = atomic_load_explicit(&s->state, memory_order_acquire);
-        if (st != FLAMME_SLOT_LIVE && st != FLAMME_SLOT_DEAD)
-            continue;
         /* A dead thread's slot is ours to drain only once taken (its thread
-         * may recycle it itself when no writer runs). */
-        int taken = 0;
-        if (st == FLAMME_SLOT_DEAD && !W.rot_at) {
-            if (!flamme_slot_take_dead(s))
-                continue;
-            taken = 1;
-        }
-        W.cur = s;
-        if (!s->writer_announced)
-            announce(s, -1);
-        /* Pairs with the release store in arm_locked (agent/threads.c). */
-        struct flamme_ring *ring = __atomic_load_n(&s->ring, __ATOMIC_ACQUIRE);
-        if (ring)
-            flamme_ring_drain(ring, on_record, NULL);
-        uint64_t lost = atomic_load_explicit(&s->lost, memory_order_relaxed);
-        if (lost != s->writer_lost_seen) {
-            if (flamme_pw_lost_serial(W.pw, (uint32_t)s->tid, serial_of(s), lost - s->writer_lost_seen) != 0)
+         * may recycle it itself when no writer runs); while a segment
+         * closes it is drained without being taken. */
+        struct flamme_writer_thread t;
+        int st = H.thread(i, !W.rot_at, &t);
+        if (st == FLAMME_WT_NONE)
+            continue;
+        int taken = st == FLAMME_WT_TAKEN;
+        struct wslot *s = slot_seen(i, &t);
+        W.cur = i;
+        if (!s->announced)
+            announce(i, -1);
+        if (t.ring)
+            flamme_ring_drain(t.ring, on_record, NULL);
+        uint64_t lost = atomic_load_explicit(t.lost, memory_order_relaxed);
+        if (lost != s->lost_seen) {
+            if (flamme_pw_lost_serial(W.pw, (uint32_t)t.tid, s->serial, lost - s->lost_seen) != 0)
                 W.failed = 1;
-            W.lost += lost - s->writer_lost_seen;
-            s->writer_lost_seen = lost;
+            W.lost += lost - s->lost_seen;
+            s->lost_seen = lost;
         }
         /* While a segment closes, a dead thread's slot stays DEAD (drained,
          * not taken: only the writer drains while it runs), so the samples
@@ -547,22 +609,20 @@ static void sweep(void)
         if (taken && W.rot_at) {
             /* Its last samples went to the stash in this very drain: it
              * stays DEAD (only this writer takes DEAD slots while it runs). */
-            atomic_store_explicit(&s->state, FLAMME_SLOT_DEAD, memory_order_release);
+            H.thread_done(i, 1);
         } else if (taken) {
-            if (flamme_pw_thread_end_serial(W.pw, (uint32_t)s->tid, serial_of(s), s->end_ns) != 0)
+            if (flamme_pw_thread_end_serial(W.pw, (uint32_t)t.tid, s->serial, t.end_ns) != 0)
                 W.failed = 1;
-            flamme_slot_release(s);
+            H.thread_done(i, 0);
         }
     }
-    if (flamme_gc_drain(W.pw) != 0)
+    /* GC records, deferred arming, the engine's review. */
+    if (H.sweep(W.pw) != 0)
         W.failed = 1;
     double arate;
     int alive;
-    if (flamme_alloc_mode_changed(&arate, &alive) && arate > 0)
+    if (alloc_mode_changed(&arate, &alive) && arate > 0)
         write_alloc_info(arate, alive);
-    flamme_threads_arm_pending();
-    flamme_threads_review_engine();
-    flamme_safe_read_prepare_fallback();
     if (W.rot_at && !W.final && t0 >= W.rot_at + ROTATE_GRACE_NS)
         rotate();
     uint64_t now = flamme_now_sigsafe();
@@ -675,36 +735,11 @@ static int finalize(void)
     return W.failed ? -1 : 0;
 }
 
-/* The handler's cost and budget, GC hook pauses: INFO records written as a
- * profile (or segment) is completed. */
+/* The host's INFO records (handler cost and budget, GC hook pauses,
+ * engines), written as a profile (or segment) is completed. */
 static void write_totals_info(void)
 {
-    uint64_t p50, p99, n;
-    flamme_handler_cost(&p50, &p99, &n);
-    char buf[64];
-    snprintf(buf, sizeof buf, "%llu %llu %llu", (unsigned long long)p50,
-             (unsigned long long)p99, (unsigned long long)n);
-    flamme_pw_info(W.pw, "handler_ns_p50_p99_n", buf);
-    uint64_t skipped, skipped_w, own, handler_ns;
-    flamme_budget_totals(&skipped, &skipped_w, &own, &handler_ns);
-    snprintf(buf, sizeof buf, "%d %d %llu %llu %llu %llu", flamme_cfg.budget_pct, FLAMME_BUDGET_SHORT_DEPTH,
-             (unsigned long long)skipped, (unsigned long long)skipped_w, (unsigned long long)own,
-             (unsigned long long)handler_ns);
-    flamme_pw_info(W.pw, "budget", buf);
-    uint64_t gc_paused_ns, gc_pauses;
-    flamme_gc_major_paused(&gc_paused_ns, &gc_pauses);
-    if (gc_pauses) {
-        snprintf(buf, sizeof buf, "%llu %llu", (unsigned long long)(gc_paused_ns / 1000000u),
-                 (unsigned long long)gc_pauses);
-        flamme_pw_info(W.pw, "gc_major_hooks_paused_ms_n", buf);
-    }
-    char moved[256];
-    if (flamme_engine_moved(moved, sizeof moved))
-        flamme_pw_info(W.pw, "engine_moved_to_timer", moved);
-    if (flamme_cfg.stats && !W.rot_at)
-        flamme_agent_warn(1, "handler cost: median %llu ns, p99 %llu ns over %llu samples",
-                          (unsigned long long)p50, (unsigned long long)p99,
-                          (unsigned long long)n);
+    H.end_info(W.pw, !W.rot_at);
 }
 
 /* flamme_writer_sync: requests counted up by callers, sweeps done
@@ -735,10 +770,14 @@ static void *writer_main(void *arg)
          * may now be the program's data. */
         if (fd >= 0 && !flamme_fd_same_sigsafe(fd, &wake_id))
             fd = -1;
+        /* The system calls themselves, not libc's poll and read: in the
+         * agent's library those are its interposers (agent/blocking.c),
+         * which are for the program's waits, not the writer's. */
         struct pollfd p = {fd, POLLIN, 0};
-        if (poll(&p, fd >= 0, DRAIN_INTERVAL_MS) > 0 && (p.revents & POLLIN)) {
+        if (syscall(SYS_poll, &p, (nfds_t)(fd >= 0), DRAIN_INTERVAL_MS) > 0 &&
+            (p.revents & POLLIN)) {
             uint64_t v;
-            ssize_t r = read(fd, &v, sizeof v);
+            long r = syscall(SYS_read, fd, &v, sizeof v);
             (void)r;
         }
     }
@@ -837,7 +876,7 @@ static int out_guard(int *fd)
     }
     if (nfd >= 0)
         flamme_close_checked(nfd, &id);
-    flamme_agent_warn(1, "the program closed the profile's descriptor and %s cannot be reopened; "
+    H.warn("the program closed the profile's descriptor and %s cannot be reopened; "
                          "the profile ends here (incomplete)", W.path);
     *fd = -1;
     return -1;
@@ -851,13 +890,13 @@ static void write_start_info(void)
 {
     char buf[32];
     flamme_pw_info(W.pw, "agent", "flamme " "1.0");
-    snprintf(buf, sizeof buf, "%d", flamme_cfg.hz);
+    snprintf(buf, sizeof buf, "%d", H.hz);
     flamme_pw_info(W.pw, "hz", buf);
-    snprintf(buf, sizeof buf, "%d", flamme_cfg.depth);
+    snprintf(buf, sizeof buf, "%d", H.depth);
     flamme_pw_info(W.pw, "depth", buf);
-    flamme_pw_info(W.pw, "engine", flamme_engine_name());
-    flamme_pw_info(W.pw, "mode", flamme_cfg.wall ? "wall" : "cpu");
-    flamme_pw_info(W.pw, "unwind", flamme_ocaml_has_frame_pointers() == 0 ? "CFI (OCaml without frame pointers)" : "CFI, frame pointers where there is none");
+    flamme_pw_info(W.pw, "engine", H.engine);
+    flamme_pw_info(W.pw, "mode", H.wall ? "wall" : "cpu");
+    flamme_pw_info(W.pw, "unwind", H.unwind);
     if (W.cmdline)
         flamme_pw_info(W.pw, "cmdline", W.cmdline);
     char host[256];
@@ -878,15 +917,12 @@ static void rotate(void)
 {
     uint64_t at = W.rot_at;
     char path[sizeof W.path];
-    int fd = -1, e = ENAMETOOLONG;
-    if (flamme_config_segment_path(&flamme_cfg, W.seq + 1, path, sizeof path) == 0) {
-        fd = flamme_agent_open_output(path, sizeof path);
-        e = errno;
-    }
+    int fd = H.open_segment(W.seq + 1, path, sizeof path);
+    int e = errno;
     struct flamme_fd_id id;
     fd = flamme_fd_high(fd, &id);
     struct flamme_header h = {.major = FLAMME_VERSION_MAJOR, .minor = FLAMME_VERSION_MINOR,
-                              .pid = (uint32_t)getpid(), .hz = (uint32_t)flamme_cfg.hz,
+                              .pid = (uint32_t)getpid(), .hz = (uint32_t)H.hz,
                               .start_realtime_ns = W.realtime0 + (at - W.monotonic0),
                               .start_monotonic_ns = at};
     flamme_pw *pw = fd >= 0 ? flamme_pw_open(fd, &h) : NULL;
@@ -896,9 +932,8 @@ static void rotate(void)
             e = errno, close(fd);
         if (pw)
             flamme_pw_close(pw, 0, 0, 0, 0);
-        flamme_agent_warn(1, "cannot create segment %u (%s): %s; segment %u goes on for another "
-                             "period", (unsigned)W.seq + 1, path, strerror(e ? e : ENOMEM),
-                          (unsigned)W.seq);
+        H.warn("cannot create segment %u (%s): %s; segment %u goes on for another period",
+               (unsigned)W.seq + 1, path, strerror(e ? e : ENOMEM), (unsigned)W.seq);
         W.seg_end += W.period_ns;
         replay_stash(0);
         return;
@@ -907,7 +942,7 @@ static void rotate(void)
     write_totals_info();
     write_exit_at(FLAMME_EXIT_SEGMENT, 0, at);
     if (flamme_pw_close(W.pw, W.samples, W.lost, at, W.threads) != 0 || W.failed)
-        flamme_agent_warn(1, "segment %s is incomplete (write error)", W.path);
+        H.warn("segment %s is incomplete (write error)", W.path);
     /* The new one: its own ids, its own threads (serials stay the run's). */
     W.pw = pw;
     flamme_pw_set_guard(W.pw, out_guard);
@@ -920,9 +955,8 @@ static void rotate(void)
         memset(W.raw, 0, W.raw_cap * sizeof *W.raw);
     if (W.fact)
         memset(W.fact, 0, W.fact_cap);
-    int hwm = atomic_load_explicit(&flamme_slots_hwm, memory_order_acquire);
-    for (int i = 0; i < hwm; i++)
-        flamme_slots[i].writer_announced = 0;
+    for (int i = 0; i < H.max_threads; i++)
+        ws[i].announced = 0;
     W.samples = W.lost = 0;
     W.threads = 0;
     W.failed = 0;
@@ -939,8 +973,15 @@ const char *flamme_writer_path(void)
     return W.path;
 }
 
-int flamme_writer_start(int fd, const char *path, const char *cmdline)
+int flamme_writer_start(const struct flamme_writer_host *host, int fd, const char *path,
+                        const char *cmdline)
 {
+    H = *host;
+    if (!ws && !(ws = calloc((size_t)H.max_threads, sizeof *ws))) {
+        H.warn("cannot start the profile writer for %s: %s", path, strerror(ENOMEM));
+        close(fd);
+        return -1;
+    }
     /* A profile may be started again after a stop: begin from a clean slate
      * (the symbolizer is kept: the process's code is the same). */
     flamme_symtab *keep_syms = W.syms;
@@ -959,12 +1000,22 @@ int flamme_writer_start(int fd, const char *path, const char *cmdline)
     ssize_t el = readlink("/proc/self/exe", W.exe_path, sizeof W.exe_path - 1);
     W.exe_path[el > 0 ? el : 0] = 0;
     W.old_efd = keep_efd;
-    int hwm = atomic_load_explicit(&flamme_slots_hwm, memory_order_acquire);
+    /* Threads that exist now: what they lost before this profile is not
+     * its loss. */
+    int hwm = H.threads_hwm();
     for (int i = 0; i < hwm; i++) {
-        struct flamme_slot *s = &flamme_slots[i];
-        s->writer_announced = 0;
-        s->writer_domain = -1;
-        s->writer_lost_seen = atomic_load_explicit(&s->lost, memory_order_relaxed);
+        struct flamme_writer_thread t;
+        struct wslot *w = &ws[i];
+        if (H.thread(i, 0, &t) != FLAMME_WT_NONE) {
+            slot_seen(i, &t);
+            w->lost_seen = atomic_load_explicit(t.lost, memory_order_relaxed);
+        } else {
+            w->t.tid = 0;
+            w->t.start_ns = 0;
+            w->lost_seen = 0;
+        }
+        w->announced = 0;
+        w->domain = -1;
     }
     struct flamme_header h;
     memset(&h, 0, sizeof h);
@@ -973,7 +1024,7 @@ int flamme_writer_start(int fd, const char *path, const char *cmdline)
     h.major = FLAMME_VERSION_MAJOR;
     h.minor = FLAMME_VERSION_MINOR;
     h.pid = (uint32_t)getpid();
-    h.hz = (uint32_t)flamme_cfg.hz;
+    h.hz = (uint32_t)H.hz;
     h.start_realtime_ns = (uint64_t)rt.tv_sec * 1000000000u + (uint64_t)rt.tv_nsec;
     h.start_monotonic_ns = flamme_now_sigsafe();
     snprintf(W.path, sizeof W.path, "%s", path);
@@ -985,8 +1036,8 @@ int flamme_writer_start(int fd, const char *path, const char *cmdline)
     if (!W.syms)
         W.syms = flamme_symtab_new();
     if (!W.pw || !W.dedup || !W.syms) {
-        flamme_agent_warn(1, "cannot start the profile writer for %s: %s", path,
-                          strerror(errno ? errno : ENOMEM));
+        H.warn("cannot start the profile writer for %s: %s", path,
+               strerror(errno ? errno : ENOMEM));
         /* flamme_pw_open leaves fd to us when it fails; once it succeeded,
          * closing the profile closes fd. */
         if (W.pw)
@@ -1025,16 +1076,15 @@ int flamme_writer_start(int fd, const char *path, const char *cmdline)
     W.cmdline = cmdline;
     W.realtime0 = h.start_realtime_ns;
     W.monotonic0 = h.start_monotonic_ns;
-    W.period_ns = flamme_cfg.period_ns;
+    W.period_ns = H.period_ns;
     W.seq = 1;
     W.seg_from = h.start_monotonic_ns;
     W.seg_end = W.seg_from + W.period_ns;
     write_start_info();
     W.last_chunk_ns = flamme_now_sigsafe();
-    flamme_handler_cost_reset();
     int efd = flamme_fd_high(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC), &wake_id);
     if (efd < 0) {
-        flamme_agent_warn(1, "cannot create the writer's eventfd: %s", strerror(errno));
+        H.warn("cannot create the writer's eventfd: %s", strerror(errno));
         flamme_pw_close(W.pw, 0, 0, 0, 0);
         W.pw = NULL;
         return -1;
@@ -1045,7 +1095,7 @@ int flamme_writer_start(int fd, const char *path, const char *cmdline)
      * for the program lands on it. */
     int rc = spawn_writer();
     if (rc != 0) {
-        flamme_agent_warn(1, "cannot start the writer thread: %s", strerror(rc));
+        H.warn("cannot start the writer thread: %s", strerror(rc));
         flamme_pw_close(W.pw, 0, 0, 0, 0);
         W.pw = NULL;
         return -1;
@@ -1064,7 +1114,7 @@ static int spawn_writer(void)
     sigfillset(&all);
     atomic_store(&writer_active, 1);
     pthread_sigmask(SIG_SETMASK, &all, &old);
-    int rc = flamme_pthread_create_unprofiled(&W.thread, NULL, writer_main, NULL);
+    int rc = H.create_thread(&W.thread, writer_main, NULL);
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     if (rc != 0)
         atomic_store(&writer_active, 0);
@@ -1107,7 +1157,7 @@ int flamme_writer_stop(uint64_t *samples, uint64_t *lost, uint32_t *threads)
     flamme_writer_wake_sigsafe();
     pthread_join(W.thread, NULL);
     atomic_store(&writer_active, 0);
-    flamme_threads_recycle_dead(); /* threads that ended after the final sweep */
+    H.threads_recycle_dead(); /* threads that ended after the final sweep */
     int efd = atomic_exchange_explicit(&wake_fd, -1, memory_order_acq_rel);
     *samples = W.samples;
     *lost = W.lost;

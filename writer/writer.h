@@ -5,16 +5,27 @@
  * killed process keeps all but its last second).
  *
  * Who: started by the agent constructor, stopped by the agent's exit
- * handler. Runs as its own thread with every signal blocked.
+ * handler. Runs as its own thread with every signal blocked. What it needs
+ * of the agent comes through the host it is started with
+ * (writer/writer_host.h); the agent calls the functions below.
  */
 #ifndef FLAMME_WRITER_WRITER_H
 #define FLAMME_WRITER_WRITER_H
 #include <stdint.h>
 
-/* Opens fd as the profile and starts the writer thread. cmdline (may be NULL)
- * is stored as INFO. Takes ownership of fd, also on failure. Returns 0, or
- * -1 (a message was printed). */
-int flamme_writer_start(int fd, const char *path, const char *cmdline);
+#include "writer/writer_host.h"
+
+/* Opens fd as the profile and starts the writer thread, which serves host
+ * (copied) until flamme_writer_stop. cmdline (may be NULL) is stored as
+ * INFO. Takes ownership of fd, also on failure. Returns 0, or -1 (a message
+ * was printed through host->warn). */
+int flamme_writer_start(const struct flamme_writer_host *host, int fd, const char *path,
+                        const char *cmdline);
+
+/* Allocation profiling started (rate, live tracking) or stopped (rate 0):
+ * recorded as INFO alloc_rate / alloc_live, also in each later segment
+ * that gets allocation records. Any thread, normal context. */
+void flamme_writer_alloc_mode(double rate, int live);
 
 /* Final drain, END record, close; joins the thread. Fills the totals for the
  * summary. Returns 0, or -1 if the profile could not be written completely.
@@ -61,7 +72,7 @@ void flamme_writer_libraries_changed(void);
 int flamme_writer_sync(int timeout_ms);
 
 /* The path of the file being (or last) written: with a period
- * (flamme_cfg.period_ns), the current segment's. Read after
+ * (host->period_ns), the current segment's. Read after
  * flamme_writer_stop, or by the writer thread. */
 const char *flamme_writer_path(void);
 

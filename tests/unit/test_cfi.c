@@ -13,6 +13,7 @@
  */
 #include "tests/unit/check.h"
 #include "agent/cfi.h"
+#include "writer/cfi_build.h"
 #include "writer/symbols.h"
 
 #include <dlfcn.h>

@@ -13,7 +13,7 @@
 #include <sys/mman.h>
 
 #include "check.h"
-#include "writer/ring.h"
+#include "common/ring.h"
 
 struct seen {
     uint64_t next_seq; /* sequence number expected next */

@@ -14,6 +14,7 @@
 #define UNW_LOCAL_ONLY
 #include "tests/unit/check.h"
 #include "agent/cfi.h"
+#include "writer/cfi_build.h"
 #include "agent/walk.h"
 #include "common/profile.h"
 

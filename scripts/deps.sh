@@ -37,12 +37,13 @@ fi
 # installed OCaml library as its users do, and afl++ for make fuzz/fuzz-ci
 # (it brings clang, whose sanitizers the fuzz harness uses), tmux for make
 # top-test (a terminal to drive flamme top in), python3-pytest (make test
-# runs the suite through it: tests/conftest.py). Without
+# runs the suite through it: tests/conftest.py), golang-go (`go tool pprof`
+# reads the pprof exports in tests/export, alloc and live). Without
 # recommends: opam would bring Debian's OCaml 4.13 compiler (ocamlfind runs
 # whichever ocamlopt is first in PATH; the tests put a 5.x one there).
 if [ "$DEMO_ONLY" = 0 ]; then
     need_test=()
-    for p in opam ocaml-findlib afl++ tmux python3-pytest; do
+    for p in opam ocaml-findlib afl++ tmux python3-pytest golang-go; do
         dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || need_test+=("$p")
     done
     if [ "${#need_test[@]}" -gt 0 ]; then

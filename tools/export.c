@@ -661,6 +661,33 @@ static uint64_t weight_ns(uint64_t weight, uint32_t hz)
     return ns > INT64_MAX ? (uint64_t)INT64_MAX : (uint64_t)ns;
 }
 
+/* The frames' module that is the profiled program itself: the one whose
+ * base name is the base name of the command line's first word (info
+ * "cmdline"). pprof readers take the first Mapping as the main binary
+ * ("File:" in go tool pprof), so it gets mapping id 1. Returns NULL when
+ * no frame is in it (or there is no command line). */
+static const char *main_module(const struct flamme_profile *p)
+{
+    const char *cmd = flamme_profile_info(p, "cmdline");
+    if (!cmd)
+        return NULL;
+    size_t n = strcspn(cmd, " ");
+    const char *base = cmd;
+    for (size_t i = 0; i < n; i++)
+        if (cmd[i] == '/')
+            base = cmd + i + 1;
+    size_t blen = (size_t)(cmd + n - base);
+    if (blen == 0)
+        return NULL;
+    for (size_t i = 0; i < p->nframes; i++) {
+        const char *m = p->frames[i].module, *mb = strrchr(m, '/');
+        mb = mb ? mb + 1 : m;
+        if (strlen(mb) == blen && memcmp(mb, base, blen) == 0)
+            return m;
+    }
+    return NULL;
+}
+
 /* Encodes the profile as a perftools.profiles.Profile into b. Location id =
  * frame id + 1 (pseudo frames after the real ones), one Function per
  * distinct (display name, raw symbol), one Mapping per module. Samples with
@@ -705,6 +732,9 @@ static int pprof_encode(struct pb *b, const struct flamme_profile *p, int thread
     if (!fn_name || !fn_sys)
         goto out;
     char name[4096], key[8192];
+    const char *exe = main_module(p);
+    if (exe && strtab_get(&mods, exe) < 0)
+        goto out;
     for (size_t i = 0; i < nall; i++) {
         const char *sys = "";
         loc_map[i] = 0;

@@ -362,6 +362,9 @@ def test_split_go_pprof(ex, split_prof, check):
     r = subprocess.run([GO, "tool", "pprof", "-top", "-nodecount=1000", out], capture_output=True,
                        text=True, timeout=300, env=env)
     check(r.returncode == 0, "go tool pprof -top reads the export", r.stderr[-500:])
+    # pprof takes the first mapping as the main binary: its "File:" line
+    first = r.stdout.splitlines()[0] if r.stdout else ""
+    check(first == "File: split.exe", "go pprof names the profiled program as its main binary", first)
     # rows: flat flat% sum% cum cum% name; work_a/b/c are leaves: flat is all
     cum = {}
     for line in r.stdout.splitlines():

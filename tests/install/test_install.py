@@ -34,6 +34,8 @@ import pytest
 
 import flammetest
 
+pytestmark = pytest.mark.slow  # a whole clone built and installed
+
 STAGE_PREFIX = "/opt/flamme"  # PREFIX at install time; the tree is moved afterwards
 # Root-most frames of a main-thread stack that reaches main (the walk may
 # stop at main or go on into glibc's start-up code).

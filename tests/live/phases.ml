@@ -3,9 +3,9 @@
    [hash_phase] (Hashtbl with string keys, String.equal) then [atomic_phase]
    (an Atomic counter shared by both domains), each phase for SECS seconds of
    wall-clock time. The main domain prints its phase changes.
-   Usage: phases.exe SECS [period]
-   With a second argument the program drives a continuous profile itself
-   through the flamme library (Flamme.start ~period); see live_lib.ml. *)
+   [run SECS] is the whole program; phases_main.ml runs it as it is (profiled
+   from outside), phases_lib.ml under a continuous profile it starts itself
+   through the flamme library (Flamme.start ~period). *)
 
 let now () = Unix.gettimeofday ()
 

@@ -55,8 +55,7 @@ class Ctx:
         compiler = self.compilers.get("5.3.0-" + comp)
         if compiler is None:
             raise FileNotFoundError("no OCaml 5.3.0-%s compiler (run make deps)" % comp)
-        return lambda subdir, sources, **kw: flammetest.build_ocaml(
-            compiler, sources, self.build.path("progs", compiler.name, subdir), **kw)
+        return flammetest.builder(self.build, compiler)
 
     def exe(self, comp, name):
         return ef.build_program(self.make(comp), name)
@@ -272,9 +271,7 @@ def bench_agreement(ctx):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--build", default="build")
-    ap.add_argument("--cache", default=os.environ.get(
-        "FLAMME_CACHE", os.path.join(os.path.expanduser("~"), ".cache", "flamme")),
-        help="where make deps put the OCaml compilers")
+    ap.add_argument("--cache", default=flammetest.CACHE, help="where make deps put the OCaml compilers")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--only", default="", help="comma-separated: gc, budget, agree")
     a = ap.parse_args()

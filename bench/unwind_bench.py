@@ -43,9 +43,7 @@ def one(build, exe, scale, hz, wd):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--build", default="build")
-    ap.add_argument("--cache", default=os.environ.get(
-        "FLAMME_CACHE", os.path.join(os.path.expanduser("~"), ".cache", "flamme")),
-        help="where make deps put the OCaml compilers")
+    ap.add_argument("--cache", default=flammetest.CACHE, help="where make deps put the OCaml compilers")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--hz", type=int, default=999)
     ap.add_argument("--scale", type=float, default=2.0)
@@ -68,8 +66,7 @@ def main():
                     print("%-10s %-5s no OCaml 5.3.0-%s compiler (make deps)" % (prog, v, v))
                     continue
                 try:
-                    exe = us.build_program(lambda sub, srcs, **kw: flammetest.build_ocaml(
-                        compiler, srcs, build.path("progs", compiler.name, sub), **kw), build, prog)
+                    exe = us.build_program(flammetest.builder(build, compiler), build, prog)
                     runs = [one(build, exe, a.scale, a.hz, wd) for _ in range(a.rounds)]
                 except (RuntimeError, FileNotFoundError) as e:
                     print("%-10s %-5s error: %s" % (prog, v, e))

@@ -32,9 +32,7 @@ import flammetest
 def pytest_addoption(parser):
     parser.addoption("--build", default=os.environ.get("FLAMME_BUILD", "build"),
                      help="the build directory under test (default: build)")
-    parser.addoption("--cache", default=os.environ.get(
-        "FLAMME_CACHE", os.path.join(os.path.expanduser("~"), ".cache", "flamme")),
-        help="where make deps put the OCaml compilers")
+    parser.addoption("--cache", default=flammetest.CACHE, help="where make deps put the OCaml compilers")
     parser.addoption("--compilers", default=os.environ.get("FLAMME_COMPILERS", ""),
                      help="comma-separated compiler names (e.g. 5.3.0-fp,5.3.0-nofp); default: all")
 
@@ -85,10 +83,7 @@ def build(pytestconfig):
 def ocaml(build, compiler):
     """ocaml(subdir, sources, **kw) -> exe: builds with this compiler into
     build/progs/<compiler>/<subdir>/ (see flammetest.build_ocaml)."""
-    def make(subdir, sources, **kw):
-        out = build.path("progs", compiler.name, subdir)
-        return flammetest.build_ocaml(compiler, sources, out, **kw)
-    return make
+    return flammetest.builder(build, compiler)
 
 
 @pytest.fixture(scope="session")
@@ -106,10 +101,7 @@ def default_compiler(pytestconfig):
 @pytest.fixture(scope="session")
 def ocaml_default(build, default_compiler):
     """As `ocaml`, with the default compiler."""
-    def make(subdir, sources, **kw):
-        out = build.path("progs", default_compiler.name, subdir)
-        return flammetest.build_ocaml(default_compiler, sources, out, **kw)
-    return make
+    return flammetest.builder(build, default_compiler)
 
 
 @pytest.fixture

@@ -28,6 +28,9 @@ ROOTS = frozenset({"_start", "__libc_start_main", "__libc_start_call_main", "mai
 SUMMARY = re.compile(r"^flamme: (\d+) samples, (\d+) threads, (\d+) lost, "
                      r"complete ([0-9.]+)%, engine (\w+)", re.M)
 
+# Where make deps put the OCaml compilers.
+CACHE = os.environ.get("FLAMME_CACHE", os.path.join(os.path.expanduser("~"), ".cache", "flamme"))
+
 RUN_TIMEOUT = 300  # seconds a profiled test program may take; a hang is a failure
 
 
@@ -119,6 +122,15 @@ def build_ocaml(compiler, sources, out_dir, name=None, libs=(), flags=(), deps=(
     with open(stamp, "w") as f:
         f.write("\n".join(cmd))
     return exe
+
+
+def builder(build, compiler):
+    """make(subdir, sources, **kw) -> exe: build_ocaml with COMPILER into
+    BUILD/progs/<compiler>/<subdir>/ (what conftest's `ocaml` fixture gives
+    a test; the benchmarks build the tests' programs with it too)."""
+    def make(subdir, sources, **kw):
+        return build_ocaml(compiler, sources, build.path("progs", compiler.name, subdir), **kw)
+    return make
 
 
 def flamme_library(build, compiler):

@@ -27,8 +27,7 @@ PROGRAMS = {
 
 def build_program(make, name):
     """Builds engine program NAME with MAKE (the `ocaml` fixture, or
-    flammetest.build_ocaml bound to a compiler and a directory: see
-    bench/engine_bench.py); returns the executable's path."""
+    flammetest.builder's); returns the executable's path."""
     sources, libs = PROGRAMS[name]
     return make("engine/" + name, sources, libs=libs)
 

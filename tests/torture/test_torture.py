@@ -2,9 +2,9 @@
 profile never silently lost (part of make test with the CI budget; make
 torture with a long one).
 
-Owns: the torture checks. Each program tests/torture/<name>.ml is built with
-every compiler make deps provides, with tests/torture/<name>_stubs.c when it
-exists and the libraries named on its `torture-libs:` line (unix, threads,
+Owns: the torture checks. Each program tests/torture/<name>.ml (sleeps,
+cancel and seccomp: tests/signal's) is built with every compiler make deps
+provides, with its <name>_stubs.c when it exists and the libraries named on its `torture-libs:` line (unix, threads,
 flamme = the OCaml library of the same compiler); make builds
 tests/torture/lib*.c into build/torture/lib*.so (TEST_DEPS).
 
@@ -213,9 +213,15 @@ def strip_agent_lines(err):
     return b"\n".join(l for l in err.split(b"\n") if not l.startswith(b"flamme: "))
 
 
+# Programs of another group, run here too: where their sources are.
+SIGNAL = os.path.join(HERE, "..", "signal")
+SOURCE_DIR = {"sleeps": SIGNAL, "cancel": SIGNAL, "seccomp": SIGNAL}
+
+
 def torture_libs(name):
     """The words of the program's `torture-libs:` line."""
-    m = re.search(r"torture-libs:([a-z ]*)", open(os.path.join(HERE, name + ".ml")).read())
+    src = os.path.join(SOURCE_DIR.get(name, HERE), name + ".ml")
+    m = re.search(r"torture-libs:([a-z ]*)", open(src).read())
     return m.group(1).split() if m else []
 
 
@@ -226,16 +232,16 @@ def build_program(build, compiler, name):
     """tests/torture/NAME.ml built with COMPILER (cached per session)."""
     key = (compiler.name, name)
     if key not in _exes:
-        stubs = os.path.join(HERE, name + "_stubs.c")
-        sources = ([stubs] if os.path.exists(stubs) else []) + [os.path.join(HERE, name + ".ml")]
+        d = SOURCE_DIR.get(name, HERE)
+        stubs = os.path.join(d, name + "_stubs.c")
+        sources = ([stubs] if os.path.exists(stubs) else []) + [os.path.join(d, name + ".ml")]
         words = torture_libs(name)
         flags, deps = ["-g"], ()
         if "flamme" in words:
             _, largs, deps = flammetest.flamme_library(build, compiler)
             flags += largs
-        _exes[key] = flammetest.build_ocaml(
-            compiler, sources, build.path("progs", compiler.name, "torture", name),
-            libs=[w for w in words if w != "flamme"], flags=flags, deps=deps)
+        _exes[key] = flammetest.builder(build, compiler)(
+            "torture/" + name, sources, libs=[w for w in words if w != "flamme"], flags=flags, deps=deps)
     return _exes[key]
 
 

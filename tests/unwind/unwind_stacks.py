@@ -18,7 +18,7 @@ LIBS = {"yielder": ("unix", "threads"), "vclock": ("unix",), "dthreads": ("unix"
 
 def build_program(make, build, name):
     """Builds tests/unwind/NAME.ml (+ NAME_stubs.c) with MAKE (the `ocaml`
-    fixture, or flammetest.build_ocaml bound to a compiler and a directory);
+    fixture, or flammetest.builder's);
     returns the executable's path. dlprog gets its plugin beside it (make
     builds build/unwind/libdlwork.so; FileNotFoundError when it has not)."""
     stubs = os.path.join(HERE, name + "_stubs.c")

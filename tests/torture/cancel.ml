@@ -1,1 +1,0 @@
-../signal/cancel.ml

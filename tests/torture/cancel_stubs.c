@@ -1,1 +1,0 @@
-../signal/cancel_stubs.c

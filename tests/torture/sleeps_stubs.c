@@ -1,1 +1,0 @@
-../signal/sleeps_stubs.c

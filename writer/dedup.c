@@ -1,10 +1,10 @@
 /*
  * writer/dedup.c — interning tables of the writer thread (see writer/dedup.h).
  *
- * Owns: two open-addressing hash tables with linear probing and power-of-two
- * capacity, kept at most half full and doubled when they reach it, so every
- * call is amortized O(1) and long probe runs cannot build up.
- *   - frames: return address -> dense frame id.
+ * Owns: two tables on common/index_table.h (open addressing, at most half
+ * full, doubled when they reach it: every call amortized O(1)) over keys
+ * kept here by id:
+ *   - frames: return address -> dense frame id (faddr[id]).
  *   - stacks: sequence of frame ids -> dense stack id. The sequences live
  *     back to back in one growable arena; a stack is (offset, length, hash).
  * Called by: the writer thread only (single owner, no locking). Allocates.
@@ -12,6 +12,7 @@
 #include "writer/dedup.h"
 
 #include "common/hash.h"
+#include "common/index_table.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -23,15 +24,12 @@ struct stack_ent {
 };
 
 struct flamme_dedup {
-    /* frames: slot holds id + 1 (0 = empty); key in faddr[slot]. */
+    struct flamme_itab frames; /* -> index into faddr = frame id */
     uint64_t *faddr;
-    uint32_t *fslot;
-    size_t fcap;     /* power of two */
+    size_t faddr_cap;
     uint32_t nframes;
 
-    /* stacks: slot holds id + 1 (0 = empty). */
-    uint32_t *sslot;
-    size_t scap;     /* power of two */
+    struct flamme_itab stack_tab; /* -> index into stacks = stack id */
     struct stack_ent *stacks;
     size_t stacks_cap;
     uint32_t nstacks;
@@ -57,103 +55,19 @@ static uint64_t hash_ids(const uint32_t *ids, uint32_t n)
 
 flamme_dedup *flamme_dedup_new(void)
 {
-    flamme_dedup *d = calloc(1, sizeof *d);
-    if (!d)
-        return NULL;
-    d->fcap = d->scap = INITIAL_CAP;
-    d->faddr = malloc(d->fcap * sizeof *d->faddr);
-    d->fslot = calloc(d->fcap, sizeof *d->fslot);
-    d->sslot = calloc(d->scap, sizeof *d->sslot);
-    if (!d->faddr || !d->fslot || !d->sslot) {
-        flamme_dedup_free(d);
-        return NULL;
-    }
-    return d;
+    return calloc(1, sizeof(flamme_dedup));
 }
 
 void flamme_dedup_free(flamme_dedup *d)
 {
     if (!d)
         return;
+    flamme_itab_free(&d->frames);
+    flamme_itab_free(&d->stack_tab);
     free(d->faddr);
-    free(d->fslot);
-    free(d->sslot);
     free(d->stacks);
     free(d->arena);
     free(d);
-}
-
-/* Doubles the frame table. Returns 0 / -1 (table unchanged). */
-static int frames_grow(flamme_dedup *d)
-{
-    size_t nc = d->fcap * 2, mask = nc - 1;
-    uint64_t *na = malloc(nc * sizeof *na);
-    uint32_t *ns = calloc(nc, sizeof *ns);
-    if (!na || !ns) {
-        free(na);
-        free(ns);
-        return -1;
-    }
-    for (size_t i = 0; i < d->fcap; i++) {
-        if (!d->fslot[i])
-            continue;
-        size_t h = flamme_hash_mix64(d->faddr[i]) & mask;
-        while (ns[h])
-            h = (h + 1) & mask;
-        ns[h] = d->fslot[i];
-        na[h] = d->faddr[i];
-    }
-    free(d->faddr);
-    free(d->fslot);
-    d->faddr = na;
-    d->fslot = ns;
-    d->fcap = nc;
-    return 0;
-}
-
-uint32_t flamme_dedup_frame(flamme_dedup *d, uint64_t addr, int *is_new)
-{
-    *is_new = 0;
-    size_t mask = d->fcap - 1, h = flamme_hash_mix64(addr) & mask;
-    for (; d->fslot[h]; h = (h + 1) & mask)
-        if (d->faddr[h] == addr)
-            return d->fslot[h] - 1;
-    if (d->nframes >= UINT32_MAX - 1)
-        return UINT32_MAX;
-    if ((size_t)(d->nframes + 1) * 2 > d->fcap) {
-        if (frames_grow(d) < 0)
-            return UINT32_MAX;
-        mask = d->fcap - 1;
-        for (h = flamme_hash_mix64(addr) & mask; d->fslot[h]; h = (h + 1) & mask)
-            ;
-    }
-    uint32_t id = d->nframes++;
-    d->fslot[h] = id + 1;
-    d->faddr[h] = addr;
-    *is_new = 1;
-    return id;
-}
-
-/* Doubles the stack table (entries keep their hash, so no rehashing of the
- * sequences). Returns 0 / -1 (table unchanged). */
-static int stacks_grow(flamme_dedup *d)
-{
-    size_t nc = d->scap * 2, mask = nc - 1;
-    uint32_t *ns = calloc(nc, sizeof *ns);
-    if (!ns)
-        return -1;
-    for (size_t i = 0; i < d->scap; i++) {
-        if (!d->sslot[i])
-            continue;
-        size_t h = d->stacks[d->sslot[i] - 1].hash & mask;
-        while (ns[h])
-            h = (h + 1) & mask;
-        ns[h] = d->sslot[i];
-    }
-    free(d->sslot);
-    d->sslot = ns;
-    d->scap = nc;
-    return 0;
 }
 
 /* Geometric growth of an array to hold at least need elements of size elem.
@@ -173,35 +87,78 @@ static int ensure(void **arr, size_t *cap, size_t need, size_t elem)
     return 0;
 }
 
+static uint64_t frame_hash(const void *ctx, uint32_t i)
+{
+    return flamme_hash_mix64(((const flamme_dedup *)ctx)->faddr[i]);
+}
+
+static int frame_eq(const void *ctx, uint32_t i, const void *key, size_t len)
+{
+    (void)len;
+    return ((const flamme_dedup *)ctx)->faddr[i] == *(const uint64_t *)key;
+}
+
+uint32_t flamme_dedup_frame(flamme_dedup *d, uint64_t addr, int *is_new)
+{
+    *is_new = 0;
+    if (flamme_itab_reserve(&d->frames, d->nframes, INITIAL_CAP, frame_hash, d) < 0)
+        return UINT32_MAX;
+    uint32_t *slot = flamme_itab_probe(&d->frames, flamme_hash_mix64(addr), frame_eq, d, &addr,
+                                       sizeof addr);
+    if (*slot)
+        return *slot - 1;
+    if (d->nframes >= UINT32_MAX - 1 ||
+        ensure((void **)&d->faddr, &d->faddr_cap, (size_t)d->nframes + 1, sizeof *d->faddr) < 0)
+        return UINT32_MAX;
+    uint32_t id = d->nframes++;
+    d->faddr[id] = addr;
+    *slot = id + 1;
+    *is_new = 1;
+    return id;
+}
+
+/* Entries keep their hash: growth rehashes no sequence. */
+static uint64_t stack_hash(const void *ctx, uint32_t i)
+{
+    return ((const flamme_dedup *)ctx)->stacks[i].hash;
+}
+
+struct stack_key {
+    const uint32_t *ids;
+    uint32_t n;
+    uint64_t hash;
+};
+
+static int stack_eq(const void *ctx, uint32_t i, const void *key, size_t len)
+{
+    (void)len;
+    const flamme_dedup *d = ctx;
+    const struct stack_key *k = key;
+    const struct stack_ent *e = &d->stacks[i];
+    return e->hash == k->hash && e->n == k->n &&
+           (k->n == 0 || memcmp(d->arena + e->off, k->ids, (size_t)k->n * sizeof *k->ids) == 0);
+}
+
 uint32_t flamme_dedup_stack(flamme_dedup *d, const uint32_t *ids, uint32_t n, int *is_new)
 {
     *is_new = 0;
-    uint64_t hv = hash_ids(ids, n);
-    size_t mask = d->scap - 1, h = hv & mask;
-    for (; d->sslot[h]; h = (h + 1) & mask) {
-        const struct stack_ent *e = &d->stacks[d->sslot[h] - 1];
-        if (e->hash == hv && e->n == n &&
-            (n == 0 || memcmp(d->arena + e->off, ids, (size_t)n * sizeof *ids) == 0))
-            return d->sslot[h] - 1;
-    }
+    struct stack_key k = {ids, n, hash_ids(ids, n)};
+    if (flamme_itab_reserve(&d->stack_tab, d->nstacks, INITIAL_CAP, stack_hash, d) < 0)
+        return UINT32_MAX;
+    uint32_t *slot = flamme_itab_probe(&d->stack_tab, k.hash, stack_eq, d, &k, sizeof k);
+    if (*slot)
+        return *slot - 1;
     if (d->nstacks >= UINT32_MAX - 1)
         return UINT32_MAX;
     if (ensure((void **)&d->arena, &d->arena_cap, d->arena_len + n, sizeof *d->arena) < 0 ||
         ensure((void **)&d->stacks, &d->stacks_cap, (size_t)d->nstacks + 1, sizeof *d->stacks) < 0)
         return UINT32_MAX;
-    if ((size_t)(d->nstacks + 1) * 2 > d->scap) {
-        if (stacks_grow(d) < 0)
-            return UINT32_MAX;
-        mask = d->scap - 1;
-        for (h = hv & mask; d->sslot[h]; h = (h + 1) & mask)
-            ;
-    }
     uint32_t id = d->nstacks++;
     if (n)
         memcpy(d->arena + d->arena_len, ids, (size_t)n * sizeof *ids);
-    d->stacks[id] = (struct stack_ent){ .off = d->arena_len, .hash = hv, .n = n };
+    d->stacks[id] = (struct stack_ent){ .off = d->arena_len, .hash = k.hash, .n = n };
     d->arena_len += n;
-    d->sslot[h] = id + 1;
+    *slot = id + 1;
     *is_new = 1;
     return id;
 }

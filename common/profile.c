@@ -750,8 +750,7 @@ struct loader {
     size_t cap_frames, cap_stacks, cap_samples, cap_threads, cap_info, cap_gc, cap_allocs;
     struct flamme_alloc_event_rec *ev; /* ALLOC_EVENTs, matched at the end */
     size_t nev, cap_ev;
-    uint32_t *tid_slot;     /* open addressing: thread index + 1, 0 = empty */
-    size_t tid_cap;         /* power of two */
+    struct flamme_itab tids; /* (tid, serial) -> index in p->threads */
     uint8_t *has_thread_rec;/* per thread: a THREAD record was seen */
     uint64_t dropped;       /* records dropped for undefined / non-dense ids */
     int have_sample_time;
@@ -765,10 +764,25 @@ struct loader {
     uint64_t node_frames;   /* frames of the stacks built from nodes, added up */
 };
 
-static size_t tid_hash(uint32_t tid, uint32_t serial, size_t mask)
+static uint64_t tid_hash(uint32_t tid, uint32_t serial)
 {
     /* keyed: tids come from the file */
-    return (size_t)flamme_table_hash_u64((uint64_t)serial << 32 | tid) & mask;
+    return flamme_table_hash_u64((uint64_t)serial << 32 | tid);
+}
+
+static uint64_t thread_hash(const void *ctx, uint32_t i)
+{
+    const struct flamme_thread *t = &((const struct flamme_profile *)ctx)->threads[i];
+    return tid_hash(t->tid, t->serial);
+}
+
+/* key: uint32_t[2] = {tid, serial} */
+static int thread_eq(const void *ctx, uint32_t i, const void *key, size_t len)
+{
+    (void)len;
+    const struct flamme_thread *t = &((const struct flamme_profile *)ctx)->threads[i];
+    const uint32_t *k = key;
+    return t->tid == k[0] && t->serial == k[1];
 }
 
 /* Returns the index of thread (tid, serial), creating an UNKNOWN one
@@ -776,25 +790,12 @@ static size_t tid_hash(uint32_t tid, uint32_t serial, size_t mask)
 static size_t thread_index(struct loader *L, uint32_t tid, uint32_t serial, uint64_t t)
 {
     struct flamme_profile *p = L->p;
-    if ((p->nthreads + 1) * 2 > L->tid_cap) {
-        size_t nc = L->tid_cap ? L->tid_cap * 2 : 64;
-        uint32_t *ns = calloc(nc, sizeof *ns);
-        if (!ns)
-            return (size_t)-1;
-        for (size_t i = 0; i < p->nthreads; i++) {
-            size_t h = tid_hash(p->threads[i].tid, p->threads[i].serial, nc - 1);
-            while (ns[h])
-                h = (h + 1) & (nc - 1);
-            ns[h] = (uint32_t)(i + 1);
-        }
-        free(L->tid_slot);
-        L->tid_slot = ns;
-        L->tid_cap = nc;
-    }
-    size_t mask = L->tid_cap - 1, h = tid_hash(tid, serial, mask);
-    for (; L->tid_slot[h]; h = (h + 1) & mask)
-        if (p->threads[L->tid_slot[h] - 1].tid == tid && p->threads[L->tid_slot[h] - 1].serial == serial)
-            return L->tid_slot[h] - 1;
+    if (flamme_itab_reserve(&L->tids, p->nthreads, 64, thread_hash, p) < 0)
+        return (size_t)-1;
+    uint32_t key[2] = {tid, serial};
+    uint32_t *slot = flamme_itab_probe(&L->tids, tid_hash(tid, serial), thread_eq, p, key, sizeof key);
+    if (*slot)
+        return *slot - 1;
     size_t cap = L->cap_threads;
     if (grow((void **)&p->threads, &L->cap_threads, p->nthreads, sizeof *p->threads) < 0)
         return (size_t)-1;
@@ -811,7 +812,7 @@ static size_t thread_index(struct loader *L, uint32_t tid, uint32_t serial, uint
     p->threads[i] = (struct flamme_thread){ .tid = tid, .serial = serial, .kind = FLAMME_THREAD_UNKNOWN,
                                             .domain = -1, .start_ns = t, .name = name };
     L->has_thread_rec[i] = 0;
-    L->tid_slot[h] = (uint32_t)(i + 1);
+    *slot = (uint32_t)(i + 1);
     return i;
 }
 
@@ -1635,7 +1636,7 @@ int flamme_profile_load(const char *path, struct flamme_profile *p, char *err, s
     r = decode_chunks(&L, buf, len, hsize);
     free(buf);
     free(L.nodes);
-    free(L.tid_slot);
+    flamme_itab_free(&L.tids);
     free(L.has_thread_rec);
     if (r == 0 && match_alloc_events(&L) != 0)
         r = -1;

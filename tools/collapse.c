@@ -20,6 +20,7 @@
 #include "tools/collapse.h"
 #include "tools/alloc_view.h"
 #include "common/hash.h"
+#include "common/index_table.h"
 #include "common/outfile.h"
 #include "tools/cmds.h"
 #include "tools/demangle.h"
@@ -206,7 +207,6 @@ struct key_ent {
     uint64_t key; /* stack_id << 32 | thread index ; marker kept separately */
     uint32_t marker;
     uint64_t weight;
-    int used;
 };
 
 /* Level 2: folded text -> weight (different stacks can print alike: two
@@ -216,50 +216,101 @@ struct text_ent {
     uint64_t hash, weight;
 };
 
-static uint64_t hash_str(const char *s)
-{
-    return flamme_table_hash(s, strlen(s));
-}
+/* Entries in order of first sight, found through an index table
+ * (common/index_table.h). */
+struct key_tab {
+    struct key_ent *e;
+    size_t n, cap;
+    struct flamme_itab idx;
+};
 
 struct text_tab {
     struct text_ent *e;
-    size_t cap, n;
+    size_t n, cap;
+    struct flamme_itab idx;
 };
+
+/* Room for one more entry of size sz in *e (cap of them). 0 / -1. */
+static int room(void **e, size_t *cap, size_t n, size_t sz)
+{
+    if (n < *cap)
+        return 0;
+    size_t nc = *cap ? *cap * 2 : 1024;
+    void *a = realloc(*e, nc * sz);
+    if (!a)
+        return -1;
+    *e = a;
+    *cap = nc;
+    return 0;
+}
+
+static uint64_t key_hash(uint64_t key, uint32_t marker)
+{
+    return flamme_table_hash_u64(key ^ (uint64_t)marker << 29);
+}
+
+static uint64_t key_hash_i(const void *ctx, uint32_t i)
+{
+    const struct key_ent *k = &((const struct key_tab *)ctx)->e[i];
+    return key_hash(k->key, k->marker);
+}
+
+static int key_eq(const void *ctx, uint32_t i, const void *key, size_t len)
+{
+    (void)len;
+    const struct key_ent *k = &((const struct key_tab *)ctx)->e[i], *q = key;
+    return k->key == q->key && k->marker == q->marker;
+}
+
+/* The entry for (key, marker), made with weight 0 if new; NULL on
+ * allocation failure. */
+static struct key_ent *key_slot(struct key_tab *t, uint64_t key, uint32_t marker)
+{
+    struct key_ent q = { key, marker, 0 };
+    if (flamme_itab_reserve(&t->idx, t->n, 1024, key_hash_i, t) < 0)
+        return NULL;
+    uint32_t *slot = flamme_itab_probe(&t->idx, key_hash(key, marker), key_eq, t, &q, sizeof q);
+    if (*slot)
+        return &t->e[*slot - 1];
+    if (room((void **)&t->e, &t->cap, t->n, sizeof *t->e) < 0)
+        return NULL;
+    t->e[t->n] = q;
+    *slot = (uint32_t)++t->n;
+    return &t->e[t->n - 1];
+}
+
+static uint64_t text_hash_i(const void *ctx, uint32_t i)
+{
+    return ((const struct text_tab *)ctx)->e[i].hash;
+}
+
+static int text_eq(const void *ctx, uint32_t i, const void *key, size_t len)
+{
+    (void)len;
+    const struct text_ent *e = &((const struct text_tab *)ctx)->e[i], *q = key;
+    return e->hash == q->hash && strcmp(e->text, q->text) == 0;
+}
 
 /* Adds weight to text (takes ownership of text). Returns 0 or -1. */
 static int text_add(struct text_tab *t, char *text, uint64_t weight)
 {
-    if ((t->n + 1) * 2 > t->cap) {
-        size_t nc = t->cap ? t->cap * 2 : 1024;
-        struct text_ent *ne = calloc(nc, sizeof *ne);
-        if (!ne) {
-            free(text);
-            return -1;
-        }
-        for (size_t i = 0; i < t->cap; i++) {
-            if (!t->e[i].text)
-                continue;
-            size_t j = t->e[i].hash & (nc - 1);
-            while (ne[j].text)
-                j = (j + 1) & (nc - 1);
-            ne[j] = t->e[i];
-        }
-        free(t->e);
-        t->e = ne;
-        t->cap = nc;
+    struct text_ent q = { text, flamme_table_hash(text, strlen(text)), weight };
+    if (flamme_itab_reserve(&t->idx, t->n, 1024, text_hash_i, t) < 0) {
+        free(text);
+        return -1;
     }
-    uint64_t h = hash_str(text);
-    size_t j = h & (t->cap - 1);
-    while (t->e[j].text) {
-        if (t->e[j].hash == h && strcmp(t->e[j].text, text) == 0) {
-            t->e[j].weight += weight;
-            free(text);
-            return 0;
-        }
-        j = (j + 1) & (t->cap - 1);
+    uint32_t *slot = flamme_itab_probe(&t->idx, q.hash, text_eq, t, &q, sizeof q);
+    if (*slot) {
+        t->e[*slot - 1].weight += weight;
+        free(text);
+        return 0;
     }
-    t->e[j] = (struct text_ent){ text, h, weight };
-    t->n++;
+    if (room((void **)&t->e, &t->cap, t->n, sizeof *t->e) < 0) {
+        free(text);
+        return -1;
+    }
+    t->e[t->n] = q;
+    *slot = (uint32_t)++t->n;
     return 0;
 }
 
@@ -267,39 +318,6 @@ static int text_cmp(const void *a, const void *b)
 {
     const struct text_ent *x = a, *y = b;
     return strcmp(x->text, y->text);
-}
-
-/* Level-1 table: open addressing over (key, marker). Returns the entry for
- * the pair, or NULL on allocation failure. */
-static struct key_ent *key_slot(struct key_ent **tab, size_t *cap, size_t *n, uint64_t key,
-                                uint32_t marker)
-{
-    if ((*n + 1) * 2 > *cap) {
-        size_t nc = *cap ? *cap * 2 : 1024;
-        struct key_ent *ne = calloc(nc, sizeof *ne);
-        if (!ne)
-            return NULL;
-        for (size_t i = 0; i < *cap; i++) {
-            if (!(*tab)[i].used)
-                continue;
-            size_t j = flamme_table_hash_u64((*tab)[i].key ^ (uint64_t)(*tab)[i].marker << 29) & (nc - 1);
-            while (ne[j].used)
-                j = (j + 1) & (nc - 1);
-            ne[j] = (*tab)[i];
-        }
-        free(*tab);
-        *tab = ne;
-        *cap = nc;
-    }
-    size_t j = flamme_table_hash_u64(key ^ (uint64_t)marker << 29) & (*cap - 1);
-    while ((*tab)[j].used) {
-        if ((*tab)[j].key == key && (*tab)[j].marker == marker)
-            return &(*tab)[j];
-        j = (j + 1) & (*cap - 1);
-    }
-    (*tab)[j] = (struct key_ent){ key, marker, 0, 1 };
-    (*n)++;
-    return &(*tab)[j];
 }
 
 #define MARK_TRUNCATED 1u
@@ -363,8 +381,7 @@ int flamme_collapse_profile(const struct flamme_profile *p, const struct flamme_
                             void (*emit)(void *ctx, const char *stack, uint64_t count), void *ctx)
 {
     int rc = -1;
-    struct key_ent *keys = NULL;
-    size_t kcap = 0, nkeys = 0;
+    struct key_tab keys = { 0 };
     struct text_tab texts = { 0 };
     char **names = calloc(p->nframes ? p->nframes : 1, sizeof *names);
     if (!names)
@@ -382,7 +399,7 @@ int flamme_collapse_profile(const struct flamme_profile *p, const struct flamme_
         else if (s->flags & FLAMME_SAMPLE_KERNEL)
             marker |= MARK_KERNEL;
         uint64_t key = (uint64_t)s->stack_id << 32 | (o->threads ? s->thread : 0);
-        struct key_ent *k = key_slot(&keys, &kcap, &nkeys, key, marker);
+        struct key_ent *k = key_slot(&keys, key, marker);
         if (!k)
             goto out;
         k->weight += s->weight;
@@ -392,33 +409,30 @@ int flamme_collapse_profile(const struct flamme_profile *p, const struct flamme_
      * crafted one (long names used by long stacks) stops here. */
     uint64_t left = flamme_profile_budget(p, 32u << 20, 512);
     int over = 0;
-    for (size_t i = 0; i < kcap; i++) {
-        if (!keys[i].used || keys[i].weight == 0)
+    for (size_t i = 0; i < keys.n; i++) {
+        if (keys.e[i].weight == 0)
             continue;
-        char *text = stack_text(p, o, names, &keys[i], &left, &over);
-        if (!text || text_add(&texts, text, keys[i].weight) != 0) {
+        char *text = stack_text(p, o, names, &keys.e[i], &left, &over);
+        if (!text || text_add(&texts, text, keys.e[i].weight) != 0) {
             if (over)
                 rc = -2;
             goto out;
         }
     }
 
-    /* Compact, sort by text, emit. */
-    size_t n = 0;
-    for (size_t i = 0; i < texts.cap; i++)
-        if (texts.e[i].text)
-            texts.e[n++] = texts.e[i];
-    if (n)
-        qsort(texts.e, n, sizeof *texts.e, text_cmp);
-    for (size_t i = 0; i < n; i++)
+    /* Sort by text, emit. */
+    if (texts.n)
+        qsort(texts.e, texts.n, sizeof *texts.e, text_cmp);
+    for (size_t i = 0; i < texts.n; i++)
         emit(ctx, texts.e[i].text, texts.e[i].weight);
-    texts.cap = n; /* entries past n were moved down */
     rc = 0;
 out:
-    for (size_t i = 0; i < texts.cap; i++)
+    for (size_t i = 0; i < texts.n; i++)
         free(texts.e[i].text);
     free(texts.e);
-    free(keys);
+    flamme_itab_free(&texts.idx);
+    free(keys.e);
+    flamme_itab_free(&keys.idx);
     for (size_t i = 0; i < p->nframes; i++)
         free(names[i]);
     free(names);

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "common/hash.h"
+#include "common/index_table.h"
 
 /* Files in the order of their header's (pid, start). */
 static int by_pid_start(const void *a, const void *b)
@@ -42,14 +43,15 @@ static int reserve(void **a, size_t *cap, size_t need, size_t sz)
 /* Thread identity across files: (pid, tid, serial), serial != 0. */
 struct tkey {
     uint32_t pid, tid, serial;
-    uint32_t index; /* in the merged threads; UINT32_MAX: empty */
+    uint32_t index; /* in the merged threads */
 };
 
 struct merger {
     struct flamme_profile *m;
     size_t cap_frames, cap_stacks, cap_samples, cap_threads, cap_info, cap_gc, cap_allocs;
-    struct tkey *keys;
-    size_t nkeys, cap_keys; /* open addressing, cap a power of two */
+    struct tkey *keys;      /* in order of first sight */
+    size_t nkeys, cap_keys;
+    struct flamme_itab tkeys; /* -> index in keys */
     /* Allocation ids are unique in a process: the ALLOC_EVENTs a file has
      * no ALLOC for (its block was allocated in an earlier segment) are
      * matched against the ALLOCs of all the files of its pid, from
@@ -72,40 +74,32 @@ static int flush_pid(struct merger *g)
     return r;
 }
 
-static uint64_t tkey_hash(const struct merger *g, uint32_t pid, uint32_t tid, uint32_t serial)
+static uint64_t tkey_hash(const struct tkey *k)
 {
-    (void)g;
-    uint64_t k[2] = {((uint64_t)pid << 32) | tid, serial};
-    return flamme_table_hash(k, sizeof k); /* keyed per process: see common/hash.h */
+    uint64_t w[2] = {((uint64_t)k->pid << 32) | k->tid, k->serial};
+    return flamme_table_hash(w, sizeof w); /* keyed per process: see common/hash.h */
 }
 
-/* Slot of (pid, tid, serial): a match or the empty one. NULL on OOM. */
-static struct tkey *tkey_slot(struct merger *g, uint32_t pid, uint32_t tid, uint32_t serial)
+static uint64_t tkey_hash_i(const void *ctx, uint32_t i)
 {
-    if (2 * (g->nkeys + 1) > g->cap_keys) {
-        size_t nc = g->cap_keys ? 2 * g->cap_keys : 256;
-        struct tkey *nk = malloc(nc * sizeof *nk);
-        if (!nk)
-            return NULL;
-        for (size_t i = 0; i < nc; i++)
-            nk[i].index = UINT32_MAX;
-        for (size_t i = 0; i < g->cap_keys; i++) {
-            if (g->keys[i].index == UINT32_MAX)
-                continue;
-            size_t j = tkey_hash(g, g->keys[i].pid, g->keys[i].tid, g->keys[i].serial) & (nc - 1);
-            while (nk[j].index != UINT32_MAX)
-                j = (j + 1) & (nc - 1);
-            nk[j] = g->keys[i];
-        }
-        free(g->keys);
-        g->keys = nk;
-        g->cap_keys = nc;
-    }
-    size_t j = tkey_hash(g, pid, tid, serial) & (g->cap_keys - 1);
-    while (g->keys[j].index != UINT32_MAX &&
-           !(g->keys[j].pid == pid && g->keys[j].tid == tid && g->keys[j].serial == serial))
-        j = (j + 1) & (g->cap_keys - 1);
-    return &g->keys[j];
+    return tkey_hash(&((const struct merger *)ctx)->keys[i]);
+}
+
+static int tkey_eq(const void *ctx, uint32_t i, const void *key, size_t len)
+{
+    (void)len;
+    const struct tkey *a = &((const struct merger *)ctx)->keys[i], *b = key;
+    return a->pid == b->pid && a->tid == b->tid && a->serial == b->serial;
+}
+
+/* The table slot of k's (pid, tid, serial): holding its index in keys + 1,
+ * or 0 where a new key goes (keys has room for it). NULL on OOM. */
+static uint32_t *tkey_slot(struct merger *g, const struct tkey *k)
+{
+    if (reserve((void **)&g->keys, &g->cap_keys, g->nkeys + 1, sizeof *g->keys) ||
+        flamme_itab_reserve(&g->tkeys, g->nkeys, 256, tkey_hash_i, g) < 0)
+        return NULL;
+    return flamme_itab_probe(&g->tkeys, tkey_hash(k), tkey_eq, g, k, sizeof *k);
 }
 
 /* Moves everything of q into the merged profile (q is left to be freed
@@ -145,13 +139,15 @@ static int absorb(struct merger *g, struct flamme_profile *q)
         return -1;
     for (size_t i = 0; i < q->nthreads; i++) {
         struct flamme_thread *t = &q->threads[i];
-        struct tkey *k = t->serial ? tkey_slot(g, q->hdr.pid, t->tid, t->serial) : NULL;
-        if (t->serial && !k) {
+        struct tkey key = {q->hdr.pid, t->tid, t->serial, (uint32_t)m->nthreads};
+        uint32_t *slot = t->serial ? tkey_slot(g, &key) : NULL;
+        if (t->serial && !slot) {
             free(tmap);
             return -1;
         }
-        if (k && k->index != UINT32_MAX) {
-            struct flamme_thread *o = &m->threads[k->index];
+        if (slot && *slot) {
+            uint32_t index = g->keys[*slot - 1].index;
+            struct flamme_thread *o = &m->threads[index];
             if (t->start_ns < o->start_ns)
                 o->start_ns = t->start_ns;
             if (t->end_ns > o->end_ns)
@@ -166,13 +162,13 @@ static int absorb(struct merger *g, struct flamme_profile *q)
                 free(t->name);
             }
             t->name = NULL;
-            tmap[i] = k->index;
+            tmap[i] = index;
             continue;
         }
         tmap[i] = (uint32_t)m->nthreads;
-        if (k) {
-            *k = (struct tkey){q->hdr.pid, t->tid, t->serial, tmap[i]};
-            g->nkeys++;
+        if (slot) {
+            g->keys[g->nkeys++] = key;
+            *slot = (uint32_t)g->nkeys;
         }
         m->threads[m->nthreads++] = *t;
         t->name = NULL;
@@ -292,6 +288,7 @@ int flamme_profile_load_many(const char *const *paths, size_t n, struct flamme_p
     }
     free(all);
     free(g.keys);
+    flamme_itab_free(&g.tkeys);
     free(g.pend);
     if (rc == 0)
         rc = flamme_profile_sort_threads(p);

@@ -1,6 +1,7 @@
-(* cancel.ml — tests/signal program (agent preloaded, wall mode): threads
-   cancelled inside a blocking call the agent interposes, and a blocking
-   call made by a signal handler while the thread waits in another.
+(* cancel.ml — tests/signal program, also run by tests/torture (agent
+   preloaded, wall mode): threads cancelled inside a blocking call the agent
+   interposes, and a blocking call made by a signal handler while the thread
+   waits in another.
    Usage: cancel.exe ROUNDS NESTED_SECONDS
    Prints "cancel: rounds done" then "nested: woken: true" (SIGUSR1 did
    interrupt the outer wait).

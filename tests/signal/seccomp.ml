@@ -1,9 +1,10 @@
-(* seccomp.ml — tests/signal program (agent preloaded): a seccomp filter
-   refuses process_vm_readv, the agent's checked reads. "early": the filter
-   is installed, then the program execs itself ("run"), so the agent starts
-   under it; "late": installed while profiling. Either way the program
-   then runs C code with a garbage frame pointer (which the walker may only
-   follow through checked reads) and OCaml work ([Work.burn]).
+(* seccomp.ml — tests/signal program, also run by tests/torture (agent
+   preloaded): a seccomp filter refuses process_vm_readv, the agent's checked
+   reads. "early": the filter is installed, then the program execs itself
+   ("run"), so the agent starts under it; "late": installed while profiling.
+   Either way the program then runs C code with a garbage frame pointer
+   (which the walker may only follow through checked reads) and OCaml work
+   ([Work.burn]).
    Usage: seccomp.exe early|late|run
    Prints "seccomp: done".
    torture-libs: unix *)

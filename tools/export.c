@@ -113,33 +113,43 @@ static const char *tid_label(const struct flamme_profile *p, uint32_t i, char *b
     return flamme_thread_label(i < p->nthreads ? &p->threads[i] : NULL, buf, len);
 }
 
+static uint64_t group_hash(const void *ctx, uint32_t i)
+{
+    return flamme_table_hash_u64(((const uint32_t *)ctx)[i]);
+}
+
+static int group_eq(const void *ctx, uint32_t i, const void *key, size_t len)
+{
+    (void)len;
+    return ((const uint32_t *)ctx)[i] == *(const uint32_t *)key;
+}
+
 /* The samples grouped by thread: threads in order of their first sample,
  * each thread's samples in file order. Fills *tids (ntids distinct tids),
  * *order (sample indices, thread after thread) and *start (ntids + 1
- * offsets into order). One pass with a keyed hash table and a counting sort:
- * linear however many threads (thread churn gives tens of thousands).
- * Returns 0, or -1 on allocation failure. */
+ * offsets into order). One pass with a keyed hash table (common/index_table.h)
+ * and a counting sort: linear however many threads (thread churn gives tens
+ * of thousands). Returns 0, or -1 on allocation failure. */
 static int group_by_thread(const struct flamme_profile *p, uint32_t **tids, size_t *ntids,
                            size_t **order, size_t **start)
 {
-    size_t ns = p->nsamples, hcap = 64, n = 0;
-    while (hcap < 2 * ns + 2)
-        hcap *= 2;
-    uint32_t *slot = calloc(hcap, sizeof *slot); /* thread index + 1 */
+    size_t ns = p->nsamples, n = 0;
+    struct flamme_itab tab = { 0 }; /* thread -> index in tid */
     uint32_t *tid = malloc((ns + 1) * sizeof *tid), *of = malloc((ns + 1) * sizeof *of);
     size_t *ord = malloc((ns + 1) * sizeof *ord), *st = NULL;
-    if (!slot || !tid || !of || !ord)
+    if (!tid || !of || !ord)
         goto fail;
     for (size_t i = 0; i < ns; i++) {
         uint32_t t = p->samples[i].thread;
-        size_t h = flamme_table_hash_u64(t) & (hcap - 1);
-        while (slot[h] && tid[slot[h] - 1] != t)
-            h = (h + 1) & (hcap - 1);
-        if (!slot[h]) {
+        if (flamme_itab_reserve(&tab, n, 64, group_hash, tid) < 0)
+            goto fail;
+        uint32_t *slot =
+            flamme_itab_probe(&tab, flamme_table_hash_u64(t), group_eq, tid, &t, sizeof t);
+        if (!*slot) {
             tid[n] = t;
-            slot[h] = (uint32_t)++n;
+            *slot = (uint32_t)++n;
         }
-        of[i] = slot[h] - 1;
+        of[i] = *slot - 1;
     }
     st = calloc(n + 2, sizeof *st);
     if (!st)
@@ -150,12 +160,12 @@ static int group_by_thread(const struct flamme_profile *p, uint32_t **tids, size
         st[k] += st[k - 1];
     for (size_t i = 0; i < ns; i++) /* st[k + 1]: next free place of thread k */
         ord[st[of[i] + 1]++] = i;
-    free(slot);
+    flamme_itab_free(&tab);
     free(of);
     *tids = tid, *ntids = n, *order = ord, *start = st;
     return 0;
 fail:
-    free(slot);
+    flamme_itab_free(&tab);
     free(tid);
     free(of);
     free(ord);

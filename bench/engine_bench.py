@@ -162,10 +162,12 @@ def bench_exe(ctx, suite, prog, comp):
 def same_name(sym):
     """A symbol as both tools may spell it: OCaml's `Mod.f_123` without its
     stamp and `Mod.fun_123` as `Mod.(fun)` (flamme's names), glibc's
-    aliases (`__GI___fstatat64`, `fstatat`) alike."""
+    aliases (`__GI___fstatat64`, `fstatat`) and versions
+    (`pthread_cond_signal@@GLIBC_2.3.2`) alike."""
     if "." in sym and not sym.startswith("."):
         sym = re.sub(r"_\d+$", "", sym).replace("__", ".")
         sym = re.sub(r"\.fun$", ".(fun)", sym)
+    sym = re.sub(r"@@?[A-Z_]+[0-9.]*$", "", sym)  # perf's versioned names: f@@GLIBC_2.3.2
     sym = re.sub(r"^(__GI_)?_*", "", sym)
     return re.sub(r"(64)?(_ifunc)?$", "", sym) or sym
 

@@ -48,8 +48,9 @@ unsigned flamme_budget_admit_sigsafe(unsigned weight, uint64_t period_ns, uint32
 void flamme_budget_start_sigsafe(struct flamme_budget_clock *c);
 
 /* Charges the time since flamme_budget_start_sigsafe to the thread's budget
- * and debt; frames: what the walk took, truncated: it hit its depth limit.
- * Returns the cost in ns. async-signal-safe: yes. */
+ * and debt (a walk timed on the wall clock at most 50 us: past that the
+ * thread was mostly preempted); frames: what the walk took, truncated: it
+ * hit its depth limit. Returns the ns charged. async-signal-safe: yes. */
 uint64_t flamme_budget_charge_sigsafe(const struct flamme_budget_clock *c, uint32_t frames,
                                       int truncated);
 

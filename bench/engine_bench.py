@@ -21,7 +21,9 @@ asserts nothing.
   each sample (kernel time goes to the code that entered the kernel, as
   flamme does; a `[kernel]` leaf counts for its caller); and the share of
   the perf engine's weight that is a `[kernel]` leaf. One run each: the
-  differences include the program's own variation from run to run.
+  differences include the program's own variation from run to run, except
+  timer=record: --engine timer run under perf record, both views of one
+  run (flamme's own samples left out of perf's).
 Usage: engine_bench.py [--build DIR] [--rounds N] [--only gc,budget,agree]
                        [--programs atomq,yielder,...]
 """

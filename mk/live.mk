@@ -5,8 +5,8 @@ TOOL_SRCS += common/merge.c tools/push.c tools/attach.c
 LIB_SRCS  += common/lineio.c
 # mk/agent.mk's link rule was read before this file: name the object there too
 $(BUILD)/libflamme.so: $(BUILD)/so/common/lineio.o
-# flamme push speaks HTTP(S) through libcurl (Debian libcurl4-openssl-dev).
-$(BUILD)/flamme: LIBS += -lcurl
+# flamme push speaks HTTP(S) through libcurl (Debian libcurl4-openssl-dev),
+# loaded with dlopen when push runs (tools/push.c): not at every command's start.
 
 # tests/live/test_live.py, test_push.py, test_attach.py (live-test) and
 # test_timeline.py (timeline-test) build their programs themselves, with

@@ -195,8 +195,14 @@ def kern_runs(build, exe, comp, check, work, prefix="", user=None):
         check(files[1] and ocaml <= 0.1 * files[1] and not top.startswith(("Kern.", "caml")),
               what + ": the system calls' [kernel] sits under the libc function that made them"
               " (<= 10% under OCaml or runtime code)", str(files[2]))
-        check(ph["compute"][1] <= 0.05 * max(ph["compute"][0], 1),
-              what + ": the user-only phase is not [kernel] (<= 5%)",
+        # The compute phase's only system calls are its clock reads: ~1% of
+        # it on a quiet machine, 6-18% measured while the 2-core VM ran
+        # others' tests (its own system time says how much).
+        csys = 100.0 * cpu["compute"][1] / cpu["compute"][0] if cpu["compute"][0] else 0.0
+        climit = max(5.0, csys + 3.0)
+        check(ph["compute"][1] <= climit / 100.0 * max(ph["compute"][0], 1),
+              what + ": the user-only phase is [kernel] no more than its own system time (its"
+              " clock reads; + 3 pp, at least 5%%): <= %.1f%%" % climit,
               "%d of %d" % (ph["compute"][1], ph["compute"][0]))
         if used == "perf":
             # Page faults: [kernel] right under the function that touched

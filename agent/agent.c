@@ -387,7 +387,8 @@ __attribute__((constructor)) static void flamme_init(void)
     /* Every fact about the runtime's internals is checked once, here: on a
      * runtime they do not hold for, one line and no profiling rather than
      * wrong stacks. */
-    if (!flamme_ocaml_check_runtime(dormant_buf, sizeof dormant_buf)) {
+    const char *release = flamme_ocaml_check_runtime(dormant_buf, sizeof dormant_buf);
+    if (!release) {
         dormant_reason = dormant_buf;
         flamme_agent_warn(1, "%s; not profiling", dormant_reason);
         return;
@@ -408,12 +409,10 @@ __attribute__((constructor)) static void flamme_init(void)
 #ifndef FLAMME_LINKED
     if (flamme_cfg.autostart && !dlsym(RTLD_DEFAULT, FLAMME_ML_START_PRIMITIVE)) {
         char err[512];
+        if (getenv("FLAMME_ALLOC"))
+            flamme_heapfill_prepare(release);
         if (flamme_agent_start(NULL, err, sizeof err) != 0)
             flamme_agent_warn(1, "%s; not profiling", err);
-        else if (getenv("FLAMME_ALLOC"))
-            flamme_agent_warn(1, "allocation profiling (--alloc) needs the program to link the "
-                                 "flamme library and call Flamme.start (doc/design.md); "
-                                 "profiling CPU only");
     }
 #endif
     /* A dormant agent (FLAMME_AUTOSTART=0, the OCaml library) waits for

@@ -5,12 +5,17 @@
  */
 #include "agent/alloc.h"
 
+#include <dlfcn.h>
 #include <stdatomic.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "agent/agent.h"
+#include "agent/handler.h"
 #include "agent/threads.h"
 #include "common/profile.h"
+#include "runtime_hooks/frametable.h"
+#include "runtime_hooks/gc_hooks.h"
 #include "runtime_hooks/ocaml_rt.h"
 #include "common/ring.h"
 #include "writer/writer.h"
@@ -95,5 +100,70 @@ int flamme_alloc_event(uint64_t id, unsigned event)
     flamme_ring_alloc_event_put(rec, flamme_now_sigsafe(), id, event);
     flamme_ring_commit_sigsafe(s->ring, FLAMME_ALLOC_EVENT_WORDS);
     ring_release(s);
+    return 0;
+}
+
+int flamme_alloc_heapfill(uintptr_t ret, uintptr_t sp, uintptr_t fp, uint64_t words, unsigned heap)
+{
+    struct flamme_slot *s = ring_hold();
+    if (!s)
+        return 0;
+    uint32_t max = (uint32_t)flamme_cfg.depth;
+    uint64_t *rec = flamme_ring_reserve_sigsafe(s->ring, (uint64_t)max + FLAMME_ALLOC_HDR_WORDS);
+    if (!rec) {
+        ring_release(s);
+        atomic_fetch_add_explicit(&s->lost, 1, memory_order_relaxed);
+        flamme_writer_wake_sigsafe();
+        return 0;
+    }
+    uint64_t *frames = rec + FLAMME_ALLOC_HDR_WORDS;
+    int32_t domain;
+    uint32_t wflags = 0;
+    uint32_t n = flamme_walk_caller_nosig(s, ret, sp, fp, frames, max, &domain, &wflags);
+    /* The runtime's frames (the collection, the allocation's slow path)
+     * up to the innermost call made from OCaml code. */
+    uint32_t k = 0;
+    while (k < n && !flamme_frametable_is_ocaml_ret(frames[k]))
+        k++;
+    if (k == n) {
+        ring_release(s); /* not committed: the space is reused */
+        return -1;
+    }
+    n -= k;
+    memmove(frames, frames + k, (size_t)n * sizeof *frames);
+    struct flamme_ring_alloc ra = {.time = flamme_now_sigsafe(), .size_words = 0,
+                                   .id = atomic_fetch_add_explicit(&next_id, 1, memory_order_relaxed),
+                                   .n_samples = words > UINT32_MAX ? UINT32_MAX : (uint32_t)words,
+                                   .domain = domain, .heap = (uint8_t)heap,
+                                   .source = FLAMME_ALLOC_NORMAL,
+                                   .truncated = (wflags & FLAMME_SAMPLE_TRUNCATED) != 0, .rate = 1.0};
+    flamme_ring_alloc_put(rec, n, &ra);
+    flamme_ring_commit_sigsafe(s->ring, n + FLAMME_ALLOC_HDR_WORDS);
+    ring_release(s);
+    return 0;
+}
+
+int flamme_heapfill_prepare(const char *release)
+{
+    /* The caml_domain_state offsets gc_hooks.c reads are 5.3's. */
+    if (strcmp(release, "5.3") != 0) {
+        flamme_agent_warn(1, "allocation profiling (--alloc) needs OCaml 5.3 or later; this is "
+                             "%s; profiling CPU only", release);
+        return -1;
+    }
+    void *const *tables = dlsym(RTLD_DEFAULT, "caml_frametable");
+    if (!tables || flamme_frametable_index(tables) != 0) {
+        flamme_agent_warn(1, "allocation profiling (--alloc): %s; profiling CPU only",
+                          tables ? "out of memory" : "the program has no caml_frametable");
+        return -1;
+    }
+    const char *live = getenv("FLAMME_LIVE");
+    if (live && strcmp(live, "1") == 0)
+        flamme_agent_warn(1, "--live needs the program to link the flamme library and call "
+                             "Flamme.start; sampling allocations by heap fill, without a live "
+                             "view (doc/design.md)");
+    flamme_writer_alloc_method("heapfill");
+    atomic_store_explicit(&flamme_gc_heapfill, 1, memory_order_relaxed);
+    flamme_alloc_set_mode(1.0, 0);
     return 0;
 }

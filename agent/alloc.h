@@ -34,6 +34,20 @@ uint64_t flamme_alloc_sample(const struct flamme_alloc_in *a);
  * or -1 when dropped (counted as lost). */
 int flamme_alloc_event(uint64_t id, unsigned event);
 
+/* Heap-fill sampling (doc/design.md), from the GC hooks in normal context:
+ * one ALLOC record of `words` words (rate 1) on heap for the stack of the
+ * hook's caller (ret, sp after the return, fp), less the runtime's frames
+ * above the innermost OCaml one. Returns 0 (recorded, or dropped and
+ * counted as lost), or -1 when the stack has no OCaml frame (the caller
+ * keeps the weight for the domain's next sample). */
+int flamme_alloc_heapfill(uintptr_t ret, uintptr_t sp, uintptr_t fp, uint64_t words, unsigned heap);
+
+/* Under LD_PRELOAD with FLAMME_ALLOC (no library): turns heap-fill
+ * sampling on for the next start (release: flamme_ocaml_check_runtime's).
+ * Constructor only (dlsym). Returns 0, or -1 after one line on stderr
+ * saying why not (not OCaml 5.3, no frame tables). */
+int flamme_heapfill_prepare(const char *release);
+
 /* Allocation profiling started (rate, live tracking) or stopped (rate 0):
  * the writer records it (flamme_writer_alloc_mode). */
 void flamme_alloc_set_mode(double rate, int live);

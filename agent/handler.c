@@ -344,6 +344,19 @@ int flamme_blocked_begin_nosig(uintptr_t callee, uintptr_t ret, uintptr_t sp, ui
     return 1;
 }
 
+uint32_t flamme_walk_caller_nosig(struct flamme_slot *s, uintptr_t ret, uintptr_t sp, uintptr_t fp,
+                                  uint64_t *frames, uint32_t max, int32_t *domain, uint32_t *flags)
+{
+    struct flamme_range ranges[MAX_RANGES];
+    int nocaml;
+    int nr = collect_ranges(s, sp, ranges, domain, &nocaml);
+    struct flamme_walk_copy copy = {s->scratch, FLAMME_SCRATCH_WORDS, 16};
+    struct flamme_walk_regs regs = {{0}, FLAMME_WALK_REG(FLAMME_DW_RSP) | FLAMME_WALK_REG(FLAMME_DW_RBP)};
+    regs.r[FLAMME_DW_RSP] = sp;
+    regs.r[FLAMME_DW_RBP] = fp;
+    return flamme_walk_regs_sigsafe(ret, &regs, 0, ranges, nr, &copy, frames, max, flags);
+}
+
 void flamme_blocked_end_nosig(void)
 {
     struct flamme_slot *s = flamme_thread_self_sigsafe();

@@ -58,4 +58,13 @@ void flamme_handler_cost_reset(void);
 int flamme_blocked_begin_nosig(uintptr_t callee, uintptr_t ret, uintptr_t sp, uintptr_t fp);
 void flamme_blocked_end_nosig(void);
 
+/* Normal context, on the thread of slot s, which holds its ring against
+ * its own handler (ring_busy: the walk uses the slot's scratch): walks the
+ * caller's stack from its return address ret, stack pointer sp (after the
+ * return) and frame pointer fp into frames[0..max). Sets *domain and
+ * *flags (FLAMME_SAMPLE_TRUNCATED / BROKEN). Returns the frame count. */
+struct flamme_slot;
+uint32_t flamme_walk_caller_nosig(struct flamme_slot *s, uintptr_t ret, uintptr_t sp, uintptr_t fp,
+                                  uint64_t *frames, uint32_t max, int32_t *domain, uint32_t *flags);
+
 #endif

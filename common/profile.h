@@ -263,15 +263,17 @@ struct flamme_alloc {
     uint64_t promoted_ns, died_ns; /* from ALLOC_EVENT; 0: none (died_ns 0: alive at the end) */
 };
 
-/* Unbiased estimates from one ALLOC (doc/format.md): bytes and blocks
- * allocated that its samples stand for; 0 for a rate outside (0, 1]. */
+/* Estimates from one ALLOC (doc/format.md): bytes and blocks allocated
+ * that its samples stand for (unbiased for Memprof's); 0 for a rate
+ * outside (0, 1]. */
 static inline double flamme_alloc_bytes(const struct flamme_alloc *a)
 {
     return a->rate > 0 && a->rate <= 1 ? (double)a->n_samples * 8.0 / a->rate : 0;
 }
+/* An ALLOC of size 0 is a heap-fill weight, not a block: no blocks. */
 static inline double flamme_alloc_blocks(const struct flamme_alloc *a)
 {
-    return a->rate > 0 && a->rate <= 1
+    return a->rate > 0 && a->rate <= 1 && a->size_words
                ? (double)a->n_samples / (a->rate * ((double)a->size_words + 1.0))
                : 0;
 }

@@ -4,11 +4,12 @@ TOOL_SRCS += tools/alloc_view.c
 
 # tests/alloc/test_alloc.py (part of the pytest suite) builds
 # tests/alloc/split.ml with every compiler, each linking the flamme library
-# built by the same compiler (flammetest.flamme_library).
+# built by the same compiler (flammetest.flamme_library);
+# tests/alloc/test_heapfill.py builds it without the library (heap fill).
 .PHONY: alloc-test
 alloc-test: $(BUILD)/flamme $(BUILD)/libflamme.so
 	$(PYTEST_ENV) $(PYTEST) tests/alloc $(PYTEST_ARGS)
-HELP_LINES += "make alloc-test  allocation profiles (Gc.Memprof through the library), every compiler"
+HELP_LINES += "make alloc-test  allocation profiles (Gc.Memprof through the library, heap fill without), every compiler"
 
 # The benchmark's program, with make's build of the library ($(OCAMLOPT)).
 $(BUILD)/alloc/fp/alloc_heavy.exe: bench/alloc_heavy.ml $(addprefix $(BUILD)/ocaml_stubs/,flamme.cmxa flamme.a libflamme_stubs.a)

@@ -24,6 +24,10 @@ struct ent {
 
 static struct ent *tab;
 static size_t mask;
+/* Every descriptor's return address (0: empty), for
+ * flamme_frametable_is_ocaml_ret. */
+static uintptr_t *rets;
+static size_t rmask;
 static int built;
 static pthread_mutex_t build_lock = PTHREAD_MUTEX_INITIALIZER;
 
@@ -38,8 +42,10 @@ static uintptr_t align(uintptr_t p, uintptr_t a)
 }
 
 /* Calls fn(ret, dbg) for each allocation debuginfo of each descriptor and
- * returns how many there were. */
-static size_t walk(void *const *tables, void (*fn)(uintptr_t ret, uintptr_t dbg))
+ * returns how many there were; counts the descriptors into *ndescr and
+ * calls fret(ret) for each when given. */
+static size_t walk(void *const *tables, void (*fn)(uintptr_t ret, uintptr_t dbg), size_t *ndescr,
+                   void (*fret)(uintptr_t ret))
 {
     size_t n = 0;
     for (size_t t = 0; tables[t]; t++) {
@@ -49,6 +55,9 @@ static size_t walk(void *const *tables, void (*fn)(uintptr_t ret, uintptr_t dbg)
         for (int64_t j = 0; j < len; j++) {
             uintptr_t ret = *(const uintptr_t *)d;
             uint16_t data = *(const uint16_t *)(d + 8), live = *(const uint16_t *)(d + 10);
+            ++*ndescr;
+            if (fret)
+                fret(ret);
             if (data == FD_RETURN_TO_C) {
                 d = align(d + 12, 8);
                 continue;
@@ -77,6 +86,19 @@ static size_t walk(void *const *tables, void (*fn)(uintptr_t ret, uintptr_t dbg)
     return n;
 }
 
+static size_t ret_slot(uintptr_t ret)
+{
+    return (size_t)(ret * 0x9E3779B97F4A7C15ull >> 20) & rmask;
+}
+
+static void insert_ret(uintptr_t ret)
+{
+    size_t i = ret_slot(ret);
+    while (rets[i] && rets[i] != ret)
+        i = (i + 1) & rmask;
+    rets[i] = ret;
+}
+
 static void insert(uintptr_t ret, uintptr_t dbg)
 {
     size_t i = slot_of(dbg);
@@ -90,15 +112,24 @@ int flamme_frametable_index(void *const *tables)
     pthread_mutex_lock(&build_lock);
     int rc = 0;
     if (!built && tables) {
-        size_t n = walk(tables, NULL), cap = 16;
+        size_t nd = 0, n = walk(tables, NULL, &nd, NULL), cap = 16, rcap = 16;
         while (cap < 2 * n)
             cap *= 2;
+        while (rcap < 2 * nd)
+            rcap *= 2;
         tab = calloc(cap, sizeof *tab);
-        if (tab) {
+        rets = calloc(rcap, sizeof *rets);
+        if (tab && rets) {
             mask = cap - 1;
-            walk(tables, insert);
-        } else
+            rmask = rcap - 1;
+            walk(tables, insert, &nd, insert_ret);
+        } else {
+            free(tab);
+            free(rets);
+            tab = NULL;
+            rets = NULL;
             rc = -1;
+        }
         built = 1;
     }
     pthread_mutex_unlock(&build_lock);
@@ -118,6 +149,18 @@ uintptr_t flamme_frametable_slot_addr(uintptr_t v)
         if (tab[i].dbg == p)
             return tab[i].ret;
         if (!tab[i].dbg)
+            return 0;
+    }
+}
+
+int flamme_frametable_is_ocaml_ret(uintptr_t pc)
+{
+    if (!rets || !pc)
+        return 0;
+    for (size_t i = ret_slot(pc);; i = (i + 1) & rmask) {
+        if (rets[i] == pc)
+            return 1;
+        if (!rets[i])
             return 0;
     }
 }

@@ -26,4 +26,9 @@ int flamme_frametable_index(void *const *tables);
  * tagged value), or 0 when it names none the index knows. */
 uintptr_t flamme_frametable_slot_addr(uintptr_t slot_value);
 
+/* Whether pc is the return address of a call from OCaml code (it has a
+ * frame descriptor): the innermost OCaml frame of a stack walked from the
+ * runtime. 0 before flamme_frametable_index. Any thread, normal context. */
+int flamme_frametable_is_ocaml_ret(uintptr_t pc);
+
 #endif

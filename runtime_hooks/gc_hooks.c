@@ -33,6 +33,7 @@
 #include <unistd.h>
 
 #include "agent/agent.h"
+#include "agent/alloc.h"
 #include "runtime_hooks/ocaml_rt.h"
 #include "runtime_hooks/ocaml_layout.h"
 
@@ -273,12 +274,88 @@ static void pause_major_hooks(void)
     atomic_store_explicit(&paused, 1, memory_order_release);
 }
 
+/* ---- Heap-fill allocation sampling (doc/design.md) ----
+ * caml_domain_state fields at their offsets in 5.3's domain_state.tbl
+ * (flamme_heapfill_prepare turns sampling on for 5.3 only): young_ptr,
+ * young_end, allocated_words, and the cumulative statistics whose
+ * difference counts the words allocated directly in the major heap
+ * (stat_major_words + allocated_words - stat_promoted_words). */
+#define DS_YOUNG_PTR 8
+#define DS_YOUNG_END 24
+#define DS_ALLOCATED_WORDS 128
+#define DS_UNIQUE_ID 296
+#define DS_STAT_PROMOTED_WORDS 392
+#define DS_STAT_MAJOR_WORDS 400
+#define HF_DOMAINS 4096
+
+_Atomic int flamme_gc_heapfill;
+
+/* Per domain (by id): the domain incarnation it describes, the direct
+ * words counted so far, and weights no stack took yet. Touched only by
+ * the thread holding the domain (its own, or its backup thread). */
+struct hf_dom {
+    int seen; /* unique_id and direct_seen describe a live domain */
+    int32_t unique_id;
+    uint64_t direct_seen;
+    uint64_t carry[2]; /* minor, major */
+};
+static struct hf_dom hf_doms[HF_DOMAINS];
+
+static void hf_take(const char *ds, int minor_too, uintptr_t ret, uintptr_t sp, uintptr_t fp)
+{
+    int32_t id = *(const int32_t *)(ds + flamme_ocaml_ds_id);
+    if (id < 0 || id >= HF_DOMAINS)
+        return;
+    struct hf_dom *d = &hf_doms[id];
+    int32_t uid = *(const int32_t *)(ds + DS_UNIQUE_ID);
+    uint64_t direct = *(const uint64_t *)(ds + DS_STAT_MAJOR_WORDS) +
+                      *(const uint64_t *)(ds + DS_ALLOCATED_WORDS) -
+                      *(const uint64_t *)(ds + DS_STAT_PROMOTED_WORDS);
+    if (!d->seen || d->unique_id != uid) {
+        /* A domain first seen: its counters started at 0 with it (a
+         * terminating domain's are reset), and a heap-fill profile starts
+         * with the program, so all it counted is the profile's. */
+        d->seen = 1;
+        d->unique_id = uid;
+        d->direct_seen = 0;
+        d->carry[0] = d->carry[1] = 0;
+    }
+    uint64_t w[2] = {0, 0};
+    if (minor_too) {
+        uintptr_t yp = *(const uintptr_t *)(ds + DS_YOUNG_PTR);
+        uintptr_t ye = *(const uintptr_t *)(ds + DS_YOUNG_END);
+        if (ye > yp)
+            w[0] = (ye - yp) / 8;
+    }
+    if (direct > d->direct_seen)
+        w[1] = direct - d->direct_seen;
+    d->direct_seen = direct;
+    for (int i = 0; i < 2; i++) {
+        uint64_t words = w[i] + d->carry[i];
+        if (!words)
+            continue;
+        d->carry[i] = flamme_alloc_heapfill(ret, sp, fp, words,
+                                            i ? FLAMME_ALLOC_MAJOR : FLAMME_ALLOC_MINOR) == 0
+                          ? 0
+                          : words;
+    }
+}
+
 static void hook_minor_begin(void)
 {
     struct hstate *h = &t_hs;
     if (h->depth_minor++ == 0) {
         h->start_minor = now_ns();
         set_flag(h, FLAMME_SAMPLE_GC_MINOR, 1);
+        if (atomic_load_explicit(&flamme_gc_heapfill, memory_order_relaxed) &&
+            atomic_load_explicit(&flamme_agent_sampling, memory_order_acquire)) {
+            if (!h->ready)
+                thread_setup(h);
+            const char *ds = h->state_slot ? *h->state_slot : NULL;
+            const uintptr_t *f = __builtin_frame_address(0);
+            if (ds)
+                hf_take(ds, 1, f[1], (uintptr_t)(f + 2), f[0]);
+        }
     }
     if (prev_minor_begin)
         prev_minor_begin();
@@ -301,6 +378,15 @@ static void hook_major_begin(void)
         h->depth_major = 0;
     }
     if (h->depth_major++ == 0) {
+        if (h->depth_minor == 0 && atomic_load_explicit(&flamme_gc_heapfill, memory_order_relaxed) &&
+            atomic_load_explicit(&flamme_agent_sampling, memory_order_acquire)) {
+            if (!h->ready)
+                thread_setup(h);
+            const char *ds = h->state_slot ? *h->state_slot : NULL;
+            const uintptr_t *f = __builtin_frame_address(0);
+            if (ds)
+                hf_take(ds, 0, f[1], (uintptr_t)(f + 2), f[0]);
+        }
         if (idle_major_slice(h)) {
             h->start_major = 0;
             if (++h->idle_streak >= IDLE_STREAK) {

@@ -27,6 +27,10 @@ void flamme_gc_hooks_atfork_child(void);
  * the runtime does not export them. */
 int flamme_gc_hooks_install(void);
 
+/* 1: the hooks take heap-fill allocation samples (doc/design.md). Set
+ * before a start. */
+extern _Atomic int flamme_gc_heapfill;
+
 /* FLAMME_SAMPLE_GC_* bits for the calling thread right now.
  * async-signal-safe: yes. */
 uint32_t flamme_gc_flags_sigsafe(void);

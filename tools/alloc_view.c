@@ -41,6 +41,12 @@ int flamme_view_apply(struct flamme_profile *p, const struct flamme_view *v, con
     return 0;
 }
 
+int flamme_view_heapfill(const struct flamme_profile *p)
+{
+    const char *m = flamme_profile_info(p, "alloc_method");
+    return m && strcmp(m, "heapfill") == 0;
+}
+
 int flamme_view_live_domains(const struct flamme_profile *p)
 {
     uint64_t seen[2] = { 0, 0 }; /* domain ids 0..127 (Max_domains) */
@@ -71,6 +77,13 @@ int flamme_view_samples(const struct flamme_profile *p, const struct flamme_view
         snprintf(err, errlen,
                  "%s: blocks were not tracked until they died, so there is no live view "
                  "(record with --live, or Flamme.start ~live:true)",
+                 path);
+        return -1;
+    }
+    if (v->blocks && flamme_view_heapfill(p)) {
+        snprintf(err, errlen,
+                 "%s: allocations were sampled by heap fill (an unmodified binary), which counts "
+                 "bytes, not blocks (link the flamme library for block counts)",
                  path);
         return -1;
     }

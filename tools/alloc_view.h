@@ -33,6 +33,10 @@ const char *flamme_view_unit(const struct flamme_view *v);
 int flamme_view_apply(struct flamme_profile *p, const struct flamme_view *v, const char *path,
                       char *err, size_t errlen);
 
+/* Whether p's allocations were sampled by heap fill (INFO alloc_method,
+ * doc/format.md): bytes only, no blocks, no live view. */
+int flamme_view_heapfill(const struct flamme_profile *p);
+
 /* How many domains made p's sampled allocations: with more than one, the
  * live view is known to miss blocks (OCaml 5.3's Memprof; doc/design.md),
  * which the live view says on stderr. */

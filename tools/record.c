@@ -31,10 +31,13 @@ static void record_usage(FILE *f)
                "  --depth N        max frames per sample (default 16384)\n"
                "  --period S       a continuous profile: one complete file per S seconds,\n"
                "                   F's name + .000001, .000002, ... (FLAMME_PERIOD)\n"
-               "  --alloc[=RATE]   also sample allocations (Gc.Memprof, OCaml 5.3+; RATE per word,\n"
-               "                   default 1e-4): for programs that link the flamme library, as the\n"
-               "                   default of Flamme.start's ~alloc (FLAMME_ALLOC)\n"
-               "  --live           with --alloc: track sampled blocks until they die (FLAMME_LIVE=1)\n"
+               "  --alloc[=RATE]   also sample allocations (OCaml 5.3+, FLAMME_ALLOC): a program that\n"
+               "                   links the flamme library takes RATE (per word, default 1e-4) as\n"
+               "                   Flamme.start's ~alloc (Gc.Memprof); any other is sampled by heap\n"
+               "                   fill (one stack per minor collection; bytes only, biased: see\n"
+               "                   doc/design.md)\n"
+               "  --live           with --alloc, library only: track sampled blocks until they die\n"
+               "                   (FLAMME_LIVE=1)\n"
                "Child OCaml processes started by CMD write F.<pid>.\n");
 }
 

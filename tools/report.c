@@ -251,12 +251,22 @@ static int print_allocs(const struct flamme_profile *p, const char *in, int live
     double secs = p->end_ns > p->hdr.start_monotonic_ns
                       ? (double)(p->end_ns - p->hdr.start_monotonic_ns) / 1e9
                       : 0;
-    printf("allocations (Gc.Memprof, %zu sampled blocks at %s samples per word; estimates):\n",
-           p->nallocs, rate ? rate : "?");
-    printf("  allocated: %.1f MB in %.0f blocks; major heap directly: %.1f%%; marshal %.1f%%, "
-           "custom %.1f%%\n",
-           tb / 1e6, tk, tb > 0 ? 100 * major / tb : 0, tb > 0 ? 100 * marshal / tb : 0,
-           tb > 0 ? 100 * custom / tb : 0);
+    int hf = flamme_view_heapfill(p);
+    if (hf) {
+        printf("allocations (heap fill, %zu samples: each minor collection charges a domain's "
+               "minor-heap bytes to the stack that filled it, or that it was stopped at; a "
+               "systematic sample, biased: doc/design.md):\n",
+               p->nallocs);
+        printf("  allocated: %.1f MB; major heap directly: %.1f%%\n", tb / 1e6,
+               tb > 0 ? 100 * major / tb : 0);
+    } else {
+        printf("allocations (Gc.Memprof, %zu sampled blocks at %s samples per word; estimates):\n",
+               p->nallocs, rate ? rate : "?");
+        printf("  allocated: %.1f MB in %.0f blocks; major heap directly: %.1f%%; marshal %.1f%%, "
+               "custom %.1f%%\n",
+               tb / 1e6, tk, tb > 0 ? 100 * major / tb : 0, tb > 0 ? 100 * marshal / tb : 0,
+               tb > 0 ? 100 * custom / tb : 0);
+    }
     /* A segment the run went on after: no full major collection at its
      * end, and its blocks may die in a later segment (doc/format.md). */
     const char *alive = p->exit_how == FLAMME_EXIT_SEGMENT
@@ -276,8 +286,12 @@ static int print_allocs(const struct flamme_profile *p, const char *in, int live
             continue;
         char name[16];
         snprintf(name, sizeof name, r == ROWS - 1 ? "none" : "%d", r);
-        printf("  %-8s %14.0f %6.1f%% %10.1f %14.0f", name, bytes[r], 100 * bytes[r] / tb,
-               secs > 0 ? bytes[r] / 1e6 / secs : 0, blocks[r]);
+        printf("  %-8s %14.0f %6.1f%% %10.1f", name, bytes[r], 100 * bytes[r] / tb,
+               secs > 0 ? bytes[r] / 1e6 / secs : 0);
+        if (hf)
+            printf(" %14s", "-");
+        else
+            printf(" %14.0f", blocks[r]);
         if (cpu[r])
             printf(" %13.1f%%\n", pct(gc[r], cpu[r]));
         else
@@ -286,11 +300,11 @@ static int print_allocs(const struct flamme_profile *p, const char *in, int live
     struct flamme_fnagg ab = { 0 }, ak = { 0 }, al = { 0 };
     struct flamme_view vb = { 1, 0, 0 }, vk = { 1, 0, 1 }, vl = { 1, 1, 0 };
     int r = view_agg(p, &vb, in, &ab, err, errlen);
-    if (r == 0)
+    if (r == 0 && !hf)
         r = view_agg(p, &vk, in, &ak, err, errlen);
     if (r == 0)
-        r = print_alloc_top("top allocators by bytes:", &ab, &ak, "bytes", "blocks");
-    if (r == 0)
+        r = print_alloc_top("top allocators by bytes:", &ab, hf ? NULL : &ak, "bytes", "blocks");
+    if (r == 0 && !hf)
         r = print_alloc_top("top allocators by blocks:", &ak, &ab, "blocks", "bytes");
     if (r == 0 && live) {
         r = view_agg(p, &vl, in, &al, err, errlen);

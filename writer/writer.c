@@ -235,13 +235,23 @@ static void announce(int i, int32_t domain)
         W.failed = 1;
 }
 
-/* INFO alloc_rate / alloc_live of the current file. */
+/* INFO alloc_method: set once before the start (flamme_writer_alloc_method),
+ * read by the writer thread it starts. */
+static const char *alloc_method = "memprof";
+
+void flamme_writer_alloc_method(const char *method)
+{
+    alloc_method = method;
+}
+
+/* INFO alloc_rate / alloc_live / alloc_method of the current file. */
 static void write_alloc_info(double rate, int live)
 {
     char v[40];
     snprintf(v, sizeof v, "%.17g", rate);
     if (flamme_pw_info(W.pw, "alloc_rate", v) != 0 ||
-        flamme_pw_info(W.pw, "alloc_live", live ? "1" : "0") != 0)
+        flamme_pw_info(W.pw, "alloc_live", live ? "1" : "0") != 0 ||
+        flamme_pw_info(W.pw, "alloc_method", alloc_method) != 0)
         W.failed = 1;
     W.alloc_info = 1;
 }

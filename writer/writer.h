@@ -27,6 +27,10 @@ int flamme_writer_start(const struct flamme_writer_host *host, int fd, const cha
  * that gets allocation records. Any thread, normal context. */
 void flamme_writer_alloc_mode(double rate, int live);
 
+/* The sampler named by INFO alloc_method ("heapfill"; "memprof" until
+ * set): a string that lives as long as the process. Before the start. */
+void flamme_writer_alloc_method(const char *method);
+
 /* Final drain, END record, close; joins the thread. Fills the totals for the
  * summary. Returns 0, or -1 if the profile could not be written completely.
  * Call once, after sampling stopped. */

@@ -4,8 +4,8 @@
 Usage: python3 bench/render_bench.py build/flamme build/render/big.folded
 Prints wall time, CPU time, peak RSS (getrusage of the child) and output size
 for a default render and a --reverse --inverted render. Asserts nothing.
-Reference (notes/flamegraph-and-formats.md): flamegraph.pl takes 43-50 s and
-2.14 GB on the same 200,000-stack input.
+For comparison: flamegraph.pl (not part of the project) takes 43-50 s and
+2.14 GB on a 200,000-stack input of this kind.
 """
 import os
 import resource

@@ -5,8 +5,10 @@
  * at most half full. The caller owns the keys and says how to hash one
  * (for re-inserting on growth) and how to compare one with a key looked up.
  * Used by tools/folded.c (frame names), tools/diff.c (stacks),
- * tools/export.c (strings), writer/lines.c (file names) and
- * common/profile.c (the writer's prefix tree of stacks). Pure; one
+ * tools/export.c (strings, threads), tools/collapse.c, common/merge.c,
+ * writer/lines.c (file names), writer/dedup.c, writer/writer.c (the
+ * raw-stack cache) and common/profile.c (the prefix tree of stacks, the
+ * reader's threads). Pure; one
  * owner per table; allocates on growth, so never from a signal handler.
  */
 #ifndef FLAMME_COMMON_INDEX_TABLE_H

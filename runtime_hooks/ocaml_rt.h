@@ -2,8 +2,8 @@
  * runtime_hooks/ocaml_rt.h — everything the agent knows about OCaml 5.1–5.3
  * runtime internals: how to find a thread's domain state, the layout of
  * caml_domain_state / stack_info / stack_handler, and the OCaml stack ranges
- * a frame-pointer walk may read. (Offsets checked against the 5.3.0 headers:
- * see ../shared/notes/ocaml5-internals.md §2.2.)
+ * a frame-pointer walk may read. (Offsets checked against the 5.3.0 headers,
+ * runtime/caml/domain_state.tbl and fiber.h of the compiler make deps builds.)
  *
  * Called by: agent/threads.c at thread registration (any thread, not a
  * handler) and agent/handler.c from the SIGPROF handler (_sigsafe functions).

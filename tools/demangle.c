@@ -5,7 +5,7 @@
  * the collapse/svg/report verbs on every distinct frame, so it is a pure
  * function of its input: no allocation, no global state, any thread.
  *
- * Recognised forms (doc: /work/shared/notes/ocaml5-internals.md §5.1):
+ * Recognised forms (OCaml's symbol mangling, asmcomp and utils of 5.1-5.3):
  *   5.1+   "caml" Unit "." ident _NNN   camlStdlib__List.map_279 -> Stdlib.List.map
  *   <=5.0  "caml" Unit "__" ident _NNN  camlStdlib__List__map_279 -> Stdlib.List.map
  *          (ambiguous: the last "__" is taken as the unit/ident boundary)

@@ -4,7 +4,7 @@
  * folded text.
  *
  * Owns: the speedscope and pprof encodings (field numbers and layout from
- * shared/notes/flamegraph-and-formats.md §3). Called by tools/main.c;
+ * speedscope's file-format schema and pprof's profile.proto). Called by tools/main.c;
  * single thread, allocates.
  *
  * Naming follows `flamme collapse`: demangled function names, "[module]" for

@@ -1,6 +1,7 @@
 /*
  * tools/gc_frames.h — recognizes the OCaml 5 runtime's GC and stop-the-world
- * functions in a sampled stack (names: shared/notes ocaml5-internals.md §6),
+ * functions in a sampled stack (names from the 5.1-5.3 runtime sources: minor_gc.c,
+ * major_gc.c, domain.c),
  * for `flamme collapse --fold-gc`, and the GC section of `flamme report`.
  * Functions over a loaded profile; any thread.
  */

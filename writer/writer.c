@@ -21,6 +21,7 @@
 
 #include "common/clock.h"
 #include "common/fds.h"
+#include "common/index_table.h"
 #include "common/profile.h"
 #include "common/ring.h"
 #include "common/roots.h"
@@ -75,7 +76,8 @@ static struct {
     int failed;
     int cur;                 /* the slot whose records are being read */
     uint64_t last_cfi_ns;
-    struct rawent *raw; /* raw-stack cache (see on_record) */
+    struct rawent *raw; /* raw-stack cache entries (see raw_slot), raw_n of raw_cap used */
+    struct flamme_itab raw_tab;
     size_t raw_n, raw_cap;
     char exe_path[4096];      /* the executable, as /proc/self/maps names it */
     flamme_lines *lines;      /* its line table (kept across profiles), NULL if none */
@@ -280,31 +282,44 @@ static void raw_hash(const uint64_t *w, uint64_t n, uint64_t *h1, uint64_t *h2)
     *h2 = b;
 }
 
-/* The cache entry for (h1, h2, n): a match, or the empty slot to fill.
- * NULL when the table cannot grow. */
+static uint64_t raw_hash_of(const void *ctx, uint32_t i)
+{
+    (void)ctx;
+    return W.raw[i].h1;
+}
+
+/* key: the entry looked up (h1, h2, n); len unused. */
+static int raw_eq(const void *ctx, uint32_t i, const void *key, size_t len)
+{
+    (void)ctx, (void)len;
+    const struct rawent *k = key, *e = &W.raw[i];
+    return e->h1 == k->h1 && e->h2 == k->h2 && e->n == k->n;
+}
+
+/* The cache entry for (h1, h2, n): a match (n != 0), or a new entry to
+ * fill (n = 0; filling it makes it a match for later lookups). NULL when
+ * the cache cannot grow. */
 static struct rawent *raw_slot(uint64_t h1, uint64_t h2, uint32_t n)
 {
-    if (2 * (W.raw_n + 1) > W.raw_cap) {
-        size_t nc = W.raw_cap ? W.raw_cap * 2 : 4096;
-        struct rawent *nt = calloc(nc, sizeof *nt);
-        if (!nt)
+    if (flamme_itab_reserve(&W.raw_tab, W.raw_n, 4096, raw_hash_of, NULL) != 0)
+        return NULL;
+    if (W.raw_n == W.raw_cap) {
+        size_t nc = W.raw_cap ? W.raw_cap * 2 : 2048;
+        struct rawent *p = realloc(W.raw, nc * sizeof *p);
+        if (!p)
             return NULL;
-        for (size_t i = 0; i < W.raw_cap; i++) {
-            if (!W.raw[i].n)
-                continue;
-            size_t j = W.raw[i].h1 & (nc - 1);
-            while (nt[j].n)
-                j = (j + 1) & (nc - 1);
-            nt[j] = W.raw[i];
-        }
-        free(W.raw);
-        W.raw = nt;
+        W.raw = p;
         W.raw_cap = nc;
     }
-    size_t j = h1 & (W.raw_cap - 1);
-    while (W.raw[j].n && !(W.raw[j].h1 == h1 && W.raw[j].h2 == h2 && W.raw[j].n == n))
-        j = (j + 1) & (W.raw_cap - 1);
-    return &W.raw[j];
+    struct rawent key = {h1, h2, n, 0, 0};
+    uint32_t *slot = flamme_itab_probe(&W.raw_tab, h1, raw_eq, NULL, &key, 0);
+    if (*slot)
+        return &W.raw[*slot - 1];
+    /* Claimed now, filled by the caller (n = 0 until then, which no
+     * lookup matches: every n looked up is at least 1). */
+    *slot = (uint32_t)W.raw_n + 1;
+    W.raw[W.raw_n] = (struct rawent){0};
+    return &W.raw[W.raw_n++];
 }
 
 /* Stack id of the raw frames of one sample (per-frame path: frame ids,
@@ -529,10 +544,8 @@ static void on_record(void *ctx, const uint64_t *rec, uint64_t nwords)
             W.failed = 1;
             return;
         }
-        if (e) {
+        if (e)
             *e = (struct rawent){h1, h2, (uint32_t)n, sid, (uint8_t)root};
-            W.raw_n++;
-        }
     }
     /* A stack is whole exactly when it ends at a thread root: a walk that
      * stopped "cleanly" anywhere else (a zero rbp or return address left by
@@ -961,8 +974,8 @@ static void rotate(void)
     flamme_dedup_free(W.dedup);
     W.dedup = dd;
     W.raw_n = 0;
-    if (W.raw)
-        memset(W.raw, 0, W.raw_cap * sizeof *W.raw);
+    if (W.raw_tab.slot)
+        memset(W.raw_tab.slot, 0, W.raw_tab.cap * sizeof *W.raw_tab.slot);
     if (W.fact)
         memset(W.fact, 0, W.fact_cap);
     for (int i = 0; i < H.max_threads; i++)
@@ -1001,6 +1014,7 @@ int flamme_writer_start(const struct flamme_writer_host *host, int fd, const cha
     free(W.ids);
     free(W.fact);
     free(W.raw);
+    flamme_itab_free(&W.raw_tab);
     free(W.stash);
     memset(&W, 0, sizeof W);
     flamme_writer_set_end_sigsafe(FLAMME_EXIT_STOPPED, 0);

@@ -341,21 +341,29 @@ static void hf_take(const char *ds, int minor_too, uintptr_t ret, uintptr_t sp, 
     }
 }
 
+/* A heap-fill sample, when that sampling is on, at the runtime's call of
+ * a GC begin hook: f is the hook's own frame (the caller passes its
+ * __builtin_frame_address(0)), so the walk starts in the runtime code
+ * that called the hook. */
+static void heapfill_at(struct hstate *h, int minor_too, const uintptr_t *f)
+{
+    if (!atomic_load_explicit(&flamme_gc_heapfill, memory_order_relaxed) ||
+        !atomic_load_explicit(&flamme_agent_sampling, memory_order_acquire))
+        return;
+    if (!h->ready)
+        thread_setup(h);
+    const char *ds = h->state_slot ? *h->state_slot : NULL;
+    if (ds)
+        hf_take(ds, minor_too, f[1], (uintptr_t)(f + 2), f[0]);
+}
+
 static void hook_minor_begin(void)
 {
     struct hstate *h = &t_hs;
     if (h->depth_minor++ == 0) {
         h->start_minor = now_ns();
         set_flag(h, FLAMME_SAMPLE_GC_MINOR, 1);
-        if (atomic_load_explicit(&flamme_gc_heapfill, memory_order_relaxed) &&
-            atomic_load_explicit(&flamme_agent_sampling, memory_order_acquire)) {
-            if (!h->ready)
-                thread_setup(h);
-            const char *ds = h->state_slot ? *h->state_slot : NULL;
-            const uintptr_t *f = __builtin_frame_address(0);
-            if (ds)
-                hf_take(ds, 1, f[1], (uintptr_t)(f + 2), f[0]);
-        }
+        heapfill_at(h, 1, __builtin_frame_address(0));
     }
     if (prev_minor_begin)
         prev_minor_begin();
@@ -378,15 +386,8 @@ static void hook_major_begin(void)
         h->depth_major = 0;
     }
     if (h->depth_major++ == 0) {
-        if (h->depth_minor == 0 && atomic_load_explicit(&flamme_gc_heapfill, memory_order_relaxed) &&
-            atomic_load_explicit(&flamme_agent_sampling, memory_order_acquire)) {
-            if (!h->ready)
-                thread_setup(h);
-            const char *ds = h->state_slot ? *h->state_slot : NULL;
-            const uintptr_t *f = __builtin_frame_address(0);
-            if (ds)
-                hf_take(ds, 0, f[1], (uintptr_t)(f + 2), f[0]);
-        }
+        if (h->depth_minor == 0)
+            heapfill_at(h, 0, __builtin_frame_address(0));
         if (idle_major_slice(h)) {
             h->start_major = 0;
             if (++h->idle_streak >= IDLE_STREAK) {

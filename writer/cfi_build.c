@@ -13,6 +13,7 @@
 
 #include "common/cfi_tables.h"
 #include "common/fds.h"
+#include "common/runsort.h"
 #include "writer/elf.h"
 
 #include <elf.h>
@@ -719,7 +720,7 @@ static int same_rule(const struct rule *a, const struct rule *b)
 static struct cfi_mod *pack(struct rowvec *rv, const char *name, const struct stat *st,
                             uint64_t lo, uint64_t hi)
 {
-    if (rv->n)
+    if (flamme_sort_runs(rv->v, rv->n, sizeof *rv->v, trow_cmp) != 0)
         qsort(rv->v, rv->n, sizeof *rv->v, trow_cmp);
     /* The row in force at lo starts the table. */
     size_t first = 0;

@@ -22,6 +22,7 @@
 
 #include "common/hash.h"
 #include "common/index_table.h"
+#include "common/runsort.h"
 
 #define LINES_MAX_SECTION (1ull << 30) /* a larger debug section is not believed */
 #define END_FILE UINT32_MAX            /* file index of an end_sequence row */
@@ -534,7 +535,8 @@ static int cmp_brow(const void *a, const void *b)
  * merged. */
 static int finish(struct builder *b, flamme_lines *l)
 {
-    qsort(b->rows, b->nrows, sizeof *b->rows, cmp_brow);
+    if (flamme_sort_runs(b->rows, b->nrows, sizeof *b->rows, cmp_brow) != 0)
+        qsort(b->rows, b->nrows, sizeof *b->rows, cmp_brow);
     l->rows = malloc((b->nrows ? b->nrows : 1) * sizeof *l->rows);
     if (!l->rows)
         return -1;

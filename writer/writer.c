@@ -565,6 +565,9 @@ static void on_record(void *ctx, const uint64_t *rec, uint64_t nwords)
  * bump maps_gen; loads that bypass them (a bare library name is forwarded
  * untouched, agent/dl.c) show in the loader's own counters. */
 static _Atomic uint64_t maps_gen;
+/* The loader's load count as of the last check (or the writer's start):
+ * flamme_writer_loader_check builds rows only when it moved. */
+static _Atomic uint64_t loader_adds_checked;
 
 static int phdr_counts(struct dl_phdr_info *info, size_t size, void *data)
 {
@@ -839,6 +842,18 @@ void flamme_writer_libraries_changed(void)
     flamme_writer_wake_sigsafe();
 }
 
+void flamme_writer_loader_check(void)
+{
+    if (atomic_load_explicit(&wake_fd, memory_order_acquire) < 0)
+        return;
+    uint64_t c[2] = {0, 0};
+    dl_iterate_phdr(phdr_counts, c);
+    /* Relaxed: the count is only compared; concurrent callers that both
+     * see it move both build, and the second finds every module added. */
+    if (atomic_exchange_explicit(&loader_adds_checked, c[0], memory_order_relaxed) != c[0])
+        flamme_writer_libraries_changed();
+}
+
 int flamme_writer_sync(int timeout_ms)
 {
     if (atomic_load_explicit(&wake_fd, memory_order_acquire) < 0)
@@ -1094,7 +1109,13 @@ int flamme_writer_start(const struct flamme_writer_host *host, int fd, const cha
     /* Unwind tables, built before sampling starts: every library and the
      * executable, whether or not its OCaml has frame pointers: its C code
      * (stubs, the runtime) is sampled inside prologues and epilogues where
-     * rbp is the caller's, and its rows are exact there. */
+     * rbp is the caller's, and its rows are exact there. The loader's
+     * count is read first: a load after it is a change. */
+    {
+        uint64_t c[2] = {0, 0};
+        dl_iterate_phdr(phdr_counts, c);
+        atomic_store_explicit(&loader_adds_checked, c[0], memory_order_relaxed);
+    }
     flamme_cfi_add_from_maps(NULL, W.self_module);
     W.last_cfi_ns = flamme_now_sigsafe();
     W.cmdline = cmdline;

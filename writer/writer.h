@@ -69,6 +69,13 @@ int flamme_writer_active(void);
  * thread, and has the writer re-read the mappings before its next drain. */
 void flamme_writer_libraries_changed(void);
 
+/* The program looks a symbol up (agent/dl.c's dlsym, normal context, any
+ * thread): if the loader loaded anything since the last check — a library
+ * opened by a bare name, which dlopen forwards untouched — does what
+ * flamme_writer_libraries_changed does, before the program can call into
+ * it. One dl_iterate_phdr otherwise. No-op while the writer is not running. */
+void flamme_writer_loader_check(void);
+
 /* Waits (at most timeout_ms) until the writer has drained every ring and
  * named every frame in it, with the mappings re-read: called before a
  * library is unloaded, so that its frames keep their names. Normal context,

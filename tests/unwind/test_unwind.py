@@ -264,10 +264,11 @@ def test_dlprog(build, program, compiler, check, tmp_path, mode):
     check(tot >= 0.5 * allw, "dlprog %s: the plugin is sampled and named (>= half the samples)" % mode,
           "%d of %d" % (tot, allw))
     check(unknown <= 0.01 * allw, "dlprog %s: <= 1%% of the samples with [unknown] frames" % mode, unknown)
-    # By full path the rows exist before dlopen returns; by bare name the
-    # writer picks the library up within a sweep (20 ms) of the load.
-    want = GOAL if mode == "path" else 90.0
-    check(pc >= want, "dlprog %s: plugin stacks >= %.1f%% complete" % (mode, want), "%.2f%%" % pc)
+    # By full path the rows exist before dlopen returns; by bare name
+    # (dlopen forwarded untouched) before dlsym returns the function the
+    # program calls (98.2-99.7% without frame pointers when only the
+    # writer's sweep, every 20 ms, picked the library up).
+    check(pc >= GOAL, "dlprog %s: plugin stacks >= %.1f%% complete" % (mode, GOAL), "%.2f%%" % pc)
 
 
 @pytest.mark.slow

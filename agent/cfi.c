@@ -10,12 +10,12 @@
 
 /* ------------------------------------------------------------ lookup */
 
-int flamme_cfi_lookup_sigsafe(uint64_t pc, struct flamme_cfi_row *row)
+/* The module of s covering pc and the index of its row there (the last
+ * one starting at or before pc), or NULL. */
+static const struct cfi_mod *find_row(const struct cfi_set *s, uint64_t pc, uint32_t *idx)
 {
-    /* Pairs with the release store in publish() (writer/cfi_build.c). */
-    const struct cfi_set *s = atomic_load_explicit(&flamme_cfi_published, memory_order_acquire);
     if (!s || s->n == 0)
-        return 0;
+        return NULL;
     size_t lo = 0, hi = s->n; /* first module with lo > pc */
     while (lo < hi) {
         size_t mid = lo + (hi - lo) / 2;
@@ -25,10 +25,10 @@ int flamme_cfi_lookup_sigsafe(uint64_t pc, struct flamme_cfi_row *row)
             hi = mid;
     }
     if (lo == 0)
-        return 0;
+        return NULL;
     const struct cfi_mod *m = s->mod[lo - 1];
     if (pc >= m->hi || m->n == 0)
-        return 0;
+        return NULL;
     uint32_t off = (uint32_t)(pc - m->lo);
     size_t a = 0, b = m->n; /* first row with off > pc's */
     while (a < b) {
@@ -38,10 +38,19 @@ int flamme_cfi_lookup_sigsafe(uint64_t pc, struct flamme_cfi_row *row)
         else
             b = mid;
     }
-    if (a == 0 || m->rule[a - 1].reg == RULE_GAP)
+    if (a == 0)
+        return NULL;
+    *idx = (uint32_t)(a - 1);
+    return m;
+}
+
+/* Fills *row from row idx of m. Returns 1, or 0 for a gap. */
+static int fill_row(const struct cfi_mod *m, uint32_t idx, struct flamme_cfi_row *row)
+{
+    const struct rule *r = &m->rule[idx];
+    if (r->reg == RULE_GAP)
         return 0;
-    const struct rule *r = &m->rule[a - 1];
-    row->pc = m->lo + m->off[a - 1];
+    row->pc = m->lo + m->off[idx];
     row->dwreg = r->dwreg;
     row->cfa_off = r->cfa_off;
     row->nderef = 0;
@@ -65,4 +74,36 @@ int flamme_cfi_lookup_sigsafe(uint64_t pc, struct flamme_cfi_row *row)
         row->save[i] = r->save[i] == SAVE_SLOT_LOST ? FLAMME_SAVE_LOST : 8 * (int32_t)r->save[i];
     row->rbp_off = row->save[0] == FLAMME_SAVE_LOST ? 0 : row->save[0];
     return 1;
+}
+
+int flamme_cfi_lookup_sigsafe(uint64_t pc, struct flamme_cfi_row *row)
+{
+    /* Pairs with the release store in publish() (writer/cfi_build.c). */
+    const struct cfi_set *s = atomic_load_explicit(&flamme_cfi_published, memory_order_acquire);
+    uint32_t idx = 0;
+    const struct cfi_mod *m = find_row(s, pc, &idx);
+    return m ? fill_row(m, idx, row) : 0;
+}
+
+int flamme_cfi_lookup_cached_sigsafe(struct flamme_cfi_cache *c, uint64_t pc,
+                                     struct flamme_cfi_row *row)
+{
+    if (!c)
+        return flamme_cfi_lookup_sigsafe(pc, row);
+    /* Pairs with the release store in publish() (writer/cfi_build.c). */
+    const struct cfi_set *s = atomic_load_explicit(&flamme_cfi_published, memory_order_acquire);
+    if (c->set != s) {
+        /* Another set: rows of a module gone or added would be stale. Sets
+         * are never freed while sampling, so the pointer names one set. */
+        for (size_t i = 0; i < FLAMME_CFI_CACHE; i++)
+            c->e[i].pc = 0;
+        c->set = s;
+    }
+    struct flamme_cfi_cache_entry *e =
+        &c->e[(pc * 0x9E3779B97F4A7C15ull) >> (64 - FLAMME_CFI_CACHE_BITS)];
+    if (e->pc != pc || pc == 0) {
+        e->mod = find_row(s, pc, &e->idx);
+        e->pc = pc;
+    }
+    return e->mod ? fill_row(e->mod, e->idx, row) : 0;
 }

@@ -57,4 +57,28 @@ struct flamme_cfi_row {
  * async-signal-safe: yes. */
 int flamme_cfi_lookup_sigsafe(uint64_t pc, struct flamme_cfi_row *row);
 
+/* A thread's memo of the rows it looked up last, by pc (direct-mapped). A
+ * deep stack repeats a few return addresses thousands of times (recursion):
+ * each then costs a hash instead of two binary searches. Owned by one
+ * thread's handler (or the thread itself with its handler kept out), in
+ * its slot (agent/threads.h); emptied when the published set changes. */
+#define FLAMME_CFI_CACHE_BITS 6
+#define FLAMME_CFI_CACHE (1u << FLAMME_CFI_CACHE_BITS)
+struct cfi_set;
+struct cfi_mod;
+struct flamme_cfi_cache_entry {
+    uint64_t pc;               /* 0: empty */
+    const struct cfi_mod *mod; /* the module covering pc, or NULL: no row */
+    uint32_t idx;              /* its row there */
+};
+struct flamme_cfi_cache {
+    const struct cfi_set *set; /* the set the entries were found in */
+    struct flamme_cfi_cache_entry e[FLAMME_CFI_CACHE];
+};
+
+/* flamme_cfi_lookup_sigsafe through c (NULL: no memo). Same result.
+ * async-signal-safe: yes. */
+int flamme_cfi_lookup_cached_sigsafe(struct flamme_cfi_cache *c, uint64_t pc,
+                                     struct flamme_cfi_row *row);
+
 #endif

@@ -297,7 +297,7 @@ static void flamme_sigprof(int sig, siginfo_t *si, void *ucv)
      * when this thread's OCaml stacks are unknown, but also while the
      * runtime grows a stack (caml_try_realloc_stack has already pointed the
      * frame pointers at the new stack; current_stack still names the old). */
-    struct flamme_walk_copy copy = {s->scratch, FLAMME_SCRATCH_WORDS, 16};
+    struct flamme_walk_copy copy = {s->scratch, FLAMME_SCRATCH_WORDS, 16, &s->cfi_cache};
     uint32_t n = flamme_walk_regs_sigsafe(pc, &regs, 1, ranges, nr, &copy,
                                           rec + FLAMME_SAMPLE_HDR_WORDS, max, &wflags);
     sflags |= wflags;
@@ -329,7 +329,7 @@ int flamme_blocked_begin_nosig(uintptr_t callee, uintptr_t ret, uintptr_t sp, ui
     uint64_t *frames = rec + FLAMME_SAMPLE_HDR_WORDS;
     uint32_t wflags, n = 0;
     frames[n++] = callee;
-    struct flamme_walk_copy copy = {s->scratch, FLAMME_SCRATCH_WORDS, 16};
+    struct flamme_walk_copy copy = {s->scratch, FLAMME_SCRATCH_WORDS, 16, &s->cfi_cache};
     struct flamme_walk_regs regs = {{0}, FLAMME_WALK_REG(FLAMME_DW_RSP) | FLAMME_WALK_REG(FLAMME_DW_RBP)};
     regs.r[FLAMME_DW_RSP] = sp;
     regs.r[FLAMME_DW_RBP] = fp;
@@ -350,7 +350,7 @@ uint32_t flamme_walk_caller_nosig(struct flamme_slot *s, uintptr_t ret, uintptr_
     struct flamme_range ranges[MAX_RANGES];
     int nocaml;
     int nr = collect_ranges(s, sp, ranges, domain, &nocaml);
-    struct flamme_walk_copy copy = {s->scratch, FLAMME_SCRATCH_WORDS, 16};
+    struct flamme_walk_copy copy = {s->scratch, FLAMME_SCRATCH_WORDS, 16, &s->cfi_cache};
     struct flamme_walk_regs regs = {{0}, FLAMME_WALK_REG(FLAMME_DW_RSP) | FLAMME_WALK_REG(FLAMME_DW_RBP)};
     regs.r[FLAMME_DW_RSP] = sp;
     regs.r[FLAMME_DW_RBP] = fp;

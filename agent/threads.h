@@ -18,6 +18,7 @@
 #include <sys/types.h>
 #include <time.h>
 
+#include "agent/cfi.h"
 #include "common/clock.h"
 #include "common/fds.h"
 #include "runtime_hooks/ocaml_rt.h"
@@ -55,6 +56,7 @@ struct flamme_slot {
     int n_ocaml_ranges;
     int32_t last_domain;       /* handler-private: last domain id seen, or the creator's */
     uint64_t scratch[FLAMME_SCRATCH_WORDS]; /* handler-private: stack copied by checked reads */
+    struct flamme_cfi_cache cfi_cache; /* handler-private: the walk's memo of unwind rows */
     /* Wall mode: a stack taken on entry to a blocking call, reserved in the
      * ring but not committed; set and cleared by the thread itself with
      * the sample signal blocked, committed by its handler (agent/blocking.c). */

@@ -172,12 +172,13 @@ static uintptr_t leaf_caller(uintptr_t pc, uintptr_t sp, const struct flamme_ran
  * row for the call starts at the call (after the push) and the next at
  * ra + 2 (after the pop), 8 lower; then the code bytes, read checked,
  * are those instructions. Else 0. */
-static int realloc_stub_at(uintptr_t ra, const struct flamme_cfi_row *row)
+static int realloc_stub_at(struct flamme_cfi_cache *cfi, uintptr_t ra,
+                           const struct flamme_cfi_row *row)
 {
     struct flamme_cfi_row next;
     unsigned char c[12];
     if (row->cfa_reg != FLAMME_CFA_RSP || row->pc != ra - 5 ||
-        !flamme_cfi_lookup_sigsafe(ra + 2, &next) || next.pc != ra + 2 ||
+        !flamme_cfi_lookup_cached_sigsafe(cfi, ra + 2, &next) || next.pc != ra + 2 ||
         next.cfa_reg != FLAMME_CFA_RSP || next.cfa_off != row->cfa_off - 8 ||
         flamme_safe_read_sigsafe(c, ra - 10, sizeof c) != 0)
         return 0;
@@ -194,7 +195,8 @@ static int realloc_stub_at(uintptr_t ra, const struct flamme_cfi_row *row)
 static int cfi_step(struct walk *w, uintptr_t lookup_pc, uintptr_t *pc, int leaf)
 {
     struct flamme_cfi_row row;
-    if (!flamme_cfi_lookup_sigsafe(lookup_pc, &row) || row.cfa_reg == FLAMME_CFA_UNKNOWN)
+    if (!flamme_cfi_lookup_cached_sigsafe(w->copy ? w->copy->cfi : NULL, lookup_pc, &row) ||
+        row.cfa_reg == FLAMME_CFA_UNKNOWN)
         return 0;
     /* CFA = rsp + 0 puts the return address below the stack pointer: no
      * function is ever there. It is the OCaml runtime's row right after
@@ -203,7 +205,7 @@ static int cfi_step(struct walk *w, uintptr_t lookup_pc, uintptr_t *pc, int leaf
      * is on top of the stack. Only the interrupted frame can be there. */
     if (leaf && row.cfa_reg == FLAMME_CFA_RSP && row.cfa_off == 0)
         row.cfa_off = 8;
-    if (!leaf && realloc_stub_at(lookup_pc + 1, &row)) {
+    if (!leaf && realloc_stub_at(w->copy ? w->copy->cfi : NULL, lookup_pc + 1, &row)) {
         /* The caller's return address is above the pushed frame size;
          * nothing else is saved yet. */
         row.cfa_off = 16;

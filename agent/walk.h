@@ -19,11 +19,13 @@
  * (typically: a thread blocked in C while another systhread owns its domain
  * state, so its OCaml stack is not known), the walk copies up to a
  * page-split chunk there with a fault-tolerant read and goes on from the
- * copy, at most `budget` times. */
+ * copy, at most `budget` times. The same per-thread memory holds the
+ * thread's memo of unwind-row lookups. */
 struct flamme_walk_copy {
     uint64_t *buf;
     uint32_t words;
     int budget;
+    struct flamme_cfi_cache *cfi; /* the thread's memo of unwind rows (agent/cfi.h), or NULL */
 };
 
 /* The registers a walk starts from, by DWARF number (rax rdx rcx rbx rsi

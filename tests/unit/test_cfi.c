@@ -399,6 +399,37 @@ static int make_copy(const char *src, const char *dst, size_t len, unsigned phas
     return rc;
 }
 
+/* The memo gives what the lookup gives, pc by pc, however the pcs collide
+ * in it, and forgets what it knew when the published set changes (a
+ * module replaced: the same pc may then have another row or none). */
+TEST(cached_lookup)
+{
+    static struct flamme_cfi_cache memo; /* 1.5 KiB: not on the stack */
+    uint64_t base = (uint64_t)(uintptr_t)libc_sym("malloc");
+    int differ = 0, found = 0;
+    for (int round = 0; round < 3; round++)
+        for (uint64_t pc = base - 40000; pc < base + 40000; pc += 7 + (pc & 3)) {
+            struct flamme_cfi_row a, b;
+            memset(&a, 0, sizeof a);
+            memset(&b, 0, sizeof b);
+            int ra = flamme_cfi_lookup_sigsafe(pc, &a);
+            int rb = flamme_cfi_lookup_cached_sigsafe(&memo, pc, &b);
+            found += ra;
+            differ += ra != rb || memcmp(&a, &b, sizeof a) != 0;
+        }
+    CHECK(found > 10000);
+    CHECK(differ == 0);
+    /* Adding libc again publishes a new set: the memo starts over from it
+     * instead of answering from the old one. */
+    struct flamme_cfi_row row;
+    CHECK(flamme_cfi_lookup_cached_sigsafe(&memo, base, &row) == 1);
+    const void *before = memo.set;
+    CHECK(flamme_cfi_add_module(libc.path, libc.bias, libc.lo, libc.hi) == libc.rows);
+    CHECK(flamme_cfi_lookup_cached_sigsafe(&memo, base, &row) == 1);
+    CHECK(memo.set != before);
+    CHECK(flamme_cfi_lookup_cached_sigsafe(NULL, base, &row) == 1);
+}
+
 TEST(bad_files)
 {
     uint64_t m0, r0, b0, m1, r1, b1;
@@ -543,6 +574,7 @@ int main(void)
     RUN(concurrent_lookup);
     RUN(from_maps);
     RUN(deref_chain_rows);
+    RUN(cached_lookup);
     RUN(bad_files);
     RUN(no_section_headers);
     RUN(free_all);

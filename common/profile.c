@@ -186,6 +186,12 @@ struct flamme_pw {
     uint32_t nnodes;       /* nodes defined (node 0 included) */
     uint32_t *smap;        /* the caller's stack id -> node (UINT32_MAX: none) */
     size_t smap_cap;
+    /* The last stack interned, root first, and the node reached after each
+     * of its frames: a deep recursion's consecutive stacks share most of
+     * their root-most frames, which then cost a compare each instead of an
+     * interning. */
+    uint32_t *last_frames, *last_nodes;
+    uint32_t last_n, last_cap;
     struct bbuf nodes;     /* open STACK_NODES: its nodes (up, frame) */
     uint32_t nodes_first, nodes_count;
     struct bbuf samples;   /* open SAMPLES body */
@@ -520,10 +526,34 @@ int flamme_pw_stack(flamme_pw *w, uint32_t stack_id, uint32_t n, const uint32_t 
         w->smap = m;
         w->smap_cap = cap;
     }
-    uint32_t node = 0; /* from the root-most frame down to the leaf */
-    for (uint32_t i = n; i-- > 0;)
-        if ((node = node_child(w, node, frame_ids[i])) == UINT32_MAX)
+    if (n > w->last_cap) {
+        uint32_t cap = w->last_cap ? w->last_cap : 64;
+        while (cap < n)
+            cap *= 2;
+        uint32_t *f = realloc(w->last_frames, cap * sizeof *f);
+        if (f)
+            w->last_frames = f;
+        uint32_t *nd = f ? realloc(w->last_nodes, cap * sizeof *nd) : NULL;
+        if (nd)
+            w->last_nodes = nd;
+        if (!f || !nd)
             goto fail;
+        w->last_cap = cap;
+    }
+    /* From the root-most frame down to the leaf: the part shared with the
+     * last stack is found, not interned again. */
+    uint32_t same = 0, lim = n < w->last_n ? n : w->last_n;
+    while (same < lim && w->last_frames[same] == frame_ids[n - 1 - same])
+        same++;
+    uint32_t node = same ? w->last_nodes[same - 1] : 0;
+    w->last_n = same;
+    for (uint32_t i = same; i < n; i++) {
+        if ((node = node_child(w, node, frame_ids[n - 1 - i])) == UINT32_MAX)
+            goto fail;
+        w->last_frames[i] = frame_ids[n - 1 - i];
+        w->last_nodes[i] = node;
+        w->last_n = i + 1;
+    }
     w->smap[stack_id] = node;
     if (w->nodes.len >= BATCH_MAX && close_nodes(w) < 0)
         return -1;
@@ -711,6 +741,8 @@ int flamme_pw_close(flamme_pw *w, uint64_t samples, uint64_t lost, uint64_t end_
     flamme_itab_free(&w->tree);
     free(w->tkey);
     free(w->smap);
+    free(w->last_frames);
+    free(w->last_nodes);
     free(w->nodes.b);
     free(w->samples.b);
     free(w);

@@ -1112,6 +1112,51 @@ TEST(compact_round_trip)
     flamme_profile_free(&p);
 }
 
+/* Stacks that share root-most frames with the one written before them
+ * (deeper, shallower, a prefix of it, the same, two recursions taking
+ * turns) come back frame for frame: the writer reuses the shared part of
+ * the last stack's path and must never reuse more of it. */
+TEST(shared_prefix_round_trip)
+{
+    snprintf(path, sizeof path, "%s/prefix.flamme", dir);
+    flamme_pw *w = open_writer(path);
+    enum { NST = 400, MAXD = 700, NFR = 6 };
+    for (uint32_t f = 0; f < NFR; f++)
+        CHECK(flamme_pw_frame(w, f, 0x1000 + f, f, "fn", "mod") == 0);
+    static uint32_t st[NST][MAXD];
+    static uint32_t len[NST];
+    uint64_t x = 12345;
+    for (uint32_t k = 0; k < NST; k++) {
+        x = x * 6364136223846793005ull + 1442695040888963407ull;
+        uint32_t d = (uint32_t)(x >> 33) % MAXD;
+        /* Root first in the walk's order (leaf first) below: two families
+         * of stacks (k even, k odd) whose root-most frames agree within a
+         * family up to a random depth, then differ. */
+        uint32_t keep = k >= 2 ? (uint32_t)(x >> 13) % (len[k - 2] + 1) : 0;
+        for (uint32_t i = 0; i < d; i++) {
+            uint32_t root_i = d - 1 - i; /* distance from the root */
+            st[k][i] = root_i < keep && root_i < len[k - 2]
+                           ? st[k - 2][len[k - 2] - 1 - root_i]
+                           : (uint32_t)((x >> (i % 40)) + i) % NFR;
+        }
+        len[k] = d;
+        CHECK(flamme_pw_stack(w, k, d, st[k]) == 0);
+        CHECK(flamme_pw_sample(w, k, 1, 1, 0, 0, 1000 + k) == 0);
+    }
+    CHECK(flamme_pw_close(w, NST, 0, 0, 1) == 0);
+    struct flamme_profile p;
+    char err[512] = "";
+    CHECK(flamme_profile_load(path, &p, err, sizeof err) == 0);
+    CHECK(p.nsamples == NST);
+    int bad = 0;
+    for (uint32_t i = 0; i < p.nsamples && i < NST; i++) {
+        const struct flamme_stack *k = &p.stacks[p.samples[i].stack_id];
+        bad += k->n != len[i] || (len[i] && memcmp(k->frames, st[i], len[i] * sizeof st[i][0]) != 0);
+    }
+    CHECK(bad == 0);
+    flamme_profile_free(&p);
+}
+
 /* 2.x records that break the rules: gaps, bad parents, undefined frames and
  * nodes are ignored (and counted); a reserved tag bit or an overlong varint
  * stops decoding there; 1.x STACK and SAMPLE in a 2.x file are skipped. */
@@ -1206,6 +1251,7 @@ int main(void)
     RUN(exit_round_trip);
     RUN(alloc_round_trip);
     RUN(compact_round_trip);
+    RUN(shared_prefix_round_trip);
     RUN(compact_hostile_records);
     RUN(fuzzed_payloads_never_crash);
     RUN(write_error_is_sticky);

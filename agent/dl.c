@@ -30,6 +30,7 @@
 
 #include "agent/agent.h"
 #include "agent/libc_next.h"
+#include "agent/threads.h"
 #include "writer/writer.h"
 
 #define SYNC_TIMEOUT_MS 500
@@ -53,12 +54,28 @@ __attribute__((visibility("hidden"), used)) int flamme_dl_wrap_p(const char *fil
     return file && strchr(file, '/') && !strchr(file, '$');
 }
 
+/* Runs fn (the agent's work for the program: unwind rows of a library it
+ * loaded) with the thread's handler told to drop what it would sample
+ * there (flamme's own time). */
+static void as_agent(void (*fn)(void))
+{
+    struct flamme_slot *s = flamme_thread_self_sigsafe();
+    if (s)
+        s->in_agent = 1;
+    /* Pairs with the handler's read of in_agent on this thread. */
+    atomic_signal_fence(memory_order_seq_cst);
+    fn();
+    atomic_signal_fence(memory_order_seq_cst);
+    if (s)
+        s->in_agent = 0;
+}
+
 __attribute__((visibility("hidden"), used)) void *flamme_dl_open_wrapped(const char *file,
                                                                           int mode)
 {
     void *h = atomic_load_explicit(&flamme_real_dlopen, memory_order_relaxed)(file, mode);
     if (h)
-        flamme_writer_libraries_changed();
+        as_agent(flamme_writer_libraries_changed);
     return h;
 }
 
@@ -112,17 +129,22 @@ __attribute__((visibility("hidden"), used)) void flamme_dl_sym_check(void)
     }
     /* Pairs with the release store in the constructor / at exit. */
     if (atomic_load_explicit(&flamme_agent_sampling, memory_order_acquire))
-        flamme_writer_loader_check();
+        as_agent(flamme_writer_loader_check);
 }
 
 /* dlsym: the check, then the real dlsym with the caller's return address
  * in place (RTLD_NEXT is relative to the caller's object). */
 DL_STUB("dlsym", "flamme_dl_sym_check", "  jmp *flamme_real_dlsym(%rip)\n");
 
+static void sync_writer(void)
+{
+    flamme_writer_sync(SYNC_TIMEOUT_MS);
+}
+
 __attribute__((visibility("default"))) int dlclose(void *handle)
 {
     /* Pairs with the release store in the constructor / at exit. */
     if (atomic_load_explicit(&flamme_agent_sampling, memory_order_acquire))
-        flamme_writer_sync(SYNC_TIMEOUT_MS);
+        as_agent(sync_writer);
     return ((dlclose_fn)flamme_libc_next("dlclose"))(handle);
 }

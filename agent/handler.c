@@ -217,6 +217,11 @@ static void flamme_sigprof(int sig, siginfo_t *si, void *ucv)
         errno = saved_errno;
         return;
     }
+    /* The thread does the agent's work (agent/dl.c): flamme's time. */
+    if (s->in_agent) {
+        errno = saved_errno;
+        return;
+    }
     if (s->arming_carry) {
         weight += s->arming_carry;
         s->arming_carry = 0;

@@ -77,6 +77,11 @@ struct flamme_slot {
      * first overflow falling in the ioctl that enables it) and keeps the
      * weight in arming_carry for the thread's next sample. */
     volatile sig_atomic_t self_arming;
+    /* Set by the thread itself while it does the agent's work for the
+     * program (unwind rows for a library it just loaded, agent/dl.c): its
+     * handler drops those periods, flamme's own time, instead of sampling
+     * flamme's frames. */
+    volatile sig_atomic_t in_agent;
     unsigned arming_carry; /* handler-private */
     _Atomic int ring_busy;
     _Atomic uint64_t ring_busy_skipped; /* handler: samples skipped for it (statistics) */

@@ -5,7 +5,7 @@
                         the main domain, half in a second domain
      mid_bytes     20%  Bytes of 200 bytes (27 words), in the second domain,
                         inside a deep effect handler that it performs to
-   Run: split.exe OUT.flm RATE|cpu [live|live2] (cpu: CPU samples only;
+   Run: split.exe OUT.flm RATE|cpu [live|live2 [SECONDS]] (cpu: CPU samples only;
    live2: live tracking with the second domain running). With "live", every tenth small tuple
    and the list cell that keeps it stay reachable until the end (64 bytes
    in 848 allocated by small_tuples), and the second domain's work runs in
@@ -63,11 +63,19 @@ let () =
   let mode = if Array.length Sys.argv > 3 then Sys.argv.(3) else "" in
   let live = mode = "live" || mode = "live2" in
   keep_live := live;
+  (* SECONDS: the whole split again until the process has used that much
+     CPU (a profile in segments needs a run of several periods, whatever
+     the machine's speed); the shares stay those of one round. *)
+  let secs = if Array.length Sys.argv > 4 then float_of_string Sys.argv.(4) else 0. in
   Flamme.start ~output:out ?alloc ~live ();
-  let d = if mode = "live" then None else Some (Domain.spawn second_domain) in
-  small_tuples (5 * unit);
-  big_arrays (15 * unit / 10);
-  (match d with Some d -> Domain.join d | None -> second_domain ());
+  let round () =
+    let d = if mode = "live" then None else Some (Domain.spawn second_domain) in
+    small_tuples (5 * unit);
+    big_arrays (15 * unit / 10);
+    match d with Some d -> Domain.join d | None -> second_domain ()
+  in
+  round ();
+  while Sys.time () < secs do round () done;
   Flamme.stop ();
   (* the kept tuples stay reachable until the profile stopped *)
   ignore (Sys.opaque_identity !kept)

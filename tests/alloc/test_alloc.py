@@ -190,7 +190,8 @@ def test_segments(build, split, compiler, check, tmp_path):
     comp = compiler.name
     d = tmp_path / "seg"
     d.mkdir()
-    rc, so, se = sh([split, str(d / "s.%n.flm"), RATE, "live"], FLAMME_PERIOD="0.1")
+    # At least 0.5 s of CPU: five periods or more on any machine.
+    rc, so, se = sh([split, str(d / "s.%n.flm"), RATE, "live", "0.5"], FLAMME_PERIOD="0.1")
     if not check(rc == 0, "%s: split.exe live with a period runs" % comp, "rc %d: %s" % (rc, se.strip())):
         return
     segs = sorted(str(d / f) for f in os.listdir(d))

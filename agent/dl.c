@@ -46,8 +46,9 @@ __attribute__((visibility("hidden"))) _Atomic(dlopen_fn) flamme_real_dlopen;
  * caller does not matter to it and the agent runs), 0 to forward it. */
 __attribute__((visibility("hidden"), used)) int flamme_dl_wrap_p(const char *file)
 {
-    atomic_store_explicit(&flamme_real_dlopen, (dlopen_fn)flamme_libc_next("dlopen"),
-                          memory_order_relaxed);
+    if (!atomic_load_explicit(&flamme_real_dlopen, memory_order_relaxed))
+        atomic_store_explicit(&flamme_real_dlopen, (dlopen_fn)flamme_libc_next("dlopen"),
+                              memory_order_relaxed);
     /* Pairs with the release store in the constructor / at exit. */
     if (!atomic_load_explicit(&flamme_agent_sampling, memory_order_acquire))
         return 0;
@@ -146,5 +147,8 @@ __attribute__((visibility("default"))) int dlclose(void *handle)
     /* Pairs with the release store in the constructor / at exit. */
     if (atomic_load_explicit(&flamme_agent_sampling, memory_order_acquire))
         as_agent(sync_writer);
-    return ((dlclose_fn)flamme_libc_next("dlclose"))(handle);
+    static _Atomic(dlclose_fn) real;
+    if (!atomic_load_explicit(&real, memory_order_relaxed))
+        atomic_store_explicit(&real, (dlclose_fn)flamme_libc_next("dlclose"), memory_order_relaxed);
+    return atomic_load_explicit(&real, memory_order_relaxed)(handle);
 }

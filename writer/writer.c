@@ -131,6 +131,11 @@ static void frame_line(uint32_t id, uint64_t vaddr, const char *module)
  * function, so the vDSO has one name per entry point. */
 #define FR_VDSO_NAMED 8u
 #define FR_VDSO_ANON 16u
+/* agent/dl.c's dlopen wrapper, under which the program's own dlopen
+ * runs (its own work, the rows, is not sampled: in_agent): left out of the
+ * stack like a tail call, so flamme does not show in the program's frames.
+ * Any other agent function still shows: its time is flamme's. */
+#define FR_AGENT 32u
 
 /* Frame id for addr, emitting its FRAME record the first time. callee_facts
  * are the facts of the frame this one called (0 for the leaf): glibc ships
@@ -168,6 +173,8 @@ static uint32_t frame_id(uint64_t addr, uint8_t callee_facts, uint8_t *facts)
          * into the program (OCaml library) its module is the executable. */
         if (H.hidden_fn && strcmp(fn, H.hidden_fn) == 0)
             f |= FR_HIDDEN;
+        else if (strcmp(fn, "flamme_dl_open_wrapped") == 0)
+            f |= FR_AGENT;
         if (flamme_is_thread_root(fn, strlen(fn)))
             f |= FR_ROOT;
         if (strcmp(fn, "main") == 0)
@@ -342,7 +349,7 @@ static uint32_t stack_of(const uint64_t *frames, uint64_t n, int *root)
         uint32_t id = frame_id(i ? frames[i] - 1 : frames[i], facts, &facts);
         if (id == UINT32_MAX)
             return UINT32_MAX;
-        if (facts & FR_HIDDEN)
+        if (facts & (FR_HIDDEN | FR_AGENT))
             continue;
         if (k && (W.fact[W.ids[k - 1]] & FR_VDSO_ANON) && (facts & FR_VDSO_NAMED))
             k--; /* the unnamed vDSO callee folds into its exported caller */

@@ -145,10 +145,11 @@ static void on_fatal_signal(int sig, siginfo_t *si, void *uc)
     int saved_errno = errno;
     /* This handler runs on the thread's alternate stack, OCaml's 8 KiB: a
      * sample signal taken while it waits for the writer would put a second
-     * signal frame (~3.5 KiB with AVX-512 state) and the sample handler on
-     * it, past its end (a SIGSEGV instead of the program's own end, seen
-     * once in ~300 SIGTERMed runs with the itimer engine). The mask comes
-     * back as the handler returns. */
+     * signal frame (~3.4 KiB with AVX-512 state) and the sample handler on
+     * it, up to its end: the likely cause of a SIGTERMed run that died of
+     * SIGSEGV instead (itimer engine; once in CI, once in ~1,350 runs here;
+     * not reproduced on demand). The mask comes back as the handler
+     * returns. */
     sigset_t quiet;
     sigemptyset(&quiet);
     sigaddset(&quiet, flamme_sample_sig);

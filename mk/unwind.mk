@@ -22,3 +22,9 @@ bench-unwind: $(BUILD)/libflamme.so $(BUILD)/flamme $(UNW_DLLIB)
 	python3 bench/unwind_bench.py --build $(BUILD)
 BENCH_TARGETS += bench-unwind
 HELP_LINES += "make bench-unwind complete stacks per program and compiler (fp/nofp), 3 rounds at 999 Hz (prints a table)"
+
+.PHONY: bench-compiler
+bench-compiler: $(BUILD)/libflamme.so $(BUILD)/flamme
+	python3 bench/compiler_bench.py --build $(BUILD)
+BENCH_TARGETS += bench-compiler
+HELP_LINES += "make bench-compiler flamme on ocamlopt.opt (stacks of ~1,000-16,000 frames): whole stacks, samples the budget shortened, handler and CPU cost"

@@ -424,7 +424,9 @@ def test_churn(build, program, compiler, check, tmp_path):
     label = "churn/" + compiler.name
     # Domain ids are reused: count threads in the record summary.
     check(summ and summ["threads"] >= 20, "%s: >= 20 threads sampled" % label, summ)
-    placed(check, st, label, "batches", has("Churn.handle_batch"), ["start_thread"], 100)
+    # 50: the 30 batches are a fixed amount of work, 90-91 samples on a
+    # fast machine (CI once failed the 100 this asked for).
+    placed(check, st, label, "batches", has("Churn.handle_batch"), ["start_thread"], 50)
     placed(check, st, label, "Gc.major", has("caml_gc_major", "caml_finish_major_cycle"),
            ["Churn.compactor"], 10)
 

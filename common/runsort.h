@@ -24,25 +24,26 @@ static inline int flamme_sort_runs(void *base, size_t n, size_t sz,
     if (n < 2)
         return 0;
     char *a = base;
-    size_t nruns = 1;
-    for (size_t i = 1; i < n; i++)
-        if (cmp(a + (i - 1) * sz, a + i * sz) > 0)
-            nruns++;
-    if (nruns == 1)
+    size_t first = 1; /* where the first run ends */
+    while (first < n && cmp(a + (first - 1) * sz, a + first * sz) <= 0)
+        first++;
+    if (first == n)
         return 0;
-    /* start[k] = first element of run k; start[nruns] = n. */
-    size_t *start = malloc((nruns + 1) * sizeof *start);
+    /* start[k] = first element of run k; start[nruns] = n. Each element
+     * is compared with its predecessor once: at most n runs. */
+    size_t *start = malloc((n + 1) * sizeof *start);
     char *tmp = malloc(n * sz);
     if (!start || !tmp) {
         free(start);
         free(tmp);
         return -1;
     }
-    size_t k = 0;
-    start[k++] = 0;
-    for (size_t i = 1; i < n; i++)
+    size_t nruns = 0;
+    start[nruns++] = 0;
+    start[nruns++] = first;
+    for (size_t i = first + 1; i < n; i++)
         if (cmp(a + (i - 1) * sz, a + i * sz) > 0)
-            start[k++] = i;
+            start[nruns++] = i;
     start[nruns] = n;
     char *src = a, *dst = tmp;
     while (nruns > 1) {

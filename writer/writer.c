@@ -586,6 +586,15 @@ static int phdr_counts(struct dl_phdr_info *info, size_t size, void *data)
     return 1; /* the counters are the same in every entry: one is enough */
 }
 
+/* The loader's count of objects loaded so far (dl_iterate_phdr's
+ * dlpi_adds). */
+static uint64_t loader_adds(void)
+{
+    uint64_t c[2] = {0, 0};
+    dl_iterate_phdr(phdr_counts, c);
+    return c[0];
+}
+
 /* Re-reads the mappings for the symbolizer and the unwind rows when
  * libraries came or went since the last sweep, before the rings are
  * drained: frames in a new library are named from the start. */
@@ -853,11 +862,10 @@ void flamme_writer_loader_check(void)
 {
     if (atomic_load_explicit(&wake_fd, memory_order_acquire) < 0)
         return;
-    uint64_t c[2] = {0, 0};
-    dl_iterate_phdr(phdr_counts, c);
+    uint64_t adds = loader_adds();
     /* Relaxed: the count is only compared; concurrent callers that both
      * see it move both build, and the second finds every module added. */
-    if (atomic_exchange_explicit(&loader_adds_checked, c[0], memory_order_relaxed) != c[0])
+    if (atomic_exchange_explicit(&loader_adds_checked, adds, memory_order_relaxed) != adds)
         flamme_writer_libraries_changed();
 }
 
@@ -1118,11 +1126,7 @@ int flamme_writer_start(const struct flamme_writer_host *host, int fd, const cha
      * (stubs, the runtime) is sampled inside prologues and epilogues where
      * rbp is the caller's, and its rows are exact there. The loader's
      * count is read first: a load after it is a change. */
-    {
-        uint64_t c[2] = {0, 0};
-        dl_iterate_phdr(phdr_counts, c);
-        atomic_store_explicit(&loader_adds_checked, c[0], memory_order_relaxed);
-    }
+    atomic_store_explicit(&loader_adds_checked, loader_adds(), memory_order_relaxed);
     flamme_cfi_add_from_maps(NULL, W.self_module);
     W.last_cfi_ns = flamme_now_sigsafe();
     W.cmdline = cmdline;

@@ -16,6 +16,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 struct flamme_itab {
     uint32_t *slot; /* index + 1; 0 = empty */
@@ -38,9 +39,17 @@ static inline int flamme_itab_reserve(struct flamme_itab *t, size_t n, size_t mi
     size_t nc = t->cap ? t->cap * 2 : min_cap;
     while (2 * (n + 1) > nc)
         nc *= 2;
-    uint32_t *ns = calloc(nc, sizeof *ns);
+    /* Zeroed by writing, not by calloc: a fresh page first read (a probe
+     * finding a slot empty) maps the shared zero page, and the first write
+     * to it then replaces that page and flushes the TLB of every CPU the
+     * process runs on, an interrupt to each of the program's threads. The
+     * memset goes through a volatile pointer: the compiler would otherwise
+     * turn malloc + memset back into calloc. */
+    static void *(*volatile const zero)(void *, int, size_t) = memset;
+    uint32_t *ns = malloc(nc * sizeof *ns);
     if (!ns)
         return -1;
+    zero(ns, 0, nc * sizeof *ns);
     for (size_t i = 0; i < n; i++) {
         size_t j = hash(ctx, (uint32_t)i) & (nc - 1);
         while (ns[j])

@@ -156,8 +156,24 @@ static void print_budget(const struct flamme_profile *p)
     if (!v || sscanf(v, "%llu %llu %llu %llu %llu %llu", &pct, &depth, &skipped, &weight, &own,
                      &ns) != 6)
         return;
-    printf("  agent: signal handler %.3f s of CPU (budget: %llu%% of the program's)\n",
-           (double)ns / 1e9, pct);
+    /* The writer's CPU (INFO writer_ns, since 1.0 agents of 2026-11) and
+     * the share of both in the program's CPU time, which in cpu mode is
+     * the weight of every sample in the file times the period. */
+    const char *wv = flamme_profile_info(p, "writer_ns");
+    const char *mode = flamme_profile_info(p, "mode");
+    unsigned long long wns = wv ? strtoull(wv, NULL, 10) : 0;
+    uint64_t weight_all = 0;
+    for (size_t i = 0; i < p->nsamples; i++)
+        weight_all += p->samples[i].weight;
+    double prog_s = p->hdr.hz ? (double)weight_all / p->hdr.hz : 0;
+    if (!wv || !mode || strcmp(mode, "cpu") != 0 || prog_s <= 0)
+        printf("  agent: signal handler %.3f s of CPU (budget: %llu%% of the program's)\n",
+               (double)ns / 1e9, pct);
+    else
+        printf("  agent: signal handler %.3f s of CPU, writer %.3f s: %.1f%% of the program's %.2f s\n"
+               "  (the handler's budget: %llu%%)\n",
+               (double)ns / 1e9, (double)wns / 1e9,
+               100.0 * ((double)ns + (double)wns) / 1e9 / prog_s, prog_s, pct);
     if (own)
         printf("  %llu periods were the handler's own CPU time and are not counted as samples\n",
                own);

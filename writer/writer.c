@@ -100,6 +100,11 @@ static struct {
     int final;                /* the last sweep of a run: no segment begins */
     int alloc_info;           /* the current file has INFO alloc_rate (every file with ALLOCs) */
     const char *cmdline;
+    /* The writer's own CPU time this run (INFO writer_ns): what its threads
+     * that ended used (an exec checkpoint ends one and starts another),
+     * plus the running one's clock when read from it (writer_cpu_ns). */
+    uint64_t cpu_done_ns;
+    int running; /* a writer thread is in writer_main (set and cleared by it) */
 } W;
 
 #define ROTATE_GRACE_NS (2ull * DRAIN_INTERVAL_MS * 1000000ull)
@@ -761,6 +766,18 @@ static void write_exit_at(int how, int code, uint64_t until)
 
 static void write_totals_info(void);
 
+/* The writer's CPU time this run so far: from the writer thread, its own
+ * clock included; from any other thread (a stop, after the join) what the
+ * ended writer threads used. */
+static uint64_t writer_cpu_ns(void)
+{
+    uint64_t ns = W.cpu_done_ns;
+    struct timespec ts;
+    if (W.running && clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) == 0)
+        ns += (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+    return ns;
+}
+
 /* Completes the file: the handler-cost INFO, the END record, close.
  * Writer thread (finish) or the stopping thread after the join (stop).
  * Returns 0, or -1 if the profile could not be written completely. */
@@ -782,6 +799,10 @@ static int finalize(void)
 static void write_totals_info(void)
 {
     H.end_info(W.pw, !W.rot_at);
+    char buf[24];
+    snprintf(buf, sizeof buf, "%llu", (unsigned long long)writer_cpu_ns());
+    if (flamme_pw_info(W.pw, "writer_ns", buf) != 0)
+        W.failed = 1;
 }
 
 /* flamme_writer_sync: requests counted up by callers, sweeps done
@@ -793,6 +814,7 @@ static uint64_t sync_req, sync_done;
 static void *writer_main(void *arg)
 {
     (void)arg;
+    W.running = 1;
     int fd = atomic_load_explicit(&wake_fd, memory_order_acquire);
     /* Pairs with the release stores in flamme_writer_stop / _finish_sigsafe. */
     while (!atomic_load_explicit(&W.stop, memory_order_acquire) &&
@@ -832,6 +854,9 @@ static void *writer_main(void *arg)
         sweep();
         W.final = W.no_stash = 0;
     }
+    /* Its CPU time is counted now: a stop finalizes after the join. */
+    W.cpu_done_ns = writer_cpu_ns();
+    W.running = 0;
     if (atomic_load_explicit(&W.finish, memory_order_acquire)) {
         finalize();
         /* Pairs with the acquire load in flamme_writer_wait_finished_sigsafe. */

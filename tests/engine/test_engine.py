@@ -91,6 +91,17 @@ def test_deepfx(build, ocaml, compiler, check, tmp_path, hz):
     check(handler <= 0.05 * cpu, "%s deepfx %d Hz: handler CPU <= 5%% of the thread's" % (comp, hz),
           "%.3f of %.3f s" % (handler, cpu))
     check("were shortened" in rep, "%s deepfx %d Hz: report says samples were shortened" % (comp, hz))
+    w = re.search(r"writer ([0-9.]+) s: ([0-9.]+)% of the program's ([0-9.]+) s", rep)
+    check(w is not None, "%s deepfx %d Hz: report gives the writer's CPU and the agent's share"
+          % (comp, hz), rep[:600])
+    if w:
+        writer = float(w.group(1))
+        print("  %s deepfx %d Hz: writer %.3f s, agent %s%% of %s s" % (comp, hz, writer, w.group(2),
+                                                                   w.group(3)))
+        # Mostly fixed (the executable's symbols and line table): a share
+        # of a 0.4 s run says little, so only that it was measured.
+        check(0 < writer < cpu, "%s deepfx %d Hz: writer CPU measured (above 0, below the thread's)"
+              % (comp, hz), "%.3f of %.3f s" % (writer, cpu))
 
 
 KERN_PHASES = ("compute", "touch", "files")

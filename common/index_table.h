@@ -28,16 +28,17 @@ typedef uint64_t (*flamme_itab_hash_fn)(const void *ctx, uint32_t i);
 /* 1 if the key of index i is the len bytes at key. */
 typedef int (*flamme_itab_eq_fn)(const void *ctx, uint32_t i, const void *key, size_t len);
 
-/* Makes room for one more index when n are in: the table doubles (from
+/* Makes room for `more` indexes when n are in: the table doubles (from
  * min_cap, a power of two) and indexes 0..n-1 are re-inserted with hash.
  * Returns 0, or -1 when out of memory (the table is unchanged). */
-static inline int flamme_itab_reserve(struct flamme_itab *t, size_t n, size_t min_cap,
-                                      flamme_itab_hash_fn hash, const void *ctx)
+static inline int flamme_itab_reserve_more(struct flamme_itab *t, size_t n, size_t more,
+                                           size_t min_cap, flamme_itab_hash_fn hash,
+                                           const void *ctx)
 {
-    if (2 * (n + 1) <= t->cap)
+    if (2 * (n + more) <= t->cap)
         return 0;
     size_t nc = t->cap ? t->cap * 2 : min_cap;
-    while (2 * (n + 1) > nc)
+    while (2 * (n + more) > nc)
         nc *= 2;
     /* Zeroed by writing, not by calloc: a fresh page first read (a probe
      * finding a slot empty) maps the shared zero page, and the first write
@@ -60,6 +61,13 @@ static inline int flamme_itab_reserve(struct flamme_itab *t, size_t n, size_t mi
     t->slot = ns;
     t->cap = nc;
     return 0;
+}
+
+/* flamme_itab_reserve_more for one more index. */
+static inline int flamme_itab_reserve(struct flamme_itab *t, size_t n, size_t min_cap,
+                                      flamme_itab_hash_fn hash, const void *ctx)
+{
+    return flamme_itab_reserve_more(t, n, 1, min_cap, hash, ctx);
 }
 
 /* The slot on the probe path of hash h that holds an index whose key eq

@@ -506,6 +506,63 @@ static uint32_t node_of(const flamme_pw *w, uint32_t stack_id)
     return stack_id < w->smap_cap ? w->smap[stack_id] : UINT32_MAX;
 }
 
+/* Defines m new nodes in a chain under parent, a node with no child yet:
+ * the node of frames[m - 1] (root side), its child for frames[m - 2], ...,
+ * down to frames[0]; their ids go to nodes[0..m) (root side first). None
+ * can exist (their parents are new), so they are inserted without a
+ * look-up, a group at a time with their slots prefetched: a deep stack's
+ * new part is hundreds of nodes, each slot a cache miss. Returns 0, or -1
+ * on allocation failure or when the ids run out. */
+static int node_chain(flamme_pw *w, uint32_t parent, const uint32_t *frames, uint32_t m,
+                      uint32_t *nodes)
+{
+    enum { GROUP = 16 };
+    uint32_t nkeys = w->nnodes - 1;
+    if (w->nnodes >= UINT32_MAX - 1 - m)
+        return -1;
+    if (flamme_itab_reserve_more(&w->tree, nkeys, m, 1024, tree_hash, w) < 0)
+        return -1;
+    if (nkeys + m > w->tkey_cap) {
+        size_t cap = w->tkey_cap ? w->tkey_cap * 2 : 1024;
+        while (cap < nkeys + m)
+            cap *= 2;
+        uint64_t *k = realloc(w->tkey, cap * sizeof *k);
+        if (!k)
+            return -1;
+        w->tkey = k;
+        w->tkey_cap = cap;
+    }
+    if (bb_reserve(&w->nodes, (size_t)m * 20) < 0)
+        return -1;
+    size_t mask = w->tree.cap - 1;
+    uint64_t h[GROUP];
+    for (uint32_t g = 0; g < m; g += GROUP) {
+        uint32_t cnt = m - g < GROUP ? m - g : GROUP;
+        /* Node ids are dense: the k-th new node is w->nnodes + k. */
+        for (uint32_t k = 0; k < cnt; k++) {
+            uint32_t up = g + k ? w->nnodes + k - 1 : parent;
+            uint64_t key = (uint64_t)up << 32 | frames[m - 1 - g - k];
+            w->tkey[w->nnodes - 1 + k] = key;
+            h[k] = flamme_hash_mix64(key) & mask;
+            __builtin_prefetch(&w->tree.slot[h[k]], 1);
+        }
+        for (uint32_t k = 0; k < cnt; k++) {
+            size_t j = h[k];
+            while (w->tree.slot[j])
+                j = (j + 1) & mask;
+            uint32_t node = w->nnodes++;
+            w->tree.slot[j] = node; /* index node - 1, stored + 1 */
+            if (w->nodes_count == 0)
+                w->nodes_first = node;
+            w->nodes_count++;
+            bb_varint(&w->nodes, node - parent);
+            bb_varint(&w->nodes, frames[m - 1 - g - k]);
+            nodes[g + k] = parent = node;
+        }
+    }
+    return 0;
+}
+
 int flamme_pw_stack(flamme_pw *w, uint32_t stack_id, uint32_t n, const uint32_t *frame_ids)
 {
     if (w->failed)
@@ -547,12 +604,24 @@ int flamme_pw_stack(flamme_pw *w, uint32_t stack_id, uint32_t n, const uint32_t 
         same++;
     uint32_t node = same ? w->last_nodes[same - 1] : 0;
     w->last_n = same;
-    for (uint32_t i = same; i < n; i++) {
+    uint32_t i = same;
+    while (i < n) {
+        uint32_t made = w->nnodes;
         if ((node = node_child(w, node, frame_ids[n - 1 - i])) == UINT32_MAX)
             goto fail;
         w->last_frames[i] = frame_ids[n - 1 - i];
         w->last_nodes[i] = node;
-        w->last_n = i + 1;
+        w->last_n = ++i;
+        if (node == made)
+            break; /* a new node: every deeper one is new too */
+    }
+    if (i < n) {
+        if (node_chain(w, node, frame_ids, n - i, w->last_nodes + i) != 0)
+            goto fail;
+        for (; i < n; i++)
+            w->last_frames[i] = frame_ids[n - 1 - i];
+        w->last_n = n;
+        node = w->last_nodes[n - 1];
     }
     w->smap[stack_id] = node;
     if (w->nodes.len >= BATCH_MAX && close_nodes(w) < 0)

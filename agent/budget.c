@@ -39,9 +39,11 @@ static __thread struct bstate t_b TLS_IE;
 
 static _Atomic uint64_t g_short, g_short_weight, g_own, g_handler_ns;
 
-unsigned flamme_budget_admit_sigsafe(unsigned weight, uint64_t period_ns, uint32_t *depth)
+unsigned flamme_budget_admit_sigsafe(unsigned weight, uint64_t period_ns, uint64_t writer_ns,
+                                     uint32_t *depth)
 {
     struct bstate *b = &t_b;
+    b->allowance_ns -= (int64_t)writer_ns;
     b->full = 1;
     b->capped = 0;
     if (period_ns == 0)

@@ -25,8 +25,10 @@
 #include <stdint.h>
 
 /* Default share (%) of the program's CPU time the handler may use
- * (FLAMME_BUDGET; the writer thread has the rest of the 3% the agent is
- * allowed). */
+ * (FLAMME_BUDGET). The writer thread has 1% more (the agent's 3%); what it
+ * spends beyond is charged to the budgets of the threads whose samples it
+ * interned (writer/writer.c, budget_sweep), so deep stacks are shortened
+ * for the writer's cost too. */
 #define FLAMME_BUDGET_PCT 2
 
 /* Frames of a sample shortened for the budget. */
@@ -40,9 +42,12 @@ struct flamme_budget_clock {
 /* Decides what a signal standing for `weight` periods becomes: returns the
  * weight of the sample to take now, or 0 when the periods were all the
  * handler's own time (no sample). Lowers *depth (the frames the walk may
- * take) when the budget is overdrawn. period_ns: the sampling period.
- * async-signal-safe: yes. */
-unsigned flamme_budget_admit_sigsafe(unsigned weight, uint64_t period_ns, uint32_t *depth);
+ * take) when the budget is overdrawn. period_ns: the sampling period;
+ * writer_ns: the writer's time charged to this thread since its last
+ * sample (spent from the budget, not taken off the weight: it is another
+ * thread's CPU). async-signal-safe: yes. */
+unsigned flamme_budget_admit_sigsafe(unsigned weight, uint64_t period_ns, uint64_t writer_ns,
+                                     uint32_t *depth);
 
 /* Starts timing a walk. async-signal-safe: yes. */
 void flamme_budget_start_sigsafe(struct flamme_budget_clock *c);

@@ -247,7 +247,10 @@ static void flamme_sigprof(int sig, siginfo_t *si, void *ucv)
     /* Periods that were the handler's own time are no sample; a budget
      * overdrawn by deep walks shortens this one (agent/budget.h). */
     uint32_t max = (uint32_t)flamme_cfg.depth;
-    weight = flamme_budget_admit_sigsafe(weight, 1000000000u / (unsigned)flamme_cfg.hz, &max);
+    /* Pairs with the writer's fetch_add (host_charge_budget). */
+    uint64_t writer_ns = atomic_exchange_explicit(&s->writer_debt_ns, 0, memory_order_relaxed);
+    weight = flamme_budget_admit_sigsafe(weight, 1000000000u / (unsigned)flamme_cfg.hz, writer_ns,
+                                         &max);
     if (!weight) {
         errno = saved_errno;
         return;

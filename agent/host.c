@@ -87,6 +87,12 @@ static void host_thread_done(int i, int keep)
         flamme_slot_release(s);
 }
 
+static void host_charge_budget(int i, uint64_t ns)
+{
+    /* Pairs with the exchange in the slot's handler (agent/handler.c). */
+    atomic_fetch_add_explicit(&flamme_slots[i].writer_debt_ns, ns, memory_order_relaxed);
+}
+
 static int host_sweep(flamme_pw *pw)
 {
     int rc = flamme_gc_drain(pw);
@@ -148,6 +154,7 @@ const struct flamme_writer_host *flamme_agent_host_for_start(void)
         .thread = host_thread,
         .thread_done = host_thread_done,
         .threads_recycle_dead = flamme_threads_recycle_dead,
+        .charge_budget = host_charge_budget,
         .sweep = host_sweep,
         .end_info = host_end_info,
     };

@@ -82,6 +82,11 @@ struct flamme_slot {
      * handler drops those periods, flamme's own time, instead of sampling
      * flamme's frames. */
     volatile sig_atomic_t in_agent;
+    /* The writer's CPU time beyond its share of the budget, charged to this
+     * thread's (writer: fetch_add; the handler takes it with an exchange
+     * into its allowance, agent/budget.h). Relaxed: a count, nothing else
+     * is published with it. */
+    _Atomic uint64_t writer_debt_ns;
     unsigned arming_carry; /* handler-private */
     _Atomic int ring_busy;
     _Atomic uint64_t ring_busy_skipped; /* handler: samples skipped for it (statistics) */

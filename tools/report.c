@@ -161,7 +161,9 @@ static void print_budget(const struct flamme_profile *p)
      * the weight of every sample in the file times the period. */
     const char *wv = flamme_profile_info(p, "writer_ns");
     const char *mode = flamme_profile_info(p, "mode");
-    unsigned long long wns = wv ? strtoull(wv, NULL, 10) : 0;
+    unsigned long long wns = 0, charged = 0;
+    if (wv && sscanf(wv, "%llu %llu", &wns, &charged) < 1)
+        wv = NULL;
     uint64_t weight_all = 0;
     for (size_t i = 0; i < p->nsamples; i++)
         weight_all += p->samples[i].weight;
@@ -174,12 +176,15 @@ static void print_budget(const struct flamme_profile *p)
                "  (the handler's budget: %llu%%)\n",
                (double)ns / 1e9, (double)wns / 1e9,
                100.0 * ((double)ns + (double)wns) / 1e9 / prog_s, prog_s, pct);
+    if (charged)
+        printf("  the writer's time beyond its 1%% (%.3f s) was charged to the handler's budget\n",
+               (double)charged / 1e9);
     if (own)
         printf("  %llu periods were the handler's own CPU time and are not counted as samples\n",
                own);
     if (skipped)
         printf("  %llu samples (weight %llu) were shortened to their %llu leaf-most frames to keep\n"
-               "  the handler within its budget (deep stacks); they count as truncated\n",
+               "  the agent within its budget (deep stacks); they count as truncated\n",
                skipped, weight, depth);
     v = flamme_profile_info(p, "engine_moved_to_timer");
     if (v && atoi(v) > 0) {

@@ -51,6 +51,9 @@ struct wslot {
     uint32_t serial;
     pid_t serial_tid;
     uint64_t serial_start;
+    /* This sweep: the work its samples made (one per sample, plus a frame's
+     * worth per frame interned one by one) and their weight (budget_sweep). */
+    uint64_t work, weight;
 };
 static struct wslot *ws; /* H.max_threads, allocated at the first start */
 static uint32_t next_serial;
@@ -105,6 +108,10 @@ static struct {
      * plus the running one's clock when read from it (writer_cpu_ns). */
     uint64_t cpu_done_ns;
     int running; /* a writer thread is in writer_main (set and cleared by it) */
+    /* The writer's part of the agent's CPU budget (budget_sweep): what it
+     * may still spend (ns), and what it charged to the threads' budgets. */
+    int64_t wbal;
+    uint64_t charged_ns;
 } W;
 
 #define ROTATE_GRACE_NS (2ull * DRAIN_INTERVAL_MS * 1000000ull)
@@ -547,10 +554,13 @@ static void on_record(void *ctx, const uint64_t *rec, uint64_t nwords)
     struct rawent *e = n ? raw_slot(h1, h2, (uint32_t)n) : NULL;
     uint32_t sid;
     int root;
+    ws[s].work++;
+    ws[s].weight += weight;
     if (e && e->n) {
         sid = e->sid;
         root = e->root;
     } else {
+        ws[s].work += n;
         sid = stack_of(frames, n, &root);
         if (sid == UINT32_MAX) {
             W.failed = 1;
@@ -618,6 +628,50 @@ static void follow_libraries(void)
     flamme_cfi_add_from_maps(NULL, W.self_module);
 }
 
+/* The calling thread's CPU time in ns (0 if it cannot be read). */
+static uint64_t thread_cpu_ns(void)
+{
+    struct timespec ts;
+    if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) != 0)
+        return 0;
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* The writer's share of the agent's CPU budget (agent/budget.h: the
+ * handler has FLAMME_BUDGET, 2% by default, of the program's time): 1% of
+ * the periods its samples stand for, saved up to WRITER_BALANCE_MAX_NS
+ * (which it starts with: the first sweeps parse the executable's symbols
+ * and line table, a fixed cost). What the drains cost beyond it is charged
+ * to the budgets of the threads whose samples made the work, in proportion
+ * to it: their handlers then shorten more samples, and a shortened stack
+ * costs the writer less (deep recursion: hundreds of new frames a sample). */
+#define WRITER_BUDGET_PCT 1
+#define WRITER_BALANCE_MAX_NS 20000000
+
+/* After a sweep's drains of slots 0..hwm-1, which took drain_ns of CPU. */
+static void budget_sweep(int hwm, uint64_t drain_ns)
+{
+    uint64_t work = 0, weight = 0;
+    for (int i = 0; i < hwm; i++) {
+        work += ws[i].work;
+        weight += ws[i].weight;
+    }
+    uint64_t period = H.hz > 0 ? 1000000000u / (unsigned)H.hz : 0;
+    W.wbal += (int64_t)(weight * period * WRITER_BUDGET_PCT / 100) - (int64_t)drain_ns;
+    if (W.wbal > WRITER_BALANCE_MAX_NS)
+        W.wbal = WRITER_BALANCE_MAX_NS;
+    if (W.wbal < 0 && work && H.charge_budget) {
+        uint64_t over = (uint64_t)-W.wbal;
+        for (int i = 0; i < hwm; i++)
+            if (ws[i].work)
+                H.charge_budget(i, (uint64_t)((double)over * (double)ws[i].work / (double)work));
+        W.charged_ns += over;
+        W.wbal = 0;
+    }
+    for (int i = 0; i < hwm; i++)
+        ws[i].work = ws[i].weight = 0;
+}
+
 /* One sweep over all slots: drain rings, report losses, retire dead threads. */
 static void rotate(void);
 
@@ -628,6 +682,7 @@ static void sweep(void)
         W.rot_at = W.seg_end;
     follow_libraries();
     int hwm = H.threads_hwm();
+    uint64_t cpu0 = thread_cpu_ns();
     for (int i = 0; i < hwm; i++) {
         /* A dead thread's slot is ours to drain only once taken (its thread
          * may recycle it itself when no writer runs); while a segment
@@ -663,6 +718,7 @@ static void sweep(void)
             H.thread_done(i, 0);
         }
     }
+    budget_sweep(hwm, thread_cpu_ns() - cpu0);
     /* GC records, deferred arming, the engine's review. */
     if (H.sweep(W.pw) != 0)
         W.failed = 1;
@@ -771,11 +827,7 @@ static void write_totals_info(void);
  * ended writer threads used. */
 static uint64_t writer_cpu_ns(void)
 {
-    uint64_t ns = W.cpu_done_ns;
-    struct timespec ts;
-    if (W.running && clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) == 0)
-        ns += (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-    return ns;
+    return W.cpu_done_ns + (W.running ? thread_cpu_ns() : 0);
 }
 
 /* Completes the file: the handler-cost INFO, the END record, close.
@@ -799,8 +851,9 @@ static int finalize(void)
 static void write_totals_info(void)
 {
     H.end_info(W.pw, !W.rot_at);
-    char buf[24];
-    snprintf(buf, sizeof buf, "%llu", (unsigned long long)writer_cpu_ns());
+    char buf[48];
+    snprintf(buf, sizeof buf, "%llu %llu", (unsigned long long)writer_cpu_ns(),
+             (unsigned long long)W.charged_ns);
     if (flamme_pw_info(W.pw, "writer_ns", buf) != 0)
         W.failed = 1;
 }
@@ -1072,6 +1125,7 @@ int flamme_writer_start(const struct flamme_writer_host *host, int fd, const cha
     flamme_itab_free(&W.raw_tab);
     free(W.stash);
     memset(&W, 0, sizeof W);
+    W.wbal = WRITER_BALANCE_MAX_NS;
     flamme_writer_set_end_sigsafe(FLAMME_EXIT_STOPPED, 0);
     W.syms = keep_syms;
     W.lines = keep_lines;
@@ -1095,6 +1149,7 @@ int flamme_writer_start(const struct flamme_writer_host *host, int fd, const cha
         }
         w->announced = 0;
         w->domain = -1;
+        w->work = w->weight = 0;
     }
     struct flamme_header h;
     memset(&h, 0, sizeof h);

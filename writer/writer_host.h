@@ -74,6 +74,11 @@ struct flamme_writer_host {
      * The stopping thread, after the writer thread ended. */
     void (*threads_recycle_dead)(void);
 
+    /* Charges ns of the writer's CPU time to the CPU budget of slot i's
+     * thread (agent/budget.h): the writer's share of the agent's budget was
+     * spent, and that thread's samples made the work. Writer thread. */
+    void (*charge_budget)(int i, uint64_t ns);
+
     /* Once per sweep, after the rings: records of the agent's other sources
      * (GC events) into pw, and its periodic work (deferred arming, engine
      * review). Returns 0, or -1 if a record could not be written. */

@@ -106,16 +106,16 @@ static void host_end_info(flamme_pw *pw, int last)
 {
     uint64_t p50, p99, n;
     flamme_handler_cost(&p50, &p99, &n);
-    char buf[64];
+    char buf[160];
     snprintf(buf, sizeof buf, "%llu %llu %llu", (unsigned long long)p50,
              (unsigned long long)p99, (unsigned long long)n);
     flamme_pw_info(pw, "handler_ns_p50_p99_n", buf);
-    uint64_t skipped, skipped_w, own, handler_ns;
-    flamme_budget_totals(&skipped, &skipped_w, &own, &handler_ns);
-    snprintf(buf, sizeof buf, "%d %d %llu %llu %llu %llu", flamme_cfg.budget_pct,
+    uint64_t skipped, skipped_w, own, handler_ns, stitched;
+    flamme_budget_totals(&skipped, &skipped_w, &own, &handler_ns, &stitched);
+    snprintf(buf, sizeof buf, "%d %d %llu %llu %llu %llu %llu", flamme_cfg.budget_pct,
              FLAMME_BUDGET_SHORT_DEPTH,
              (unsigned long long)skipped, (unsigned long long)skipped_w, (unsigned long long)own,
-             (unsigned long long)handler_ns);
+             (unsigned long long)handler_ns, (unsigned long long)stitched);
     flamme_pw_info(pw, "budget", buf);
     uint64_t gc_paused_ns, gc_pauses;
     flamme_gc_major_paused(&gc_paused_ns, &gc_pauses);

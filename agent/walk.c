@@ -38,6 +38,7 @@ struct walk {
     uintptr_t copy_base, copy_len; /* the copied chunk covers [copy_base, copy_base + copy_len) */
     int cur;                       /* range of the current frame, or -1 */
     int switches;                  /* moves to another stack towards younger addresses */
+    uintptr_t ra_at;               /* where the last step read its return address (0: a copy) */
 };
 
 /* Index of the range holding [addr, addr+len), or -1. */
@@ -265,6 +266,7 @@ static int cfi_step(struct walk *w, uintptr_t lookup_pc, uintptr_t *pc, int leaf
     w->g.r[R_RSP] = cfa;
     w->g.valid = valid;
     w->cur = r;
+    w->ra_at = r >= 0 ? cfa - 8 : 0;
     *pc = ra;
     return 1;
 }
@@ -297,6 +299,7 @@ static int fp_step(struct walk *w, uintptr_t *pc)
     if (ret == 0)
         return 0;
     *pc = ret;
+    w->ra_at = r >= 0 ? fp + 8 : 0;
     /* Within one stack the chain must move towards older frames (higher
      * addresses); crossing to another stack (fiber -> parent, OCaml -> C)
      * may go either way, but only a bounded number of times. */
@@ -314,14 +317,26 @@ static int fp_step(struct walk *w, uintptr_t *pc)
     return 1;
 }
 
+/* frames[n] = pc, and where it was read into the trace (t may be NULL). */
+static inline void put_frame(struct flamme_walk_trace *t, uint64_t *frames, uint32_t *n,
+                             uintptr_t pc, uintptr_t ra_at)
+{
+    if (t) {
+        if (*n < t->cap)
+            t->ra_at[*n] = ra_at;
+        t->last = ra_at;
+    }
+    frames[(*n)++] = pc;
+}
+
 static uint32_t walk(struct walk *w, uintptr_t pc, uint64_t *frames, uint32_t max,
-                     uint32_t *flags, int leaf)
+                     uint32_t *flags, int leaf, struct flamme_walk_trace *t)
 {
     uint32_t n = 0;
     *flags = 0;
     if (max == 0)
         return 0;
-    frames[n++] = pc;
+    put_frame(t, frames, &n, pc, 0);
     while (n < max) {
         /* A return address points after its call: look up the call itself. */
         struct walk before;
@@ -345,7 +360,7 @@ static uint32_t walk(struct walk *w, uintptr_t pc, uint64_t *frames, uint32_t ma
         if (c > 0) {
             if (pc == 0)
                 return n; /* outermost frame (RA zero) */
-            frames[n++] = pc;
+            put_frame(t, frames, &n, pc, w->ra_at);
             leaf = 0;
             continue;
         }
@@ -357,7 +372,7 @@ static uint32_t walk(struct walk *w, uintptr_t pc, uint64_t *frames, uint32_t ma
             uintptr_t caller = leaf_caller(pc, w->g.r[R_RSP], w->ranges, w->nranges, &ok, &slot);
             leaf = 0;
             if (ok && caller) {
-                frames[n++] = caller;
+                put_frame(t, frames, &n, caller, slot);
                 pc = caller;
                 if (n >= max)
                     break;
@@ -376,7 +391,7 @@ static uint32_t walk(struct walk *w, uintptr_t pc, uint64_t *frames, uint32_t ma
             return n;
         if (c < 0)
             goto broken;
-        frames[n++] = pc;
+        put_frame(t, frames, &n, pc, w->ra_at);
         if (c == 2)
             goto broken;
     }
@@ -387,20 +402,30 @@ broken:
     return n;
 }
 
+uint32_t flamme_walk_traced_sigsafe(uintptr_t pc, const struct flamme_walk_regs *regs, int leaf,
+                                    const struct flamme_range *ranges, int nranges,
+                                    struct flamme_walk_copy *copy, uint64_t *frames, uint32_t max,
+                                    uint32_t *flags, struct flamme_walk_trace *trace)
+{
+    struct walk w = {*regs, ranges, nranges, copy, 0, 0, -1, 0, 0};
+    if (!(w.g.valid & BIT(R_RSP))) {
+        *flags = FLAMME_SAMPLE_BROKEN;
+        if (max == 0)
+            return 0;
+        uint32_t n = 0;
+        put_frame(trace, frames, &n, pc, 0);
+        return n;
+    }
+    return walk(&w, pc, frames, max, flags, leaf, trace);
+}
+
 uint32_t flamme_walk_regs_sigsafe(uintptr_t pc, const struct flamme_walk_regs *regs, int leaf,
                                   const struct flamme_range *ranges, int nranges,
                                   struct flamme_walk_copy *copy, uint64_t *frames, uint32_t max,
                                   uint32_t *flags)
 {
-    struct walk w = {*regs, ranges, nranges, copy, 0, 0, -1, 0};
-    if (!(w.g.valid & BIT(R_RSP))) {
-        *flags = FLAMME_SAMPLE_BROKEN;
-        if (max == 0)
-            return 0;
-        frames[0] = pc;
-        return 1;
-    }
-    return walk(&w, pc, frames, max, flags, leaf);
+    return flamme_walk_traced_sigsafe(pc, regs, leaf, ranges, nranges, copy, frames, max, flags,
+                                      NULL);
 }
 
 uint32_t flamme_walk_sigsafe(uintptr_t pc, uintptr_t sp, uintptr_t fp,

@@ -28,6 +28,18 @@ struct flamme_walk_copy {
     struct flamme_cfi_cache *cfi; /* the thread's memo of unwind rows (agent/cfi.h), or NULL */
 };
 
+/* Where a walk read its return addresses: ra_at[i] is the stack address
+ * frames[i] came from (0 for the leaf pc, and for a word read from a
+ * checked copy rather than a known stack), for i < cap; last is the same
+ * for the walk's last frame. The handler keeps a whole walk's trace and
+ * completes a later shortened walk of the same thread from it once the
+ * return addresses there are checked (agent/handler.c). */
+struct flamme_walk_trace {
+    uintptr_t *ra_at; /* may be NULL (cap 0) */
+    uint32_t cap;
+    uintptr_t last;
+};
+
 /* The registers a walk starts from, by DWARF number (rax rdx rcx rbx rsi
  * rdi rbp rsp r8..r15 = 0..15); bit i of valid says r[i] is known. rsp
  * (7) must be valid. */
@@ -51,6 +63,12 @@ uint32_t flamme_walk_regs_sigsafe(uintptr_t pc, const struct flamme_walk_regs *r
                                   const struct flamme_range *ranges, int nranges,
                                   struct flamme_walk_copy *copy, uint64_t *frames, uint32_t max,
                                   uint32_t *flags);
+
+/* The same, also filling *trace (may be NULL). */
+uint32_t flamme_walk_traced_sigsafe(uintptr_t pc, const struct flamme_walk_regs *regs, int leaf,
+                                    const struct flamme_range *ranges, int nranges,
+                                    struct flamme_walk_copy *copy, uint64_t *frames, uint32_t max,
+                                    uint32_t *flags, struct flamme_walk_trace *trace);
 
 /* The same from (pc, sp, fp) only: the other registers are unknown. */
 uint32_t flamme_walk_sigsafe(uintptr_t pc, uintptr_t sp, uintptr_t fp,

@@ -152,9 +152,9 @@ static void print_header(const char *path, const struct flamme_profile *p)
 static void print_budget(const struct flamme_profile *p)
 {
     const char *v = flamme_profile_info(p, "budget");
-    unsigned long long pct, depth, skipped, weight, own, ns;
-    if (!v || sscanf(v, "%llu %llu %llu %llu %llu %llu", &pct, &depth, &skipped, &weight, &own,
-                     &ns) != 6)
+    unsigned long long pct, depth, skipped, weight, own, ns, stitched = 0;
+    if (!v || sscanf(v, "%llu %llu %llu %llu %llu %llu %llu", &pct, &depth, &skipped, &weight, &own,
+                     &ns, &stitched) < 6)
         return;
     /* The writer's CPU (INFO writer_ns, since 1.0 agents of 2026-11) and
      * the share of both in the program's CPU time, which in cpu mode is
@@ -186,6 +186,10 @@ static void print_budget(const struct flamme_profile *p)
         printf("  %llu samples (weight %llu) were shortened to their %llu leaf-most frames to keep\n"
                "  the agent within its budget (deep stacks); they count as truncated\n",
                skipped, weight, depth);
+    if (stitched)
+        printf("  %llu shortened samples were completed from their thread's previous whole stack\n"
+               "  (its return addresses still in their stack slots) and count as complete\n",
+               stitched);
     v = flamme_profile_info(p, "engine_moved_to_timer");
     if (v && atoi(v) > 0) {
         const char *tids = strchr(v, ' ');

@@ -22,6 +22,7 @@ PROGRAMS = {
     "deepfx": ([CPUTIME, os.path.join(HERE, "deepfx.ml")], ()),
     "kern": ([CPUTIME, os.path.join(HERE, "kern_stubs.c"), os.path.join(HERE, "kern.ml")], ()),
     "handoff": ([os.path.join(HERE, "handoff.ml")], ("unix", "threads")),
+    "stitch": ([os.path.join(HERE, "stitch.ml")], ()),
 }
 
 

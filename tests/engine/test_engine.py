@@ -40,6 +40,7 @@ import tempfile
 import pytest
 
 import engine_figures as ef
+import flammetest  # noqa: E402
 from flammetest import clean_env, collapse, report, run
 
 
@@ -102,6 +103,64 @@ def test_deepfx(build, ocaml, compiler, check, tmp_path, hz):
         # of a 0.4 s run says little, so only that it was measured.
         check(0 < writer < cpu, "%s deepfx %d Hz: writer CPU measured (above 0, below the thread's)"
               % (comp, hz), "%.3f of %.3f s" % (writer, cpu))
+
+
+@pytest.mark.slow
+def test_stitch(build, ocaml, compiler, check, tmp_path):
+    """Deep recursion at 999 Hz under the default budget: the samples it
+    shortens are completed from the thread's last whole walk where the
+    stack below the cut is still the same, and only there. stitch.ml
+    alternates recursions 3000 frames deep that never call each other, two
+    of them the same frames at the same addresses under different callers."""
+    comp = compiler.name
+    depth = 3000
+    prof = str(tmp_path / "stitch.flm")
+    r = record_hz(build, ef.build_program(ocaml, "stitch"), ["1.0", str(depth)], prof, 999,
+                  cwd=tmp_path)
+    check(r.returncode == 0 and "stitch: " in r.stdout, "%s stitch: runs under flamme" % comp,
+          r.stderr.strip()[-300:])
+    if r.returncode != 0:
+        return
+    rep = report(build, prof)
+    m = re.search(r"(\d+) samples \(weight \d+\) were shortened", rep)
+    shortened = int(m.group(1)) if m else 0
+    m = re.search(r"(\d+) shortened samples were completed", rep)
+    stitched = int(m.group(1)) if m else 0
+    total = mixed = whole = spins = exact = 0
+    for fr, w in collapse(build, prof):
+        total += w
+        a = sum(1 for f in fr if f.startswith("Stitch.down_a"))
+        b = sum(1 for f in fr if f.startswith("Stitch.down_b"))
+        v1 = any(f.startswith("Stitch.via_1") for f in fr)
+        v2 = any(f.startswith("Stitch.via_2") for f in fr)
+        leaf = fr[-2] if len(fr) > 1 and fr[-1].startswith("Stitch.work") else fr[-1]
+        if ((a and b) or (v1 and v2) or (b and (v1 or v2)) or
+                (leaf.startswith("Stitch.spin_1") and v2) or (leaf.startswith("Stitch.spin_2") and v1)):
+            mixed += w
+        if flammetest.is_complete(fr):
+            whole += w
+            if leaf.startswith("Stitch.spin_"):
+                spins += w
+                # down_x depth .. down_x 1, then spin_x (down_x 0 tail-calls
+                # it); down_a under the via_N of its spin_N
+                if (a or b) == depth and (not a or (v1 and leaf.startswith("Stitch.spin_1")) or
+                                          (v2 and leaf.startswith("Stitch.spin_2"))):
+                    exact += w
+    print("  %s stitch: %d samples, %d shortened, %d completed; %d whole, %d mixed, "
+          "%d of %d whole spin stacks with exactly %d frames of recursion"
+          % (comp, total, shortened, stitched, whole, mixed, exact, spins, depth))
+    check(total >= 500, "%s stitch: enough samples (%d)" % (comp, total))
+    check(shortened >= total // 2, "%s stitch: the budget shortened most samples" % comp,
+          "%d of %d" % (shortened, total))
+    check(stitched >= shortened // 2, "%s stitch: most shortened samples were completed" % comp,
+          "%d of %d" % (stitched, shortened))
+    # Without completing, only the whole walks reach it: 28-35% of samples.
+    check(whole >= 0.75 * total, "%s stitch: >= 75%% of the samples reach a thread root" % comp,
+          "%d of %d\n%s" % (whole, total, rep[:1500]))
+    check(mixed == 0, "%s stitch: no stack mixes two phases" % comp, "%d samples" % mixed)
+    check(spins > 0 and exact == spins,
+          "%s stitch: every whole stack in a spin_ has exactly %d frames of its recursion "
+          "(and down_a its phase's caller)" % (comp, depth), "%d of %d" % (exact, spins))
 
 
 KERN_PHASES = ("compute", "touch", "files")

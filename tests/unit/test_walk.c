@@ -44,6 +44,10 @@ struct capture {
     int nlib, nown;
     uint32_t flags;
     int done;
+    /* The walk's trace (agent/walk.h), checked while the stack is there:
+     * return addresses it says where it read, and of those the ones whose
+     * slot does not hold the frame (or the last one's is not trace.last). */
+    int traced, trace_bad;
 };
 
 static struct flamme_range stack_range;
@@ -83,8 +87,20 @@ static __attribute__((noinline)) void capture_here(struct capture *c, uint32_t v
     for (int i = 0; i < 16; i++)
         regs.r[i] = (uintptr_t)uc.uc_mcontext.gregs[greg_of_dw[i]];
     regs.valid = valid;
-    c->nown = (int)flamme_walk_regs_sigsafe((uintptr_t)uc.uc_mcontext.gregs[REG_RIP], &regs, 1,
-                                            &stack_range, 1, NULL, c->own, MAXF, &c->flags);
+    uintptr_t ra_at[MAXF];
+    struct flamme_walk_trace tr = {ra_at, MAXF, 0};
+    c->nown = (int)flamme_walk_traced_sigsafe((uintptr_t)uc.uc_mcontext.gregs[REG_RIP], &regs, 1,
+                                              &stack_range, 1, NULL, c->own, MAXF, &c->flags, &tr);
+    c->traced = c->trace_bad = 0;
+    for (int i = 1; i < c->nown; i++) {
+        if (!ra_at[i])
+            continue;
+        c->traced++;
+        if (*(const uintptr_t *)ra_at[i] != c->own[i])
+            c->trace_bad++;
+    }
+    if (c->nown > 0 && tr.last != ra_at[c->nown - 1])
+        c->trace_bad++;
     c->done = 1;
 }
 
@@ -113,6 +129,12 @@ static void same_frames(const struct capture *c, const char *what)
         printf("  info: %s: %d frames, identical\n", what, c->nlib);
     }
     CHECK(ok);
+    /* Every return address came from the thread's stack, and its slot
+     * holds it: what the handler checks to complete a shortened sample. */
+    if (c->traced != c->nown - 1 || c->trace_bad)
+        fprintf(stderr, "  %s: %d of %d return addresses traced, %d slots differ\n", what,
+                c->traced, c->nown - 1, c->trace_bad);
+    CHECK(c->traced == c->nown - 1 && c->trace_bad == 0);
 }
 
 static struct capture cap;

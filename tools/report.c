@@ -161,8 +161,8 @@ static void print_budget(const struct flamme_profile *p)
      * the weight of every sample in the file times the period. */
     const char *wv = flamme_profile_info(p, "writer_ns");
     const char *mode = flamme_profile_info(p, "mode");
-    unsigned long long wns = 0, charged = 0;
-    if (wv && sscanf(wv, "%llu %llu", &wns, &charged) < 1)
+    unsigned long long wns = 0, charged = 0, setup = 0;
+    if (wv && sscanf(wv, "%llu %llu %llu", &wns, &charged, &setup) < 1)
         wv = NULL;
     uint64_t weight_all = 0;
     for (size_t i = 0; i < p->nsamples; i++)
@@ -171,11 +171,19 @@ static void print_budget(const struct flamme_profile *p)
     if (!wv || !mode || strcmp(mode, "cpu") != 0 || prog_s <= 0)
         printf("  agent: signal handler %.3f s of CPU (budget: %llu%% of the program's)\n",
                (double)ns / 1e9, pct);
-    else
+    else if (!setup)
         printf("  agent: signal handler %.3f s of CPU, writer %.3f s: %.1f%% of the program's %.2f s\n"
                "  (the handler's budget: %llu%%)\n",
                (double)ns / 1e9, (double)wns / 1e9,
                100.0 * ((double)ns + (double)wns) / 1e9 / prog_s, prog_s, pct);
+    else
+        printf("  agent: signal handler %.3f s of CPU, writer %.3f s: %.1f%% of the program's %.2f s\n"
+               "  (%.1f%% beside the %.3f s the writer took once for the executable's symbols\n"
+               "  and line table; the handler's budget: %llu%%)\n",
+               (double)ns / 1e9, (double)wns / 1e9,
+               100.0 * ((double)ns + (double)wns) / 1e9 / prog_s, prog_s,
+               100.0 * ((double)ns + (double)wns - (double)setup) / 1e9 / prog_s, (double)setup / 1e9,
+               pct);
     if (charged)
         printf("  the writer's time beyond its 1%% (%.3f s) was charged to the handler's budget\n",
                (double)charged / 1e9);

@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/auxv.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -112,6 +113,7 @@ static struct {
      * may still spend (ns), and what it charged to the threads' budgets. */
     int64_t wbal;
     uint64_t charged_ns;
+    uint64_t setup_ns; /* of writer_ns: preload_executable */
 } W;
 
 #define ROTATE_GRACE_NS (2ull * DRAIN_INTERVAL_MS * 1000000ull)
@@ -640,11 +642,12 @@ static uint64_t thread_cpu_ns(void)
 /* The writer's share of the agent's CPU budget (agent/budget.h: the
  * handler has FLAMME_BUDGET, 2% by default, of the program's time): 1% of
  * the periods its samples stand for, saved up to WRITER_BALANCE_MAX_NS
- * (which it starts with: the first sweeps parse the executable's symbols
- * and line table, a fixed cost). What the drains cost beyond it is charged
- * to the budgets of the threads whose samples made the work, in proportion
- * to it: their handlers then shorten more samples, and a shortened stack
- * costs the writer less (deep recursion: hundreds of new frames a sample). */
+ * (through a shallow phase, for a deep one after). What its sweeps cost
+ * beyond it (draining, interning, symbolizing, compressing; not the
+ * executable's symbols and line table, read before the first) is charged to
+ * the budgets of the threads whose samples made the work, in proportion to
+ * it: their handlers then shorten more samples, and a shortened stack costs
+ * the writer less (deep recursion: hundreds of new frames a sample). */
 #define WRITER_BUDGET_PCT 1
 #define WRITER_BALANCE_MAX_NS 20000000
 
@@ -680,9 +683,9 @@ static void sweep(void)
     uint64_t t0 = flamme_now_sigsafe();
     if (W.period_ns && !W.rot_at && !W.final && t0 >= W.seg_end)
         W.rot_at = W.seg_end;
+    uint64_t cpu0 = thread_cpu_ns();
     follow_libraries();
     int hwm = H.threads_hwm();
-    uint64_t cpu0 = thread_cpu_ns();
     for (int i = 0; i < hwm; i++) {
         /* A dead thread's slot is ours to drain only once taken (its thread
          * may recycle it itself when no writer runs); while a segment
@@ -718,7 +721,6 @@ static void sweep(void)
             H.thread_done(i, 0);
         }
     }
-    budget_sweep(hwm, thread_cpu_ns() - cpu0);
     /* GC records, deferred arming, the engine's review. */
     if (H.sweep(W.pw) != 0)
         W.failed = 1;
@@ -740,6 +742,7 @@ static void sweep(void)
             W.failed = 1;
         W.last_chunk_ns = now;
     }
+    budget_sweep(hwm, thread_cpu_ns() - cpu0);
 }
 
 /* The writer's doorbell: an eventfd that handlers ring when a ring is
@@ -851,9 +854,9 @@ static int finalize(void)
 static void write_totals_info(void)
 {
     H.end_info(W.pw, !W.rot_at);
-    char buf[48];
-    snprintf(buf, sizeof buf, "%llu %llu", (unsigned long long)writer_cpu_ns(),
-             (unsigned long long)W.charged_ns);
+    char buf[72];
+    snprintf(buf, sizeof buf, "%llu %llu %llu", (unsigned long long)writer_cpu_ns(),
+             (unsigned long long)W.charged_ns, (unsigned long long)W.setup_ns);
     if (flamme_pw_info(W.pw, "writer_ns", buf) != 0)
         W.failed = 1;
 }
@@ -864,10 +867,30 @@ static pthread_mutex_t sync_mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t sync_cv = PTHREAD_COND_INITIALIZER;
 static uint64_t sync_req, sync_done;
 
+/* Reads the executable's symbols and line table now, before the first
+ * sweep: the largest fixed cost of a profile (~17 ms for the OCaml
+ * compiler), which is the same whatever the program does and so is kept
+ * out of the writer's share of the budget (budget_sweep). Writer thread. */
+static void preload_executable(void)
+{
+    uint64_t c0 = thread_cpu_ns();
+    const char *fn, *mod;
+    uint64_t off;
+    unsigned long entry = getauxval(AT_ENTRY);
+    if (entry)
+        flamme_symtab_lookup(W.syms, entry, &fn, &mod, &off);
+    if (!W.lines_tried && W.exe_path[0]) {
+        W.lines_tried = 1;
+        W.lines = flamme_lines_open(W.exe_path);
+    }
+    W.setup_ns += thread_cpu_ns() - c0;
+}
+
 static void *writer_main(void *arg)
 {
     (void)arg;
     W.running = 1;
+    preload_executable();
     int fd = atomic_load_explicit(&wake_fd, memory_order_acquire);
     /* Pairs with the release stores in flamme_writer_stop / _finish_sigsafe. */
     while (!atomic_load_explicit(&W.stop, memory_order_acquire) &&
@@ -1125,7 +1148,6 @@ int flamme_writer_start(const struct flamme_writer_host *host, int fd, const cha
     flamme_itab_free(&W.raw_tab);
     free(W.stash);
     memset(&W, 0, sizeof W);
-    W.wbal = WRITER_BALANCE_MAX_NS;
     flamme_writer_set_end_sigsafe(FLAMME_EXIT_STOPPED, 0);
     W.syms = keep_syms;
     W.lines = keep_lines;

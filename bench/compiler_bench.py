@@ -12,7 +12,8 @@ ROUNDS times at the default CPU budget and once walked whole
 (FLAMME_BUDGET=100), it prints per compiler: samples, the share of whole
 stacks (root-most frame a thread root), the samples the budget shortened to
 their leaf-most frames, the handler's and the writer's CPU and their share
-of the program's (from `flamme report`), and the
+of the program's, also beside the writer's one-time read of the executable's
+symbols and line table (-setup; all from `flamme report`), and the
 compiler's CPU alone and under flamme (task clock of the process tree,
 median of the rounds).
 Usage: compiler_bench.py [--build DIR] [--cache DIR] [--rounds N] [--hz N] [--functions N]
@@ -81,9 +82,9 @@ def main():
     compilers = {c.name: c for c in flammetest.find_compilers(a.cache)}
     print("flamme on ocamlopt.opt compiling a generated %d-function file, %d Hz, %d rounds "
           "(whole = root-most frame is a thread root)" % (a.functions, a.hz, a.rounds))
-    print("%-6s %-8s %8s %8s %10s %10s %9s %8s %9s %9s %7s" % (
+    print("%-6s %-8s %8s %8s %10s %10s %9s %8s %8s %9s %9s %7s" % (
         "build", "budget", "samples", "whole %", "shortened", "handler s", "writer s", "agent %",
-        "cpu alone", "cpu flame", "cpu x"))
+        "-setup %", "cpu alone", "cpu flame", "cpu x"))
     with tempfile.TemporaryDirectory(prefix="flamme-compiler-bench.") as wd:
         with open(os.path.join(wd, "big.ml"), "w") as f:
             f.write(source(a.functions))
@@ -122,12 +123,13 @@ def main():
                     rows.append((tot, pc, figure(rep, r"(\d+) samples \(weight \d+\) were shortened"),
                                  figure(rep, r"signal handler ([\d.]+) s of CPU"), cpu,
                                  figure(rep, r"writer ([\d.]+) s:"),
-                                 figure(rep, r"writer [\d.]+ s: ([\d.]+)% of the program")))
+                                 figure(rep, r"writer [\d.]+ s: ([\d.]+)% of the program"),
+                                 figure(rep, r"\(([\d.]+)% beside the")))
                 if not rows:
                     continue
                 med = lambda i: statistics.median(r[i] for r in rows)  # noqa: E731
-                print("%-6s %-8s %8d %8.1f %10d %10.3f %9.3f %8.1f %9.2f %9.2f %7.3f" % (
-                    v, budget, med(0), med(1), med(2), med(3), med(5), med(6),
+                print("%-6s %-8s %8d %8.1f %10d %10.3f %9.3f %8.1f %8.1f %9.2f %9.2f %7.3f" % (
+                    v, budget, med(0), med(1), med(2), med(3), med(5), med(6), med(7),
                     statistics.median(alone), med(4), med(4) / statistics.median(alone)))
 
 

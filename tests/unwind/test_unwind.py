@@ -452,11 +452,9 @@ def test_cback(build, program, compiler, check, tmp_path):
     under the C fold; the noalloc checksum under its caller."""
     st, _ = recorded(build, program, compiler, check, tmp_path, "cback")
     label = "cback/" + compiler.name
-    # 10, not 20: by_weight itself is ~2% of the run (the callback machinery
-    # around it is most of the sort): 11-18 samples of ~650.
     placed(check, st, label, "comparisons called back from qsort", has("Cback.by_weight"),
            ["Cback.one_round", "cb_sort_keys", "qsort_r", "cmp_ocaml", "caml_callback2",
-            "Cback.by_weight"], 10)
+            "Cback.by_weight"], 20)
     placed(check, st, label, "fold steps", has("Cback.step"), ["Cback.one_round", "cb_fold", "Cback.step"], 20)
     placed(check, st, label, "noalloc checksum", has("cb_checksum"), ["Cback.one_round", "cb_checksum"], 20)
 

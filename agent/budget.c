@@ -77,8 +77,6 @@ unsigned flamme_budget_admit_sigsafe(unsigned weight, uint64_t period_ns, uint64
     if (b->allowance_ns < (int64_t)b->full_cost_ns) {
         b->full = 0;
         *depth = FLAMME_BUDGET_SHORT_DEPTH;
-        atomic_fetch_add_explicit(&g_short, 1, memory_order_relaxed);
-        atomic_fetch_add_explicit(&g_short_weight, weight, memory_order_relaxed);
     } else if (b->ns_per_frame) {
         uint64_t can = (uint64_t)b->allowance_ns / b->ns_per_frame;
         if (can < FLAMME_BUDGET_SHORT_DEPTH)
@@ -133,6 +131,10 @@ uint64_t flamme_budget_charge_sigsafe(const struct flamme_budget_clock *c, uint3
             atomic_fetch_add_explicit(&g_short, 1, memory_order_relaxed);
             atomic_fetch_add_explicit(&g_short_weight, b->weight, memory_order_relaxed);
         }
+    } else if (truncated) {
+        /* A short walk that met its limit: a stack that fits loses nothing. */
+        atomic_fetch_add_explicit(&g_short, 1, memory_order_relaxed);
+        atomic_fetch_add_explicit(&g_short_weight, b->weight, memory_order_relaxed);
     }
     atomic_fetch_add_explicit(&g_handler_ns, charged, memory_order_relaxed);
     return charged;

@@ -360,7 +360,7 @@ static void flamme_sigprof(int sig, siginfo_t *si, void *ucv)
     uint64_t *frames = rec + FLAMME_SAMPLE_HDR_WORDS;
     uint32_t n = flamme_walk_traced_sigsafe(pc, &regs, 1, ranges, nr, &copy, frames, max, &wflags,
                                             &tr);
-    uint32_t walked = n;
+    uint32_t walked = n, walk_flags = wflags;
     if (tr.cap && !(wflags & (FLAMME_SAMPLE_TRUNCATED | FLAMME_SAMPLE_BROKEN)) &&
         n <= FLAMME_STITCH_FRAMES) {
         memcpy(s->stitch_frames[spare], frames, n * sizeof *frames);
@@ -376,9 +376,9 @@ static void flamme_sigprof(int sig, siginfo_t *si, void *ucv)
     sflags |= wflags;
     sflags |= flamme_gc_flags_sigsafe();
     commit_split(s, rec, n, sflags, t0, weight, kernel, domain);
-    uint64_t b = flamme_budget_charge_sigsafe(&bc, walked, n == walked &&
-                                                               (wflags & FLAMME_SAMPLE_TRUNCATED)) /
-                 COST_BUCKET_NS;
+    uint64_t b =
+        flamme_budget_charge_sigsafe(&bc, walked, (walk_flags & FLAMME_SAMPLE_TRUNCATED) != 0) /
+        COST_BUCKET_NS;
     atomic_fetch_add_explicit(&cost_hist[b < COST_BUCKETS ? b : COST_BUCKETS - 1], 1,
                               memory_order_relaxed);
     errno = saved_errno;

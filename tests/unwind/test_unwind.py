@@ -344,11 +344,17 @@ def test_gcalloc(build, program, compiler, check, tmp_path):
     # OCaml function, so it is left out. Incomplete stacks are never left out.
     # The main thread also collects, correctly attributed, outside the
     # rounds: in Stdlib's and Std_exit's own code (a channel allocated at
-    # start, flush_all at exit) and in Domain.spawn/join. Its whole stacks
-    # outside Gcalloc's own code or under those calls are left out too.
+    # start, flush_all at exit), in Domain.spawn/join, and at a poll point
+    # of Gcalloc's top-level loop between rounds, where it serves the other
+    # domain's stop-the-world request (Gcalloc (init);handle_incoming;...:
+    # 4 of 67 samples once in CI). Its whole stacks outside Gcalloc's own
+    # code, under those calls or right under the top level are left out too.
     def outside_rounds(s):
-        return ("Gcalloc (init)" not in s.frames or "Stdlib.Domain.spawn" in s.frames
-                or "Stdlib.Domain.join" in s.frames)
+        if ("Gcalloc (init)" not in s.frames or "Stdlib.Domain.spawn" in s.frames
+                or "Stdlib.Domain.join" in s.frames):
+            return True
+        i = s.frames.index("Gcalloc (init)")
+        return i + 1 < len(s.frames) and not s.frames[i + 1].startswith("Gcalloc.")
 
     def ocaml_gc(s, d):
         return s.label.startswith(d) and not (s.complete() and (

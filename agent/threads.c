@@ -43,14 +43,6 @@ struct flamme_slot *flamme_thread_self_sigsafe(void)
     return tls_slot;
 }
 
-uint64_t flamme_cpu_ns_sigsafe(clockid_t clk)
-{
-    struct timespec ts;
-    if (clock_gettime(clk, &ts) != 0)
-        return 0;
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 /* Claims a FREE slot. Returns it in state CLAIMED, or NULL if all are taken. */
 static struct flamme_slot *claim_slot(void)
 {

@@ -182,9 +182,6 @@ struct flamme_slot *flamme_thread_self_sigsafe(void);
 
 /* flamme_now_sigsafe, the monotonic clock in ns: common/clock.h. */
 
-/* CPU ns clock clk has counted (CLOCK_THREAD_CPUTIME_ID, or another
- * thread's CPU clock id), or 0 if it cannot be read. async-signal-safe: yes
- * (clock_gettime is on the list). */
-uint64_t flamme_cpu_ns_sigsafe(clockid_t clk);
+/* flamme_cpu_ns_sigsafe, a CPU clock in ns: common/clock.h. */
 
 #endif

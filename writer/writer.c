@@ -630,15 +630,6 @@ static void follow_libraries(void)
     flamme_cfi_add_from_maps(NULL, W.self_module);
 }
 
-/* The calling thread's CPU time in ns (0 if it cannot be read). */
-static uint64_t thread_cpu_ns(void)
-{
-    struct timespec ts;
-    if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) != 0)
-        return 0;
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 /* The writer's share of the agent's CPU budget (agent/budget.h: the
  * handler has FLAMME_BUDGET, 2% by default, of the program's time): 1% of
  * the periods its samples stand for, saved up to WRITER_BALANCE_MAX_NS
@@ -684,7 +675,7 @@ static void sweep(void)
     uint64_t t0 = flamme_now_sigsafe();
     if (W.period_ns && !W.rot_at && !W.final && t0 >= W.seg_end)
         W.rot_at = W.seg_end;
-    uint64_t cpu0 = thread_cpu_ns();
+    uint64_t cpu0 = flamme_cpu_ns_sigsafe(CLOCK_THREAD_CPUTIME_ID);
     follow_libraries();
     int hwm = H.threads_hwm();
     for (int i = 0; i < hwm; i++) {
@@ -743,7 +734,7 @@ static void sweep(void)
             W.failed = 1;
         W.last_chunk_ns = now;
     }
-    budget_sweep(hwm, thread_cpu_ns() - cpu0);
+    budget_sweep(hwm, flamme_cpu_ns_sigsafe(CLOCK_THREAD_CPUTIME_ID) - cpu0);
 }
 
 /* The writer's doorbell: an eventfd that handlers ring when a ring is
@@ -831,7 +822,7 @@ static void write_totals_info(void);
  * ended writer threads used. */
 static uint64_t writer_cpu_ns(void)
 {
-    return W.cpu_done_ns + (W.running ? thread_cpu_ns() : 0);
+    return W.cpu_done_ns + (W.running ? flamme_cpu_ns_sigsafe(CLOCK_THREAD_CPUTIME_ID) : 0);
 }
 
 /* Completes the file: the handler-cost INFO, the END record, close.
@@ -874,7 +865,7 @@ static uint64_t sync_req, sync_done;
  * of the writer's share of the budget (budget_sweep). Writer thread. */
 static void preload_executable(void)
 {
-    uint64_t c0 = thread_cpu_ns();
+    uint64_t c0 = flamme_cpu_ns_sigsafe(CLOCK_THREAD_CPUTIME_ID);
     const char *fn, *mod;
     uint64_t off;
     unsigned long entry = getauxval(AT_ENTRY);
@@ -884,7 +875,7 @@ static void preload_executable(void)
         W.lines_tried = 1;
         W.lines = flamme_lines_open(W.exe_path);
     }
-    W.setup_ns += thread_cpu_ns() - c0;
+    W.setup_ns += flamme_cpu_ns_sigsafe(CLOCK_THREAD_CPUTIME_ID) - c0;
 }
 
 static void *writer_main(void *arg)

@@ -14,13 +14,6 @@
 
 struct flamme_config flamme_cfg;
 
-uint64_t flamme_cpu_ns_sigsafe(clockid_t clk)
-{
-    struct timespec ts;
-    clock_gettime(clk, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 #define PERIOD_NS 1000000u
 #define DEEP 100000u
 

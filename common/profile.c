@@ -462,43 +462,6 @@ static int tree_eq(const void *ctx, uint32_t i, const void *key, size_t len)
     return ((const flamme_pw *)ctx)->tkey[i] == *(const uint64_t *)key;
 }
 
-/* The node (parent, frame), defined (into the open STACK_NODES) if new.
- * Node n's key is tkey[n - 1] (node 0, the empty stack, is nobody's
- * child), so node ids are dense in the order nodes are made. Returns
- * UINT32_MAX on allocation failure or when the ids run out. */
-static uint32_t node_child(flamme_pw *w, uint32_t parent, uint32_t frame)
-{
-    uint64_t key = (uint64_t)parent << 32 | frame;
-    uint32_t nkeys = w->nnodes - 1;
-    if (flamme_itab_reserve(&w->tree, nkeys, 1024, tree_hash, w) < 0)
-        return UINT32_MAX;
-    uint32_t *slot =
-        flamme_itab_probe(&w->tree, flamme_hash_mix64(key), tree_eq, w, &key, sizeof key);
-    if (*slot)
-        return *slot;
-    if (w->nnodes >= UINT32_MAX - 1)
-        return UINT32_MAX;
-    if (nkeys == w->tkey_cap) {
-        size_t cap = w->tkey_cap ? w->tkey_cap * 2 : 1024;
-        uint64_t *k = realloc(w->tkey, cap * sizeof *k);
-        if (!k)
-            return UINT32_MAX;
-        w->tkey = k;
-        w->tkey_cap = cap;
-    }
-    if (bb_reserve(&w->nodes, 20) < 0)
-        return UINT32_MAX; /* w fails */
-    w->tkey[nkeys] = key;
-    *slot = nkeys + 1;
-    uint32_t node = w->nnodes++;
-    if (w->nodes_count == 0)
-        w->nodes_first = node;
-    w->nodes_count++;
-    bb_varint(&w->nodes, node - parent);
-    bb_varint(&w->nodes, frame);
-    return node;
-}
-
 /* The node the caller's stack id stands for; UINT32_MAX when it never
  * defined it (written as is: the reader ignores what names no node). */
 static uint32_t node_of(const flamme_pw *w, uint32_t stack_id)
@@ -506,19 +469,21 @@ static uint32_t node_of(const flamme_pw *w, uint32_t stack_id)
     return stack_id < w->smap_cap ? w->smap[stack_id] : UINT32_MAX;
 }
 
-/* Defines m new nodes in a chain under parent, a node with no child yet:
- * the node of frames[m - 1] (root side), its child for frames[m - 2], ...,
- * down to frames[0]; their ids go to nodes[0..m) (root side first). None
- * can exist (their parents are new), so they are inserted without a
- * look-up, a group at a time with their slots prefetched: a deep stack's
- * new part is hundreds of nodes, each slot a cache miss. Returns 0, or -1
- * on allocation failure or when the ids run out. */
+/* Defines m new nodes in a chain under parent, which has no child for
+ * frames[m - 1]: the node of frames[m - 1] (root side), its child for
+ * frames[m - 2], ..., down to frames[0]; their ids go to nodes[0..m) (root
+ * side first). None can exist (the first is not a child of parent yet, the
+ * others' parents are new), so they are inserted without a look-up, a
+ * group at a time with their slots prefetched: a deep stack's new part is
+ * hundreds of nodes, each slot a cache miss. Returns 0, or -1 on
+ * allocation failure or when the ids run out. */
 static int node_chain(flamme_pw *w, uint32_t parent, const uint32_t *frames, uint32_t m,
                       uint32_t *nodes)
 {
     enum { GROUP = 16 };
     uint32_t nkeys = w->nnodes - 1;
-    if (w->nnodes >= UINT32_MAX - 1 - m)
+    /* The last id made stays below UINT32_MAX - 1. */
+    if (w->nnodes > UINT32_MAX - 1 - m)
         return -1;
     if (flamme_itab_reserve_more(&w->tree, nkeys, m, 1024, tree_hash, w) < 0)
         return -1;
@@ -561,6 +526,23 @@ static int node_chain(flamme_pw *w, uint32_t parent, const uint32_t *frames, uin
         }
     }
     return 0;
+}
+
+/* The node (parent, frame), defined (into the open STACK_NODES) if new.
+ * Node n's key is tkey[n - 1] (node 0, the empty stack, is nobody's
+ * child), so node ids are dense in the order nodes are made. Returns
+ * UINT32_MAX on allocation failure or when the ids run out. */
+static uint32_t node_child(flamme_pw *w, uint32_t parent, uint32_t frame)
+{
+    uint64_t key = (uint64_t)parent << 32 | frame;
+    if (flamme_itab_reserve(&w->tree, w->nnodes - 1, 1024, tree_hash, w) < 0)
+        return UINT32_MAX;
+    uint32_t *slot =
+        flamme_itab_probe(&w->tree, flamme_hash_mix64(key), tree_eq, w, &key, sizeof key);
+    if (*slot)
+        return *slot;
+    uint32_t node;
+    return node_chain(w, parent, &frame, 1, &node) == 0 ? node : UINT32_MAX;
 }
 
 int flamme_pw_stack(flamme_pw *w, uint32_t stack_id, uint32_t n, const uint32_t *frame_ids)

@@ -1,9 +1,14 @@
 /*
  * writer/lines.c — source positions from an ELF file's DWARF .debug_line.
  *
- * Owns: the line table of one file: every line-number program (DWARF 2 to
- * 5) run once into rows (address, file, line) sorted by address, where an
- * end_sequence row marks a gap; a lookup is a binary search.
+ * Owns: the line table of one file. Opening it copies .debug_line and
+ * runs every line-number program (DWARF 2 to 5) once without keeping rows,
+ * only the address range of each sequence and the unit it belongs to. The
+ * first lookup in a unit runs that unit's program again into rows
+ * (address, file, line) sorted by address, where an end_sequence row marks
+ * a gap; a lookup is two binary searches. A profile hits few of a large
+ * program's units: for the OCaml compiler (2 MB of line programs) opening
+ * took 10-17 ms of the writer's CPU when every unit was run into rows.
  * Called by: the agent's writer thread (and tests). It allocates and reads
  * the file through writer/elf.c (sections are copied, never kept mapped);
  * never from a signal handler.
@@ -44,11 +49,35 @@ struct row {
     uint32_t line;
 };
 
-struct flamme_lines {
+struct sect {
+    uint8_t *data;
+    uint64_t size;
+};
+
+/* A line-number sequence: rows for [lo, hi) are in unit `unit`. */
+struct seq {
+    uint64_t lo, hi;
+    uint32_t unit;
+};
+
+struct lunit {
+    uint64_t off, len; /* the unit after its length field, in .debug_line */
+    int offset_size;
+    int state; /* 0: not run yet, 1: rows, -1: malformed or out of memory */
     struct row *rows;
     size_t nrows;
-    char **files;
-    size_t nfiles;
+};
+
+struct flamme_lines {
+    struct sect line, line_str, str; /* copies, kept to run units on demand */
+    struct lunit *units;
+    size_t nunits;
+    struct seq *seqs; /* by lo, then unit */
+    uint64_t *maxhi;  /* maxhi[i] = largest hi of seqs[0..i] */
+    size_t nseqs;
+    char **files; /* every unit run so far shares one file table */
+    size_t nfiles, cap_files;
+    struct flamme_itab file_ids; /* file name -> index into files */
 };
 
 /* Rows while building: order keeps program order among equal addresses. */
@@ -58,18 +87,17 @@ struct brow {
     uint64_t order;
 };
 
+/* What running a unit produces: its rows (files go to l's table), or when
+ * scanning only its sequences (numbered by unit). */
 struct builder {
+    flamme_lines *l;
+    int scan;
+    uint32_t unit;
     struct brow *rows;
     size_t nrows, cap;
-    char **files;
-    size_t nfiles, cap_files;
-    struct flamme_itab file_ids; /* file name -> index into files */
+    struct seq *seqs;
+    size_t nseqs, cap_seqs;
     int oom;
-};
-
-struct sect {
-    uint8_t *data;
-    uint64_t size;
 };
 
 /* ------------------------------------------------------------ reading */
@@ -166,6 +194,22 @@ static const char *sect_str(const struct sect *s, uint64_t off)
 
 /* ------------------------------------------------------------ building */
 
+static int push_seq(struct builder *b, uint64_t lo, uint64_t hi)
+{
+    if (b->nseqs == b->cap_seqs) {
+        size_t nc = b->cap_seqs ? b->cap_seqs * 2 : 1024;
+        struct seq *n = realloc(b->seqs, nc * sizeof *n);
+        if (!n) {
+            b->oom = 1;
+            return -1;
+        }
+        b->seqs = n;
+        b->cap_seqs = nc;
+    }
+    b->seqs[b->nseqs++] = (struct seq){ lo, hi, b->unit };
+    return 0;
+}
+
 static int push_row(struct builder *b, uint64_t addr, uint32_t file, uint32_t line)
 {
     if (b->nrows == b->cap) {
@@ -187,20 +231,21 @@ static int push_row(struct builder *b, uint64_t addr, uint32_t file, uint32_t li
  * the deterministic hash (common/hash.h). */
 static uint64_t file_hash(const void *ctx, uint32_t i)
 {
-    const struct builder *b = ctx;
-    return flamme_hash_bytes(b->files[i], strlen(b->files[i]), 0);
+    const flamme_lines *l = ctx;
+    return flamme_hash_bytes(l->files[i], strlen(l->files[i]), 0);
 }
 
 static int file_eq(const void *ctx, uint32_t i, const void *s, size_t len)
 {
-    const struct builder *b = ctx;
-    return strcmp(b->files[i], s) == 0;
+    const flamme_lines *l = ctx;
+    return strcmp(l->files[i], s) == 0;
 }
 
 /* Index of the file "dir/name" in the table (added once); UINT32_MAX when
  * out of memory. */
 static uint32_t intern(struct builder *b, const char *dir, const char *name)
 {
+    flamme_lines *l = b->l;
     size_t dl = dir ? strlen(dir) : 0, nl = strlen(name);
     char *s = malloc(dl + 1 + nl + 1);
     if (!s)
@@ -212,30 +257,30 @@ static uint32_t intern(struct builder *b, const char *dir, const char *name)
     } else {
         memcpy(s, name, nl + 1);
     }
-    if (flamme_itab_reserve(&b->file_ids, b->nfiles, 256, file_hash, b) < 0) {
+    if (flamme_itab_reserve(&l->file_ids, l->nfiles, 256, file_hash, l) < 0) {
         free(s);
         goto oom;
     }
     size_t len = strlen(s);
     uint32_t *slot =
-        flamme_itab_probe(&b->file_ids, flamme_hash_bytes(s, len, 0), file_eq, b, s, len);
+        flamme_itab_probe(&l->file_ids, flamme_hash_bytes(s, len, 0), file_eq, l, s, len);
     if (*slot) {
         free(s);
         return *slot - 1;
     }
-    if (b->nfiles == b->cap_files) {
-        size_t nc = b->cap_files ? b->cap_files * 2 : 64;
-        char **n = realloc(b->files, nc * sizeof *n);
+    if (l->nfiles == l->cap_files) {
+        size_t nc = l->cap_files ? l->cap_files * 2 : 64;
+        char **n = realloc(l->files, nc * sizeof *n);
         if (!n) {
             free(s);
             goto oom;
         }
-        b->files = n;
-        b->cap_files = nc;
+        l->files = n;
+        l->cap_files = nc;
     }
-    b->files[b->nfiles] = s;
-    *slot = (uint32_t)b->nfiles + 1;
-    return (uint32_t)b->nfiles++;
+    l->files[l->nfiles] = s;
+    *slot = (uint32_t)l->nfiles + 1;
+    return (uint32_t)l->nfiles++;
 oom:
     b->oom = 1;
     return UINT32_MAX;
@@ -359,9 +404,51 @@ static int rd_entries_v5(struct cur *c, struct builder *b, struct unit *u, int i
     return 0;
 }
 
+/* Reads the directory and file tables of a unit's header into u (its
+ * files interned in b->l's table). Returns 0, or -1 if malformed or out of
+ * memory. */
+static int rd_file_table(struct cur *c, struct builder *b, struct unit *u,
+                         const struct sect *line_str, const struct sect *str)
+{
+    if (u->version >= 5) {
+        if (rd_entries_v5(c, b, u, 0, line_str, str) < 0 ||
+            rd_entries_v5(c, b, u, 1, line_str, str) < 0)
+            return -1;
+    } else {
+        /* Directory 0 is the compilation directory, which v2-4 do not list;
+         * file numbers start at 1. */
+        if (unit_push_dir(u, NULL) < 0 || unit_push_file(b, u, NULL, 0) < 0)
+            return -1;
+        for (;;) {
+            const char *d = rd_cstr(c);
+            if (!d)
+                return -1;
+            if (!*d)
+                break;
+            if (unit_push_dir(u, d) < 0)
+                return -1;
+        }
+        for (;;) {
+            const char *f = rd_cstr(c);
+            if (!f)
+                return -1;
+            if (!*f)
+                break;
+            uint64_t dir = rd_uleb(c);
+            rd_uleb(c); /* mtime */
+            rd_uleb(c); /* length */
+            if (c->bad || unit_push_file(b, u, f, dir) < 0)
+                return -1;
+        }
+    }
+    return 0;
+}
+
 /* Runs the line-number program of one unit: c holds the unit after its
- * length field, offset_size is 4 or 8 (32- or 64-bit DWARF). Returns 0, or
- * -1 if the unit is malformed (the caller then discards its rows). */
+ * length field, offset_size is 4 or 8 (32- or 64-bit DWARF). Appends its
+ * rows to b, or (b->scan) only its sequences, without reading its file
+ * table. Returns 0, or -1 if the unit is malformed (the caller then
+ * discards what it appended). */
 static int run_unit(struct cur *c, int offset_size, struct builder *b, const struct sect *line_str,
                     const struct sect *str)
 {
@@ -391,43 +478,15 @@ static int run_unit(struct cur *c, int offset_size, struct builder *b, const str
     skip(c, opcode_base ? opcode_base - 1 : 0);
     if (c->bad || line_range == 0 || opcode_base == 0)
         goto out;
-    if (u.version >= 5) {
-        if (rd_entries_v5(c, b, &u, 0, line_str, str) < 0 ||
-            rd_entries_v5(c, b, &u, 1, line_str, str) < 0)
-            goto out;
-    } else {
-        /* Directory 0 is the compilation directory, which v2-4 do not list;
-         * file numbers start at 1. */
-        if (unit_push_dir(&u, NULL) < 0 || unit_push_file(b, &u, NULL, 0) < 0)
-            goto out;
-        for (;;) {
-            const char *d = rd_cstr(c);
-            if (!d)
-                goto out;
-            if (!*d)
-                break;
-            if (unit_push_dir(&u, d) < 0)
-                goto out;
-        }
-        for (;;) {
-            const char *f = rd_cstr(c);
-            if (!f)
-                goto out;
-            if (!*f)
-                break;
-            uint64_t dir = rd_uleb(c);
-            rd_uleb(c); /* mtime */
-            rd_uleb(c); /* length */
-            if (c->bad || unit_push_file(b, &u, f, dir) < 0)
-                goto out;
-        }
-    }
+    if (!b->scan && rd_file_table(c, b, &u, line_str, str) < 0)
+        goto out;
     if (c->bad || b->oom)
         goto out;
 
     /* The state machine; a row is appended at each copy, special opcode and
      * end_sequence. */
     uint64_t addr = 0, file = 1, line = 1;
+    uint64_t seq_lo = UINT64_MAX; /* lowest row address of this sequence */
     *c = prog;
     while (c->p < c->end && !c->bad) {
         unsigned op = *c->p++;
@@ -446,15 +505,20 @@ static int run_unit(struct cur *c, int offset_size, struct builder *b, const str
             c->p += len;
             unsigned eop = (unsigned)rd_le(&ext, 1);
             if (eop == DW_LNE_end_sequence) {
-                if (push_row(b, addr, END_FILE, 0) < 0)
+                if (b->scan) {
+                    if (seq_lo < addr && push_seq(b, seq_lo, addr) < 0)
+                        goto out;
+                } else if (push_row(b, addr, END_FILE, 0) < 0) {
                     goto out;
+                }
                 addr = 0, file = 1, line = 1;
+                seq_lo = UINT64_MAX;
             } else if (eop == DW_LNE_set_address) {
                 unsigned n = (unsigned)(len - 1);
                 if (n == 0 || n > 8 || (u.version >= 5 && n != addr_size))
                     goto out;
                 addr = rd_le(&ext, n);
-            } else if (eop == DW_LNE_define_file && u.version <= 4) {
+            } else if (eop == DW_LNE_define_file && u.version <= 4 && !b->scan) {
                 const char *f = rd_cstr(&ext);
                 uint64_t dir = rd_uleb(&ext);
                 if (ext.bad || unit_push_file(b, &u, f, dir) < 0)
@@ -473,13 +537,21 @@ static int run_unit(struct cur *c, int offset_size, struct builder *b, const str
                 rd_uleb(c);
             continue;
         }
-    emit: {
-        uint32_t f = file < u.nfiles ? u.files[file] : END_FILE;
-        /* Line 0 is "no source line"; such a row still ends the one before. */
-        if (push_row(b, addr, f, line > UINT32_MAX ? 0 : (uint32_t)line) < 0)
-            goto out;
+    emit:
+        if (b->scan) {
+            if (addr < seq_lo)
+                seq_lo = addr;
+        } else {
+            uint32_t f = file < u.nfiles ? u.files[file] : END_FILE;
+            /* Line 0 is "no source line"; such a row still ends the one before. */
+            if (push_row(b, addr, f, line > UINT32_MAX ? 0 : (uint32_t)line) < 0)
+                goto out;
+        }
     }
-    }
+    /* A sequence the program does not end (malformed) still covers the
+     * address of its last row. */
+    if (b->scan && !c->bad && seq_lo != UINT64_MAX && push_seq(b, seq_lo, addr + 1) < 0)
+        goto out;
     ret = c->bad ? -1 : 0;
 out:
     free(u.dirs);
@@ -528,35 +600,70 @@ static int cmp_brow(const void *a, const void *b)
     return x->order < y->order ? -1 : x->order > y->order;
 }
 
-/* Sorted rows -> the final table. Several rows at one address: the last one
- * in program order describes the instruction there (the others are empty
- * ranges), except that an end_sequence never hides the start of another
- * sequence at the same address. Consecutive rows of the same position are
- * merged. */
-static int finish(struct builder *b, flamme_lines *l)
+/* Sorted rows -> the final table of one unit. Several rows at one
+ * address: the last one in program order describes the instruction there
+ * (the others are empty ranges), except that an end_sequence never hides
+ * the start of another sequence at the same address. Consecutive rows of
+ * the same position are merged. Returns 0, or -1 when out of memory. */
+static int finish(struct builder *b, struct lunit *lu)
 {
     if (flamme_sort_runs(b->rows, b->nrows, sizeof *b->rows, cmp_brow) != 0)
         qsort(b->rows, b->nrows, sizeof *b->rows, cmp_brow);
-    l->rows = malloc((b->nrows ? b->nrows : 1) * sizeof *l->rows);
-    if (!l->rows)
+    struct row *rows = malloc((b->nrows ? b->nrows : 1) * sizeof *rows);
+    if (!rows)
         return -1;
     size_t n = 0;
     for (size_t i = 0; i < b->nrows; i++) {
         const struct brow *r = &b->rows[i];
         struct row nr = { r->addr, r->file, r->line };
-        if (n && l->rows[n - 1].addr == r->addr) {
+        if (n && rows[n - 1].addr == r->addr) {
             if (r->file == END_FILE)
                 continue;
             n--; /* replaced by the later row */
         }
-        if (n && l->rows[n - 1].file == nr.file && l->rows[n - 1].line == nr.line)
+        if (n && rows[n - 1].file == nr.file && rows[n - 1].line == nr.line)
             continue;
-        l->rows[n++] = nr;
+        rows[n++] = nr;
     }
-    l->nrows = n;
-    struct row *shrunk = realloc(l->rows, (n ? n : 1) * sizeof *l->rows);
-    if (shrunk)
-        l->rows = shrunk;
+    struct row *shrunk = realloc(rows, (n ? n : 1) * sizeof *rows);
+    lu->rows = shrunk ? shrunk : rows;
+    lu->nrows = n;
+    return 0;
+}
+
+/* Runs unit lu into rows, once; a malformed unit (or no memory) gives none. */
+static void run_rows(flamme_lines *l, struct lunit *lu)
+{
+    if (lu->state != 0)
+        return;
+    lu->state = -1;
+    struct builder b = { .l = l };
+    struct cur c = { l->line.data + lu->off, l->line.data + lu->off + lu->len, 0 };
+    if (run_unit(&c, lu->offset_size, &b, &l->line_str, &l->str) == 0 && !b.oom &&
+        finish(&b, lu) == 0)
+        lu->state = 1;
+    free(b.rows);
+}
+
+static int cmp_seq(const void *a, const void *b)
+{
+    const struct seq *x = a, *y = b;
+    if (x->lo != y->lo)
+        return x->lo < y->lo ? -1 : 1;
+    return x->unit < y->unit ? -1 : x->unit > y->unit;
+}
+
+static int push_unit(flamme_lines *l, size_t *cap, uint64_t off, uint64_t len, int offset_size)
+{
+    if (l->nunits == *cap) {
+        size_t nc = *cap ? *cap * 2 : 256;
+        struct lunit *n = realloc(l->units, nc * sizeof *n);
+        if (!n)
+            return -1;
+        l->units = n;
+        *cap = nc;
+    }
+    l->units[l->nunits++] = (struct lunit){ off, len, offset_size, 0, NULL, 0 };
     return 0;
 }
 
@@ -566,14 +673,18 @@ flamme_lines *flamme_lines_open(const char *path)
     int fd = flamme_open_high(path, O_RDONLY, &fid);
     if (fd < 0)
         return NULL;
-    struct sect line = { 0 }, line_str = { 0 }, str = { 0 };
-    int r = load_sections(fd, &line, &line_str, &str);
+    flamme_lines *l = calloc(1, sizeof *l);
+    if (!l) {
+        flamme_close_checked(fd, &fid);
+        return NULL;
+    }
+    int r = load_sections(fd, &l->line, &l->line_str, &l->str);
     flamme_close_checked(fd, &fid);
-    flamme_lines *l = NULL;
-    struct builder b = { 0 };
+    struct builder b = { .l = l, .scan = 1 };
+    size_t cap_units = 0;
     if (r < 0)
-        goto out;
-    struct cur c = { line.data, line.data + line.size, 0 };
+        goto fail;
+    struct cur c = { l->line.data, l->line.data + l->line.size, 0 };
     while (c.p < c.end && !b.oom) {
         int offset_size = 4;
         uint64_t len = rd_le(&c, 4);
@@ -583,53 +694,76 @@ flamme_lines *flamme_lines_open(const char *path)
         } else if (len >= 0xfffffff0u) {
             break; /* reserved lengths: nothing after this can be found */
         }
-        if (!need(&c, len))
+        if (!need(&c, len) || l->nunits >= UINT32_MAX)
             break;
         struct cur u = { c.p, c.p + len, 0 };
+        uint64_t off = (uint64_t)(c.p - l->line.data);
         c.p += len;
-        size_t keep = b.nrows;
-        if (run_unit(&u, offset_size, &b, &line_str, &str) < 0)
-            b.nrows = keep;
+        size_t keep = b.nseqs;
+        b.unit = (uint32_t)l->nunits;
+        if (run_unit(&u, offset_size, &b, &l->line_str, &l->str) < 0)
+            b.nseqs = keep;
+        else if (b.nseqs > keep && push_unit(l, &cap_units, off, len, offset_size) < 0)
+            b.oom = 1;
     }
-    if (b.oom || b.nrows == 0)
-        goto out;
-    l = calloc(1, sizeof *l);
-    if (!l || finish(&b, l) < 0 || l->nrows == 0) {
-        if (l)
-            free(l->rows);
-        free(l);
-        l = NULL;
-        goto out;
+    if (b.oom || b.nseqs == 0)
+        goto fail;
+    qsort(b.seqs, b.nseqs, sizeof *b.seqs, cmp_seq);
+    l->maxhi = malloc(b.nseqs * sizeof *l->maxhi);
+    if (!l->maxhi)
+        goto fail;
+    uint64_t hi = 0;
+    for (size_t i = 0; i < b.nseqs; i++) {
+        if (b.seqs[i].hi > hi)
+            hi = b.seqs[i].hi;
+        l->maxhi[i] = hi;
     }
-    l->files = b.files;
-    l->nfiles = b.nfiles;
-    b.files = NULL;
-    b.nfiles = 0;
-out:
-    for (size_t i = 0; i < b.nfiles; i++)
-        free(b.files[i]);
-    free(b.files);
-    free(b.rows);
-    flamme_itab_free(&b.file_ids);
-    free(line.data);
-    free(line_str.data);
-    free(str.data);
+    l->seqs = b.seqs;
+    l->nseqs = b.nseqs;
     return l;
+fail:
+    free(b.seqs);
+    flamme_lines_close(l);
+    return NULL;
 }
 
-int flamme_lines_lookup(const flamme_lines *l, uint64_t vaddr, const char **file, uint32_t *line)
+#define SEQ_WALK_MAX 256 /* overlapping sequences searched backwards */
+
+int flamme_lines_lookup(flamme_lines *l, uint64_t vaddr, const char **file, uint32_t *line)
 {
-    if (!l || l->nrows == 0 || vaddr < l->rows[0].addr)
+    if (!l || l->nseqs == 0 || vaddr < l->seqs[0].lo)
         return 0;
-    size_t lo = 0, hi = l->nrows; /* the last row with addr <= vaddr */
+    size_t lo = 0, hi = l->nseqs; /* the last sequence with lo <= vaddr */
     while (hi - lo > 1) {
         size_t mid = lo + (hi - lo) / 2;
-        if (l->rows[mid].addr <= vaddr)
+        if (l->seqs[mid].lo <= vaddr)
             lo = mid;
         else
             hi = mid;
     }
-    const struct row *r = &l->rows[lo];
+    /* Sequences do not overlap in a sane file; where they do (code the
+     * linker dropped, relocated to 0), the later one in the file wins. */
+    const struct seq *sq = NULL;
+    for (size_t i = lo + 1, k = 0; i-- > 0 && l->maxhi[i] > vaddr && k < SEQ_WALK_MAX; k++)
+        if (l->seqs[i].hi > vaddr) {
+            sq = &l->seqs[i];
+            break;
+        }
+    if (!sq)
+        return 0;
+    struct lunit *lu = &l->units[sq->unit];
+    run_rows(l, lu);
+    if (lu->state != 1 || lu->nrows == 0 || vaddr < lu->rows[0].addr)
+        return 0;
+    lo = 0, hi = lu->nrows; /* the last row with addr <= vaddr */
+    while (hi - lo > 1) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (lu->rows[mid].addr <= vaddr)
+            lo = mid;
+        else
+            hi = mid;
+    }
+    const struct row *r = &lu->rows[lo];
     if (r->file == END_FILE || r->file >= l->nfiles || r->line == 0)
         return 0;
     *file = l->files[r->file];
@@ -644,6 +778,14 @@ void flamme_lines_close(flamme_lines *l)
     for (size_t i = 0; i < l->nfiles; i++)
         free(l->files[i]);
     free(l->files);
-    free(l->rows);
+    flamme_itab_free(&l->file_ids);
+    for (size_t i = 0; i < l->nunits; i++)
+        free(l->units[i].rows);
+    free(l->units);
+    free(l->seqs);
+    free(l->maxhi);
+    free(l->line.data);
+    free(l->line_str.data);
+    free(l->str.data);
     free(l);
 }

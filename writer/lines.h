@@ -10,15 +10,17 @@
 
 typedef struct flamme_lines flamme_lines;
 
-/* Parses the .debug_line section of the ELF file at path (DWARF versions 2
- * to 5). Returns the table, or NULL when the file is unreadable, not ELF, or
- * has no usable line information. */
+/* Reads the .debug_line section of the ELF file at path (DWARF versions 2
+ * to 5) and where each line-number sequence lies; a unit's rows are made on
+ * the first lookup in it. Returns the table, or NULL when the file is
+ * unreadable, not ELF, or has no usable line information. */
 flamme_lines *flamme_lines_open(const char *path);
 
 /* Source position of the instruction at vaddr (an address in the file's own
- * virtual address space: the "offset" writer/symbols.c returns). Returns 1
- * and sets *file (valid until flamme_lines_close) and *line, or 0. */
-int flamme_lines_lookup(const flamme_lines *l, uint64_t vaddr, const char **file, uint32_t *line);
+ * virtual address space: the "offset" writer/symbols.c returns); may run
+ * the line-number program of vaddr's unit (allocates). Returns 1 and sets
+ * *file (valid until flamme_lines_close) and *line, or 0. */
+int flamme_lines_lookup(flamme_lines *l, uint64_t vaddr, const char **file, uint32_t *line);
 
 void flamme_lines_close(flamme_lines *l);
 

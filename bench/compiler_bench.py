@@ -11,9 +11,10 @@ The type checker and the pattern-match compiler recurse over it: stacks of
 ROUNDS times at the default CPU budget and once walked whole
 (FLAMME_BUDGET=100), it prints per compiler: samples, the share of whole
 stacks (root-most frame a thread root), the samples the budget shortened to
-their leaf-most frames, the handler's and the writer's CPU and their share
-of the program's, also beside the writer's one-time read of the executable's
-symbols and line table (-setup; all from `flamme report`), and the
+their leaf-most frames, the handler's and the writer's CPU and the agent's
+share of the program's (with its start-up), also beside what it spent once
+(-setup: the unwind tables at start-up, the writer's read of the
+executable's symbols and line table; all from `flamme report`), and the
 compiler's CPU alone and under flamme (task clock of the process tree,
 median of the rounds).
 Usage: compiler_bench.py [--build DIR] [--cache DIR] [--rounds N] [--hz N] [--functions N]
@@ -124,7 +125,7 @@ def main():
                                  figure(rep, r"signal handler ([\d.]+) s of CPU"), cpu,
                                  figure(rep, r"writer ([\d.]+) s:"),
                                  figure(rep, r"writer [\d.]+ s: ([\d.]+)% of the program"),
-                                 figure(rep, r"\(([\d.]+)% beside the")))
+                                 figure(rep, r"\(([\d.]+)% beside ")))
                 if not rows:
                     continue
                 med = lambda i: statistics.median(r[i] for r in rows)  # noqa: E731

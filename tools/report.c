@@ -161,28 +161,36 @@ static void print_budget(const struct flamme_profile *p)
      * the weight of every sample in the file times the period. */
     const char *wv = flamme_profile_info(p, "writer_ns");
     const char *mode = flamme_profile_info(p, "mode");
-    unsigned long long wns = 0, charged = 0, setup = 0;
-    if (wv && sscanf(wv, "%llu %llu %llu", &wns, &charged, &setup) < 1)
+    unsigned long long wns = 0, charged = 0, setup = 0, start = 0;
+    if (wv && sscanf(wv, "%llu %llu %llu %llu", &wns, &charged, &setup, &start) < 1)
         wv = NULL;
     uint64_t weight_all = 0;
     for (size_t i = 0; i < p->nsamples; i++)
         weight_all += p->samples[i].weight;
     double prog_s = p->hdr.hz ? (double)weight_all / p->hdr.hz : 0;
+    /* The one-time costs (the unwind tables built as the program starts,
+     * the executable's symbols and line table read by the writer) are the
+     * same however long the program runs: their share is given apart. */
+    double all = ((double)ns + (double)wns + (double)start) / 1e9;
+    double once = ((double)setup + (double)start) / 1e9;
+    char startup[48] = "";
+    if (start)
+        snprintf(startup, sizeof startup, ", start-up %.3f s", (double)start / 1e9);
     if (!wv || !mode || strcmp(mode, "cpu") != 0 || prog_s <= 0)
         printf("  agent: signal handler %.3f s of CPU (budget: %llu%% of the program's)\n",
                (double)ns / 1e9, pct);
-    else if (!setup)
+    else if (once <= 0)
         printf("  agent: signal handler %.3f s of CPU, writer %.3f s: %.1f%% of the program's %.2f s\n"
                "  (the handler's budget: %llu%%)\n",
-               (double)ns / 1e9, (double)wns / 1e9,
-               100.0 * ((double)ns + (double)wns) / 1e9 / prog_s, prog_s, pct);
+               (double)ns / 1e9, (double)wns / 1e9, 100.0 * all / prog_s, prog_s, pct);
     else
-        printf("  agent: signal handler %.3f s of CPU, writer %.3f s: %.1f%% of the program's %.2f s\n"
-               "  (%.1f%% beside the %.3f s the writer took once for the executable's symbols\n"
-               "  and line table; the handler's budget: %llu%%)\n",
-               (double)ns / 1e9, (double)wns / 1e9,
-               100.0 * ((double)ns + (double)wns) / 1e9 / prog_s, prog_s,
-               100.0 * ((double)ns + (double)wns - (double)setup) / 1e9 / prog_s, (double)setup / 1e9,
+        printf("  agent: signal handler %.3f s of CPU%s, writer %.3f s: %.1f%% of the program's %.2f s\n"
+               "  (%.1f%% beside %.3f s spent once: %s; the handler's budget: %llu%%)\n",
+               (double)ns / 1e9, startup, (double)wns / 1e9, 100.0 * all / prog_s, prog_s,
+               100.0 * (all - once) / prog_s, once,
+               !start   ? "the executable's symbols\n  and line table"
+               : !setup ? "unwind tables at start-up"
+                        : "unwind tables at start-up, the executable's symbols\n  and line table",
                pct);
     if (charged)
         printf("  the writer's time beyond its 1%% (%.3f s) was charged to the handler's budget\n",

@@ -25,6 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/clock.h"
 #include "common/hash.h"
 #include "common/index_table.h"
 #include "common/runsort.h"
@@ -78,6 +79,7 @@ struct flamme_lines {
     char **files; /* every unit run so far shares one file table */
     size_t nfiles, cap_files;
     struct flamme_itab file_ids; /* file name -> index into files */
+    uint64_t run_ns; /* CPU time spent making units' rows (run_rows) */
 };
 
 /* Rows while building: order keeps program order among equal addresses. */
@@ -636,6 +638,7 @@ static void run_rows(flamme_lines *l, struct lunit *lu)
 {
     if (lu->state != 0)
         return;
+    uint64_t t0 = flamme_cpu_ns_sigsafe(CLOCK_THREAD_CPUTIME_ID);
     lu->state = -1;
     struct builder b = { .l = l };
     struct cur c = { l->line.data + lu->off, l->line.data + lu->off + lu->len, 0 };
@@ -643,6 +646,12 @@ static void run_rows(flamme_lines *l, struct lunit *lu)
         finish(&b, lu) == 0)
         lu->state = 1;
     free(b.rows);
+    l->run_ns += flamme_cpu_ns_sigsafe(CLOCK_THREAD_CPUTIME_ID) - t0;
+}
+
+uint64_t flamme_lines_run_ns(const flamme_lines *l)
+{
+    return l ? l->run_ns : 0;
 }
 
 static int cmp_seq(const void *a, const void *b)

@@ -22,6 +22,10 @@ flamme_lines *flamme_lines_open(const char *path);
  * *file (valid until flamme_lines_close) and *line, or 0. */
 int flamme_lines_lookup(flamme_lines *l, uint64_t vaddr, const char **file, uint32_t *line);
 
+/* CPU time (this thread's clock) the lookups have spent so far making
+ * units' rows: at most once per unit, so bounded by the file's size. */
+uint64_t flamme_lines_run_ns(const flamme_lines *l);
+
 void flamme_lines_close(flamme_lines *l);
 
 #endif

@@ -114,6 +114,10 @@ static struct {
     int64_t wbal;
     uint64_t charged_ns;
     uint64_t setup_ns; /* of writer_ns: preload_executable */
+    uint64_t lines_ns0; /* flamme_lines_run_ns of the kept table at the start */
+    /* CPU the starting thread (the program's) spent in flamme_writer_start:
+     * mostly the unwind tables of every loaded module (INFO writer_ns). */
+    uint64_t start_ns;
 } W;
 
 #define ROTATE_GRACE_NS (2ull * DRAIN_INTERVAL_MS * 1000000ull)
@@ -676,6 +680,7 @@ static void sweep(void)
     if (W.period_ns && !W.rot_at && !W.final && t0 >= W.seg_end)
         W.rot_at = W.seg_end;
     uint64_t cpu0 = flamme_cpu_ns_sigsafe(CLOCK_THREAD_CPUTIME_ID);
+    uint64_t lines0 = flamme_lines_run_ns(W.lines);
     follow_libraries();
     int hwm = H.threads_hwm();
     for (int i = 0; i < hwm; i++) {
@@ -734,7 +739,11 @@ static void sweep(void)
             W.failed = 1;
         W.last_chunk_ns = now;
     }
-    budget_sweep(hwm, flamme_cpu_ns_sigsafe(CLOCK_THREAD_CPUTIME_ID) - cpu0);
+    /* The line table's units, made on first use, are a one-time cost like
+     * the rest of the executable's (setup, preload_executable). */
+    uint64_t lines_ns = flamme_lines_run_ns(W.lines) - lines0;
+    uint64_t sweep_ns = flamme_cpu_ns_sigsafe(CLOCK_THREAD_CPUTIME_ID) - cpu0;
+    budget_sweep(hwm, sweep_ns > lines_ns ? sweep_ns - lines_ns : 0);
 }
 
 /* The writer's doorbell: an eventfd that handlers ring when a ring is
@@ -846,9 +855,11 @@ static int finalize(void)
 static void write_totals_info(void)
 {
     H.end_info(W.pw, !W.rot_at);
-    char buf[72];
-    snprintf(buf, sizeof buf, "%llu %llu %llu", (unsigned long long)writer_cpu_ns(),
-             (unsigned long long)W.charged_ns, (unsigned long long)W.setup_ns);
+    char buf[96];
+    snprintf(buf, sizeof buf, "%llu %llu %llu %llu", (unsigned long long)writer_cpu_ns(),
+             (unsigned long long)W.charged_ns,
+             (unsigned long long)(W.setup_ns + flamme_lines_run_ns(W.lines) - W.lines_ns0),
+             (unsigned long long)W.start_ns);
     if (flamme_pw_info(W.pw, "writer_ns", buf) != 0)
         W.failed = 1;
 }
@@ -1122,6 +1133,7 @@ const char *flamme_writer_path(void)
 int flamme_writer_start(const struct flamme_writer_host *host, int fd, const char *path,
                         const char *cmdline)
 {
+    uint64_t cpu0 = flamme_cpu_ns_sigsafe(CLOCK_THREAD_CPUTIME_ID);
     H = *host;
     if (!ws && !(ws = calloc((size_t)H.max_threads, sizeof *ws))) {
         H.warn("cannot start the profile writer for %s: %s", path, strerror(ENOMEM));
@@ -1144,6 +1156,7 @@ int flamme_writer_start(const struct flamme_writer_host *host, int fd, const cha
     W.syms = keep_syms;
     W.lines = keep_lines;
     W.lines_tried = keep_lines_tried;
+    W.lines_ns0 = flamme_lines_run_ns(W.lines);
     ssize_t el = readlink("/proc/self/exe", W.exe_path, sizeof W.exe_path - 1);
     W.exe_path[el > 0 ? el : 0] = 0;
     W.old_efd = keep_efd;
@@ -1241,6 +1254,7 @@ int flamme_writer_start(const struct flamme_writer_host *host, int fd, const cha
     }
     /* Pairs with the acquire loads in the handler's doorbell and the writer. */
     atomic_store_explicit(&wake_fd, efd, memory_order_release);
+    W.start_ns = flamme_cpu_ns_sigsafe(CLOCK_THREAD_CPUTIME_ID) - cpu0;
     /* The writer never takes samples: block everything so no signal meant
      * for the program lands on it. */
     int rc = spawn_writer();

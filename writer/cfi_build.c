@@ -596,12 +596,29 @@ static int do_fde(const struct ehf *e, const uint8_t *p, const uint8_t *end,
     return out->oom ? -1 : 0;
 }
 
-/* Walks every entry of .eh_frame. Returns 0, or -1 on allocation failure. */
-static int parse_eh_frame(const struct ehf *e, uint64_t bias, struct rowvec *out)
+/* An FDE found in .eh_frame: its first pc (link-time), where its body
+ * (after the CIE pointer) starts and ends, and its CIE. */
+struct fdeat {
+    uint64_t begin, body, end, cie;
+};
+
+static int fdeat_cmp(const void *a, const void *b)
+{
+    const struct fdeat *x = a, *y = b;
+    if (x->begin != y->begin)
+        return x->begin < y->begin ? -1 : 1;
+    return x->body < y->body ? -1 : x->body > y->body; /* file order */
+}
+
+/* Finds every FDE of .eh_frame whose CIE parses, into *out (malloc'd, *n
+ * of them). Returns 0, or -1 when out of memory (*out NULL). */
+static int find_fdes(const struct ehf *e, struct fdeat **out, size_t *count)
 {
     uint64_t off = 0, cie_at = ~0ull;
     struct cie cie;
     int cie_ok = 0;
+    size_t n = 0, cap = 0;
+    struct fdeat *v = NULL;
     while (off + 4 <= e->size) {
         struct rd r = { e->buf + off, e->buf + e->size, e->buf, e->vaddr, 0 };
         uint64_t len = rd_u(&r, 4);
@@ -624,10 +641,55 @@ static int parse_eh_frame(const struct ehf *e, uint64_t bias, struct rowvec *out
             cie_at = cie_off;
             cie_ok = parse_cie(e, cie_off, &cie) == 0;
         }
-        if (cie_ok && do_fde(e, r.p, end, &cie, bias, out) != 0)
-            return -1;
+        if (!cie_ok)
+            continue;
+        r.end = end;
+        uint64_t begin = rd_ptr(&r, cie.fde_enc, e->hdr_vaddr);
+        if (n == cap) {
+            size_t nc = cap ? cap * 2 : 1024;
+            struct fdeat *nv = realloc(v, nc * sizeof *nv);
+            if (!nv) {
+                free(v);
+                *out = NULL;
+                return -1;
+            }
+            v = nv;
+            cap = nc;
+        }
+        v[n++] = (struct fdeat){ begin, id_pos + 4, off, cie_off };
     }
+    *out = v;
+    *count = n;
     return 0;
+}
+
+/* Emits the rows of every FDE of .eh_frame, in the order of their first
+ * pc: each FDE's rows ascend and FDEs rarely overlap, so the rows come
+ * out (nearly) sorted and pack's sort is one pass. In file order (an
+ * executable's cold sections, libc's) the 180,000 rows of the OCaml
+ * compiler were 13 runs, and merging them was a quarter of building its
+ * table. Returns 0, or -1 on allocation failure. */
+static int parse_eh_frame(const struct ehf *e, uint64_t bias, struct rowvec *out)
+{
+    struct fdeat *f;
+    size_t n = 0;
+    if (find_fdes(e, &f, &n) != 0)
+        return -1;
+    if (flamme_sort_runs(f, n, sizeof *f, fdeat_cmp) != 0)
+        qsort(f, n, sizeof *f, fdeat_cmp);
+    uint64_t cie_at = ~0ull;
+    struct cie cie;
+    int cie_ok = 0, rc = 0;
+    for (size_t i = 0; i < n && rc == 0; i++) {
+        if (f[i].cie != cie_at) {
+            cie_at = f[i].cie;
+            cie_ok = parse_cie(e, cie_at, &cie) == 0;
+        }
+        if (cie_ok && do_fde(e, e->buf + f[i].body, e->buf + f[i].end, &cie, bias, out) != 0)
+            rc = -1;
+    }
+    free(f);
+    return rc;
 }
 
 /* ------------------------------------------------------------ ELF */

@@ -227,6 +227,41 @@ static uint32_t stitch_sigsafe(const struct flamme_slot *s, uint64_t *frames, ui
     return n + (m - 1 - j);
 }
 
+/* Stack a sample needs below flamme_sigprof's frame: a walk takes ~1,500
+ * bytes (walk_sample and the walker, `-fstack-usage`), a pc alone ~500
+ * (the doorbell's fstat included); with margins. */
+#define HANDLER_STACK_NEED 2560
+#define CRAMPED_STACK_NEED 1024
+
+/* Samples pc_sample took (relaxed: a count, read after sampling). */
+static _Atomic uint64_t pc_only;
+
+uint64_t flamme_handler_pc_only(void)
+{
+    return atomic_load_explicit(&pc_only, memory_order_relaxed);
+}
+
+struct flamme_slot;
+static void walk_sample(struct flamme_slot *s, void *ucv, unsigned weight, unsigned kernel);
+static void pc_sample(struct flamme_slot *s, void *ucv, unsigned weight, unsigned kernel);
+
+/* Room on the alternate signal stack below `here` (an address in the
+ * handler's frame), or SIZE_MAX when the handler runs on another stack.
+ * A signal that interrupts a handler already on the alternate stack (the
+ * program's own SIGPROF handler, say) is pushed below that handler's frame
+ * on the same stack: OCaml's is 8 KiB (SIGSTKSZ) and the kernel's frame
+ * with AVX-512 state ~3.4 KiB, so two frames leave ~1.4 KiB, and a walk
+ * there wrote below the stack, over malloc's header of the block OCaml
+ * frees at exit ("munmap_chunk(): invalid pointer", 1-3% of
+ * tests/signal ownprof runs). */
+static size_t altstack_room(const ucontext_t *uc, uintptr_t here)
+{
+    uintptr_t lo = (uintptr_t)uc->uc_stack.ss_sp;
+    if ((uc->uc_stack.ss_flags & SS_DISABLE) || here < lo || here - lo >= uc->uc_stack.ss_size)
+        return SIZE_MAX;
+    return here - lo;
+}
+
 static void flamme_sigprof(int sig, siginfo_t *si, void *ucv)
 {
     int saved_errno = errno;
@@ -280,6 +315,25 @@ static void flamme_sigprof(int sig, siginfo_t *si, void *ucv)
         errno = saved_errno;
         return;
     }
+    /* The walk's stack is the alternate signal stack's (see
+     * altstack_room): with too little of it left, only the pc. */
+    size_t room = altstack_room(ucv, (uintptr_t)__builtin_frame_address(0));
+    if (room >= HANDLER_STACK_NEED)
+        walk_sample(s, ucv, weight, kernel);
+    else if (room >= CRAMPED_STACK_NEED)
+        pc_sample(s, ucv, weight, kernel);
+    else
+        s->arming_carry += weight;
+    errno = saved_errno;
+}
+
+/* Walks the interrupted stack into a sample of weight periods (kernel of
+ * them in the kernel): the handler's work, kept out of flamme_sigprof's
+ * frame so that its ~700 bytes of locals are only taken once
+ * altstack_room said they fit. */
+static __attribute__((noinline)) void walk_sample(struct flamme_slot *s, void *ucv, unsigned weight,
+                                                  unsigned kernel)
+{
     /* Periods that were the handler's own time are no sample; a budget
      * overdrawn by deep walks shortens this one (agent/budget.h). */
     uint32_t max = (uint32_t)flamme_cfg.depth;
@@ -287,10 +341,8 @@ static void flamme_sigprof(int sig, siginfo_t *si, void *ucv)
     uint64_t writer_ns = atomic_exchange_explicit(&s->writer_debt_ns, 0, memory_order_relaxed);
     weight = flamme_budget_admit_sigsafe(weight, 1000000000u / (unsigned)flamme_cfg.hz, writer_ns,
                                          &max);
-    if (!weight) {
-        errno = saved_errno;
+    if (!weight)
         return;
-    }
     struct flamme_budget_clock bc;
     flamme_budget_start_sigsafe(&bc);
     uint64_t t0 = bc.wall0;
@@ -340,7 +392,6 @@ static void flamme_sigprof(int sig, siginfo_t *si, void *ucv)
     if (!rec) {
         atomic_fetch_add_explicit(&s->lost, 1, memory_order_relaxed);
         flamme_writer_wake_sigsafe();
-        errno = saved_errno;
         return;
     }
     uint32_t wflags;
@@ -381,7 +432,31 @@ static void flamme_sigprof(int sig, siginfo_t *si, void *ucv)
         COST_BUCKET_NS;
     atomic_fetch_add_explicit(&cost_hist[b < COST_BUCKETS ? b : COST_BUCKETS - 1], 1,
                               memory_order_relaxed);
-    errno = saved_errno;
+}
+
+/* A sample of the interrupted pc alone, marked truncated: the handler
+ * interrupted another one on the alternate stack and has no room for a
+ * walk. Its weight stays with the function that was running. */
+static __attribute__((noinline)) void pc_sample(struct flamme_slot *s, void *ucv, unsigned weight,
+                                                unsigned kernel)
+{
+    const ucontext_t *uc = ucv;
+    uintptr_t pc = (uintptr_t)uc->uc_mcontext.gregs[REG_RIP];
+    uint64_t *rec = flamme_ring_reserve_sigsafe(s->ring, 1 + FLAMME_SAMPLE_HDR_WORDS);
+    if (!rec) {
+        atomic_fetch_add_explicit(&s->lost, 1, memory_order_relaxed);
+        return;
+    }
+    rec[FLAMME_SAMPLE_HDR_WORDS] = pc;
+    if (flamme_cfg.wall)
+        kernel = 0;
+    else if (kernel == FLAMME_KERNEL_UNKNOWN)
+        kernel = after_syscall_sigsafe(pc) ? weight : 0;
+    else if (kernel > weight)
+        kernel = weight;
+    atomic_fetch_add_explicit(&pc_only, 1, memory_order_relaxed);
+    commit_split(s, rec, 1, FLAMME_SAMPLE_TRUNCATED, flamme_now_sigsafe(), weight, kernel,
+                 s->last_domain);
 }
 
 

@@ -46,6 +46,11 @@ int flamme_handler_prof_taken(void);
 void flamme_handler_cost(uint64_t *p50, uint64_t *p99, uint64_t *n);
 void flamme_handler_cost_reset(void);
 
+/* Samples of the interrupted pc alone since the agent loaded: the sample
+ * signal came inside another handler on the alternate signal stack, with
+ * no room left there for a walk. Any thread. */
+uint64_t flamme_handler_pc_only(void);
+
 /* Wall mode, around a blocking call (agent/blocking.c), with the sample signal blocked
  * in the calling thread: begin walks the caller's stack (callee = the
  * blocking function's address, ret/sp/fp = the caller's return address,

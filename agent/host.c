@@ -117,6 +117,11 @@ static void host_end_info(flamme_pw *pw, int last)
              (unsigned long long)skipped, (unsigned long long)skipped_w, (unsigned long long)own,
              (unsigned long long)handler_ns, (unsigned long long)stitched);
     flamme_pw_info(pw, "budget", buf);
+    uint64_t pc_only = flamme_handler_pc_only();
+    if (pc_only) {
+        snprintf(buf, sizeof buf, "%llu", (unsigned long long)pc_only);
+        flamme_pw_info(pw, "pc_only_samples", buf);
+    }
     uint64_t gc_paused_ns, gc_pauses;
     flamme_gc_major_paused(&gc_paused_ns, &gc_pauses);
     if (gc_pauses) {

@@ -99,7 +99,10 @@ struct flamme_slot {
      * into its allowance, agent/budget.h). Relaxed: a count, nothing else
      * is published with it. */
     _Atomic uint64_t writer_debt_ns;
-    unsigned arming_carry; /* handler-private */
+    /* Periods the handler did not sample (self_arming, or hardly any room
+     * left on the alternate signal stack), added to the next sample.
+     * Handler-private. */
+    unsigned arming_carry;
     _Atomic int ring_busy;
     _Atomic uint64_t ring_busy_skipped; /* handler: samples skipped for it (statistics) */
     uintptr_t stack_lo, stack_hi; /* the thread's system stack */

@@ -206,6 +206,11 @@ static void print_budget(const struct flamme_profile *p)
         printf("  %llu shortened samples were completed from their thread's previous whole stack\n"
                "  (its return addresses still in their stack slots) and count as complete\n",
                stitched);
+    v = flamme_profile_info(p, "pc_only_samples");
+    if (v && atoll(v) > 0)
+        printf("  %lld samples came inside one of the program's signal handlers, on its alternate\n"
+               "  signal stack with no room for a walk: only the function that ran; truncated\n",
+               atoll(v));
     v = flamme_profile_info(p, "engine_moved_to_timer");
     if (v && atoi(v) > 0) {
         const char *tids = strchr(v, ' ');

@@ -16,7 +16,7 @@ import re
 import pytest
 
 from flammetest import (LABEL_DOMAIN, LABEL_SYSTHREAD, REPO, clean_env, collapse, describe,
-                        flamme_library, run, total)
+                        flamme_library, report, run, total)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 WORK_ML = os.path.join(REPO, "tests", "lib", "work.ml")
@@ -131,6 +131,44 @@ def test_ownprof(build, program, engines, check, tmp_path):
               "%d samples for %.2f s of CPU at %d Hz\n%s" % (burn, cpu, hz, describe(st)))
         check("replaced flamme's handler" not in p.stderr,
               "ownprof [%s]: no 'replaced flamme's handler' warning" % engine, p.stderr.strip())
+
+
+@pytest.mark.slow
+def test_nested(build, program, engines, check, tmp_path):
+    """The program's own SIGALRM handler (SA_ONSTACK, so on OCaml's 8 KiB
+    alternate stack) burns 3 ms of CPU at each 10 ms tick, so flamme's
+    sample signals come inside it, on the same stack: the program runs and
+    exits as it does alone (a walk there overwrote malloc's header below
+    the stack and the program died at exit, every run), and the handler's
+    time is in the profile, as the function that ran (truncated: no room
+    for a walk)."""
+    for engine, _ in engines:
+        prof = str(tmp_path / ("nested-%s.flm" % engine))
+        p = preload(build, program("nested"), ["0.8", "0.003"], prof,
+                    {"FLAMME_ENGINE": engine, "FLAMME_HZ": "999"})
+        m = re.search(r"nested: ticks=(\d+) cpu=([0-9.]+)", p.stdout)
+        if not check(p.returncode == 0 and m, "nested [%s]: runs, exits 0, prints its ticks" % engine,
+                     "exit %d, stdout %r, stderr:\n%s" % (p.returncode, p.stdout, p.stderr)):
+            continue
+        ticks, cpu = int(m.group(1)), float(m.group(2))
+        st = collapse(build, prof)
+        allw = total(st)
+        ocaml = total(st, lambda f: any(x.startswith(("Work.burn", "Nested.burn")) for x in f))
+        expect = ticks * 0.003 / cpu
+        got = (allw - ocaml) / allw if allw else 0.0
+        print("  nested [%s]: %d ticks, %.2f s CPU; outside the OCaml loop %.1f%% of %d (handler "
+              "%.1f%% expected)" % (engine, ticks, cpu, 100 * got, allw, 100 * expect))
+        # The handler's share of the CPU time, within half of it either way
+        # (tick-sampled engines round to 4 ms ticks).
+        check(0.5 * expect <= got <= 1.5 * expect,
+              "nested [%s]: the handler's CPU time is in the profile" % engine,
+              "%.1f%% outside the OCaml loop, %.1f%% expected\n%s" % (100 * got, 100 * expect,
+                                                                    describe(st)))
+        check(allw >= 0.75 * cpu * 999, "nested [%s]: no period lost" % engine,
+              "weight %d for %.2f s at 999 Hz" % (allw, cpu))
+        rep = report(build, prof)
+        check("came inside one of the program's signal handlers" in rep,
+              "nested [%s]: report says samples came inside the program's handler" % engine, rep)
 
 
 SLEEP_CASES = ["usleep", "sleep", "pause", "sigsuspend", "sigtimedwait", "epoll_pwait2",

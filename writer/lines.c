@@ -7,7 +7,7 @@
  * first lookup in a unit runs that unit's program again into rows
  * (address, file, line) sorted by address, where an end_sequence row marks
  * a gap; a lookup is two binary searches. A profile hits few of a large
- * program's units: for the OCaml compiler (2 MB of line programs) opening
+ * program's units: for the OCaml compiler (1.3 MB of line programs) opening
  * took 10-17 ms of the writer's CPU when every unit was run into rows.
  * Called by: the agent's writer thread (and tests). It allocates and reads
  * the file through writer/elf.c (sections are copied, never kept mapped);

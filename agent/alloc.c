@@ -82,6 +82,7 @@ uint64_t flamme_alloc_sample(const struct flamme_alloc_in *a)
     memcpy(rec + FLAMME_ALLOC_HDR_WORDS, a->addrs, (size_t)n * sizeof *rec);
     flamme_ring_commit_sigsafe(s->ring, n + FLAMME_ALLOC_HDR_WORDS);
     ring_release(s);
+    flamme_writer_activity_sigsafe();
     return id;
 }
 
@@ -100,6 +101,7 @@ int flamme_alloc_event(uint64_t id, unsigned event)
     flamme_ring_alloc_event_put(rec, flamme_now_sigsafe(), id, event);
     flamme_ring_commit_sigsafe(s->ring, FLAMME_ALLOC_EVENT_WORDS);
     ring_release(s);
+    flamme_writer_activity_sigsafe();
     return 0;
 }
 
@@ -140,6 +142,7 @@ int flamme_alloc_heapfill(uintptr_t ret, uintptr_t sp, uintptr_t fp, uint64_t wo
     flamme_ring_alloc_put(rec, n, &ra);
     flamme_ring_commit_sigsafe(s->ring, n + FLAMME_ALLOC_HDR_WORDS);
     ring_release(s);
+    flamme_writer_activity_sigsafe();
     return 0;
 }
 

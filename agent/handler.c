@@ -153,6 +153,8 @@ static void commit_sample(struct flamme_slot *s, uint64_t *rec, uint32_t n, uint
                     atomic_load_explicit(&s->ring->tail, memory_order_relaxed);
     if (used * 2 > cap && (used - n - FLAMME_SAMPLE_HDR_WORDS) * 2 <= cap)
         flamme_writer_wake_sigsafe();
+    else
+        flamme_writer_activity_sigsafe();
     atomic_fetch_add_explicit(&s->taken, 1, memory_order_relaxed);
 }
 

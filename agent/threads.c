@@ -318,8 +318,15 @@ void flamme_threads_arm_all(void)
 void flamme_thread_call_end(struct flamme_slot *s)
 {
     /* seq_cst, against the CAS to 2 in arm_locked. */
-    if (s && atomic_exchange(&s->in_call, 0) == 2)
+    if (s && atomic_exchange(&s->in_call, 0) == 2) {
         atomic_store_explicit(&s->arm_pending, 1, memory_order_release);
+        /* The writer arms it at its next sweep: now, not after an idle
+         * writer's longer wait (DRAIN_IDLE_MAX_MS). The blocking call's
+         * errno is the program's. */
+        int e = errno;
+        flamme_writer_wake_sigsafe();
+        errno = e;
+    }
 }
 
 void flamme_threads_arm_pending(void)

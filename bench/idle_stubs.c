@@ -45,6 +45,17 @@ value idle_read_ns(value n)
     return caml_copy_double(dt * 1e9 / (double)k);
 }
 
+/* Sleeps s seconds (a program waiting for input), through the
+ * interposed nanosleep. */
+value idle_pause(value s)
+{
+    struct timespec ts = { (time_t)Double_val(s), 0 };
+    ts.tv_nsec = (long)((Double_val(s) - (double)ts.tv_sec) * 1e9);
+    while (nanosleep(&ts, &ts) != 0)
+        ;
+    return Val_unit;
+}
+
 static void *nothing(void *arg) { return arg; }
 
 /* VmSize in kB after n short-lived threads, created and joined one by one. */

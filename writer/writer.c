@@ -33,6 +33,12 @@
 #include "writer/writer_host.h"
 
 #define DRAIN_INTERVAL_MS 20 /* between ring sweeps, unless a handler rings */
+/* Sweeps that drain nothing back off, doubling the interval up to this:
+ * an idle sweep cost the writer ~50 us of CPU (its wake-up included), ~3
+ * ms a second while the program waited (make bench-idle). The first record after that wakes
+ * it (flamme_writer_activity_sigsafe), as do a stop, an exit, a sync or a
+ * deferred arming. */
+#define DRAIN_IDLE_MAX_MS 320
 #define CHUNK_INTERVAL_NS 1000000000ull /* a chunk at least every second */
 #define CHUNK_MAX_RAW (256u * 1024u)
 #define CFI_RESCAN_NS 2000000000ull /* look for new libraries every 2 s */
@@ -75,6 +81,7 @@ static struct {
     uint32_t *ids;           /* scratch: frame ids of one sample */
     uint32_t ids_cap;
     uint64_t samples, lost;
+    uint64_t records; /* ring records drained (idle sweeps back off) */
     uint32_t threads;
     uint64_t last_chunk_ns;
     int failed;
@@ -532,6 +539,7 @@ static void on_record(void *ctx, const uint64_t *rec, uint64_t nwords)
 {
     (void)ctx;
     int s = W.cur;
+    W.records++;
     uint32_t kind = flamme_ring_kind(rec[0]);
     if (kind == FLAMME_RING_ALLOC || kind == FLAMME_RING_ALLOC_EVENT) {
         on_alloc_record(s, kind, rec, nwords);
@@ -754,6 +762,22 @@ static _Atomic int wake_fd = -1;
  * previous run's doorbell, kept open one run longer (see writer_stop). */
 static struct flamme_fd_id wake_id, old_wake_id;
 
+/* Set by the writer while it waits longer than DRAIN_INTERVAL_MS (its
+ * sweeps drained nothing); taken by the first record after that
+ * (flamme_writer_activity_sigsafe). Relaxed: a hint; the ring's own
+ * release/acquire orders the data, and a missed hint costs one wait. */
+static _Atomic int writer_idle;
+
+void flamme_writer_activity_sigsafe(void)
+{
+    if (atomic_load_explicit(&writer_idle, memory_order_relaxed) &&
+        atomic_exchange_explicit(&writer_idle, 0, memory_order_relaxed)) {
+        int e = errno; /* callers in normal context too (Memprof callbacks) */
+        flamme_writer_wake_sigsafe();
+        errno = e;
+    }
+}
+
 void flamme_writer_wake_sigsafe(void)
 {
     /* Pairs with the release store in flamme_writer_start. */
@@ -889,18 +913,40 @@ static void preload_executable(void)
     W.setup_ns += flamme_cpu_ns_sigsafe(CLOCK_THREAD_CPUTIME_ID) - c0;
 }
 
+/* The wait before the next sweep (ms): DRAIN_INTERVAL_MS after a sweep that
+ * drained records, or without a doorbell (nothing else would wake the
+ * writer for a ring filling up); else twice the last, at most
+ * DRAIN_IDLE_MAX_MS, and never past the current segment's end. */
+static int next_interval(int last, int drained, int doorbell)
+{
+    if (drained || !doorbell)
+        return DRAIN_INTERVAL_MS;
+    int ms = last * 2 > DRAIN_IDLE_MAX_MS ? DRAIN_IDLE_MAX_MS : last * 2;
+    if (W.period_ns) {
+        uint64_t now = flamme_now_sigsafe();
+        uint64_t left = W.seg_end > now ? (W.seg_end - now) / 1000000u + 1 : 0;
+        if (W.rot_at || left < DRAIN_INTERVAL_MS)
+            return DRAIN_INTERVAL_MS;
+        if (left < (uint64_t)ms)
+            ms = (int)left;
+    }
+    return ms;
+}
+
 static void *writer_main(void *arg)
 {
     (void)arg;
     W.running = 1;
     preload_executable();
     int fd = atomic_load_explicit(&wake_fd, memory_order_acquire);
+    int interval = DRAIN_INTERVAL_MS;
     /* Pairs with the release stores in flamme_writer_stop / _finish_sigsafe. */
     while (!atomic_load_explicit(&W.stop, memory_order_acquire) &&
            !atomic_load_explicit(&W.finish, memory_order_acquire)) {
         pthread_mutex_lock(&sync_mu);
         uint64_t req = sync_req;
         pthread_mutex_unlock(&sync_mu);
+        uint64_t records = W.records;
         sweep();
         pthread_mutex_lock(&sync_mu);
         if (sync_done < req) {
@@ -913,17 +959,20 @@ static void *writer_main(void *arg)
          * may now be the program's data. */
         if (fd >= 0 && !flamme_fd_same_sigsafe(fd, &wake_id))
             fd = -1;
+        interval = next_interval(interval, W.records != records, fd >= 0);
+        atomic_store_explicit(&writer_idle, interval > DRAIN_INTERVAL_MS, memory_order_relaxed);
         /* The system calls themselves, not libc's poll and read: in the
          * agent's library those are its interposers (agent/blocking.c),
          * which are for the program's waits, not the writer's. */
         struct pollfd p = {fd, POLLIN, 0};
-        if (syscall(SYS_poll, &p, (nfds_t)(fd >= 0), DRAIN_INTERVAL_MS) > 0 &&
+        if (syscall(SYS_poll, &p, (nfds_t)(fd >= 0), interval) > 0 &&
             (p.revents & POLLIN)) {
             uint64_t v;
             long r = syscall(SYS_read, fd, &v, sizeof v);
             (void)r;
         }
     }
+    atomic_store_explicit(&writer_idle, 0, memory_order_relaxed);
     sweep(); /* final drain: sampling has stopped */
     if (W.period_ns) {
         /* The run ends within a segment's grace: its last samples stay in

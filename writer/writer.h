@@ -91,4 +91,11 @@ const char *flamme_writer_path(void);
  * async-signal-safe: yes. */
 void flamme_writer_wake_sigsafe(void);
 
+/* A record was just put in a ring: wakes the writer if its sweeps found
+ * nothing lately and it now waits longer between them (so the program's
+ * first samples after a pause are drained, and a library it loaded picked
+ * up, as soon as while it ran); otherwise an atomic load and nothing.
+ * async-signal-safe: yes. */
+void flamme_writer_activity_sigsafe(void);
+
 #endif

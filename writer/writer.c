@@ -122,6 +122,9 @@ static struct {
     uint64_t charged_ns;
     uint64_t setup_ns; /* of writer_ns: preload_executable */
     uint64_t lines_ns0; /* flamme_lines_run_ns of the kept table at the start */
+    /* The writer thread's CPU clock when its last sweep ended: what it
+     * spends between sweeps (waking, polling) counts with the next one. */
+    uint64_t cpu_mark;
     /* CPU the starting thread (the program's) spent in flamme_writer_start:
      * mostly the unwind tables of every loaded module (INFO writer_ns). */
     uint64_t start_ns;
@@ -646,8 +649,8 @@ static void follow_libraries(void)
  * handler has FLAMME_BUDGET, 2% by default, of the program's time): 1% of
  * the periods its samples stand for, saved up to WRITER_BALANCE_MAX_NS
  * (through a shallow phase, for a deep one after). What its sweeps cost
- * beyond it (draining, interning, symbolizing, compressing; not the
- * executable's symbols and line table, read before the first) is charged to
+ * beyond it (draining, interning, symbolizing, compressing, and waking up
+ * for them; not the executable's symbols and line table, read once) is charged to
  * the budgets of the threads whose samples made the work, in proportion to
  * it: their handlers then shorten more samples, and a shortened stack costs
  * the writer less (deep recursion: hundreds of new frames a sample). */
@@ -688,6 +691,7 @@ static void sweep(void)
     if (W.period_ns && !W.rot_at && !W.final && t0 >= W.seg_end)
         W.rot_at = W.seg_end;
     uint64_t cpu0 = flamme_cpu_ns_sigsafe(CLOCK_THREAD_CPUTIME_ID);
+    uint64_t between = W.cpu_mark && cpu0 > W.cpu_mark ? cpu0 - W.cpu_mark : 0;
     uint64_t lines0 = flamme_lines_run_ns(W.lines);
     follow_libraries();
     int hwm = H.threads_hwm();
@@ -750,7 +754,9 @@ static void sweep(void)
     /* The line table's units, made on first use, are a one-time cost like
      * the rest of the executable's (setup, preload_executable). */
     uint64_t lines_ns = flamme_lines_run_ns(W.lines) - lines0;
-    uint64_t sweep_ns = flamme_cpu_ns_sigsafe(CLOCK_THREAD_CPUTIME_ID) - cpu0;
+    uint64_t cpu1 = flamme_cpu_ns_sigsafe(CLOCK_THREAD_CPUTIME_ID);
+    uint64_t sweep_ns = cpu1 - cpu0 + between;
+    W.cpu_mark = cpu1;
     budget_sweep(hwm, sweep_ns > lines_ns ? sweep_ns - lines_ns : 0);
 }
 
@@ -910,7 +916,8 @@ static void preload_executable(void)
         W.lines_tried = 1;
         W.lines = flamme_lines_open(W.exe_path);
     }
-    W.setup_ns += flamme_cpu_ns_sigsafe(CLOCK_THREAD_CPUTIME_ID) - c0;
+    W.cpu_mark = flamme_cpu_ns_sigsafe(CLOCK_THREAD_CPUTIME_ID);
+    W.setup_ns += W.cpu_mark - c0;
 }
 
 /* The wait before the next sweep (ms): DRAIN_INTERVAL_MS after a sweep that

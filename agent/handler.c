@@ -230,12 +230,12 @@ static uint32_t stitch_sigsafe(const struct flamme_slot *s, uint64_t *frames, ui
 }
 
 /* Stack a sample needs below flamme_sigprof's frame: a walk takes ~1,500
- * bytes (walk_sample and the walker, `-fstack-usage`), a pc alone ~500
- * (the doorbell's fstat included); with margins. */
+ * bytes (walk_sample_sigsafe and the walker, `-fstack-usage`), a pc alone
+ * ~600 (the doorbell's fstat included); with margins. */
 #define HANDLER_STACK_NEED 2560
 #define CRAMPED_STACK_NEED 1024
 
-/* Samples pc_sample took (relaxed: a count, read after sampling). */
+/* Samples pc_sample_sigsafe took (relaxed: a count, read after sampling). */
 static _Atomic uint64_t pc_only;
 
 uint64_t flamme_handler_pc_only(void)
@@ -243,20 +243,20 @@ uint64_t flamme_handler_pc_only(void)
     return atomic_load_explicit(&pc_only, memory_order_relaxed);
 }
 
-struct flamme_slot;
-static void walk_sample(struct flamme_slot *s, void *ucv, unsigned weight, unsigned kernel);
-static void pc_sample(struct flamme_slot *s, void *ucv, unsigned weight, unsigned kernel);
+static void walk_sample_sigsafe(struct flamme_slot *s, void *ucv, unsigned weight,
+                                unsigned kernel);
+static void pc_sample_sigsafe(struct flamme_slot *s, void *ucv, unsigned weight, unsigned kernel);
 
 /* Room on the alternate signal stack below `here` (an address in the
  * handler's frame), or SIZE_MAX when the handler runs on another stack.
  * A signal that interrupts a handler already on the alternate stack (the
  * program's own SIGPROF handler, say) is pushed below that handler's frame
  * on the same stack: OCaml's is 8 KiB (SIGSTKSZ) and the kernel's frame
- * with AVX-512 state ~3.4 KiB, so two frames leave ~1.4 KiB, and a walk
+ * with AVX-512 state ~3.4 KiB, so two frames leave ~1.3 KiB, and a walk
  * there wrote below the stack, over malloc's header of the block OCaml
- * frees at exit ("munmap_chunk(): invalid pointer", 1-3% of
- * tests/signal ownprof runs). */
-static size_t altstack_room(const ucontext_t *uc, uintptr_t here)
+ * frees at exit ("munmap_chunk(): invalid pointer": 1-3% of tests/signal
+ * ownprof runs at 499 Hz, every tests/signal/nested.ml run). */
+static size_t altstack_room_sigsafe(const ucontext_t *uc, uintptr_t here)
 {
     uintptr_t lo = (uintptr_t)uc->uc_stack.ss_sp;
     if ((uc->uc_stack.ss_flags & SS_DISABLE) || here < lo || here - lo >= uc->uc_stack.ss_size)
@@ -318,12 +318,12 @@ static void flamme_sigprof(int sig, siginfo_t *si, void *ucv)
         return;
     }
     /* The walk's stack is the alternate signal stack's (see
-     * altstack_room): with too little of it left, only the pc. */
-    size_t room = altstack_room(ucv, (uintptr_t)__builtin_frame_address(0));
+     * altstack_room_sigsafe): with too little of it left, only the pc. */
+    size_t room = altstack_room_sigsafe(ucv, (uintptr_t)__builtin_frame_address(0));
     if (room >= HANDLER_STACK_NEED)
-        walk_sample(s, ucv, weight, kernel);
+        walk_sample_sigsafe(s, ucv, weight, kernel);
     else if (room >= CRAMPED_STACK_NEED)
-        pc_sample(s, ucv, weight, kernel);
+        pc_sample_sigsafe(s, ucv, weight, kernel);
     else
         s->arming_carry += weight;
     errno = saved_errno;
@@ -332,9 +332,9 @@ static void flamme_sigprof(int sig, siginfo_t *si, void *ucv)
 /* Walks the interrupted stack into a sample of weight periods (kernel of
  * them in the kernel): the handler's work, kept out of flamme_sigprof's
  * frame so that its ~700 bytes of locals are only taken once
- * altstack_room said they fit. */
-static __attribute__((noinline)) void walk_sample(struct flamme_slot *s, void *ucv, unsigned weight,
-                                                  unsigned kernel)
+ * altstack_room_sigsafe said they fit. */
+static __attribute__((noinline)) void walk_sample_sigsafe(struct flamme_slot *s, void *ucv,
+                                                          unsigned weight, unsigned kernel)
 {
     /* Periods that were the handler's own time are no sample; a budget
      * overdrawn by deep walks shortens this one (agent/budget.h). */
@@ -439,8 +439,8 @@ static __attribute__((noinline)) void walk_sample(struct flamme_slot *s, void *u
 /* A sample of the interrupted pc alone, marked truncated: the handler
  * interrupted another one on the alternate stack and has no room for a
  * walk. Its weight stays with the function that was running. */
-static __attribute__((noinline)) void pc_sample(struct flamme_slot *s, void *ucv, unsigned weight,
-                                                unsigned kernel)
+static __attribute__((noinline)) void pc_sample_sigsafe(struct flamme_slot *s, void *ucv,
+                                                        unsigned weight, unsigned kernel)
 {
     const ucontext_t *uc = ucv;
     uintptr_t pc = (uintptr_t)uc->uc_mcontext.gregs[REG_RIP];

@@ -35,9 +35,9 @@
 #define DRAIN_INTERVAL_MS 20 /* between ring sweeps, unless a handler rings */
 /* Sweeps that drain nothing back off, doubling the interval up to this:
  * an idle sweep cost the writer ~50 us of CPU (its wake-up included), ~3
- * ms a second while the program waited (make bench-idle). The first record after that wakes
- * it (flamme_writer_activity_sigsafe), as do a stop, an exit, a sync or a
- * deferred arming. */
+ * ms a second while the program waited (make bench-idle). The first record
+ * after that wakes it (flamme_writer_activity_sigsafe), as do a stop, an
+ * exit, a sync or a deferred arming. */
 #define DRAIN_IDLE_MAX_MS 320
 #define CHUNK_INTERVAL_NS 1000000000ull /* a chunk at least every second */
 #define CHUNK_MAX_RAW (256u * 1024u)

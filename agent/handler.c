@@ -169,6 +169,27 @@ static int after_syscall_sigsafe(uintptr_t pc)
            ((pc & 0xfff) >= 2 && c[-2] == 0x0f && c[-1] == 0x05);
 }
 
+/* The kernel's part of a sample of weight periods taken at pc, from what
+ * the engine said (kernel, maybe FLAMME_KERNEL_UNKNOWN); adds
+ * FLAMME_SAMPLE_SYSCALL to *flags in wall mode. Leaving a system call: in
+ * wall mode the thread was blocked there; in cpu mode, for an engine that
+ * cannot tell kernel periods, the tick that fired fell in the call (one in
+ * user space would have stopped the thread right there, hardly ever just
+ * after a `syscall`). The periods the handler's own time took off were
+ * user time. */
+static unsigned kernel_periods_sigsafe(uintptr_t pc, unsigned weight, unsigned kernel,
+                                       uint32_t *flags)
+{
+    if (flamme_cfg.wall) {
+        if (after_syscall_sigsafe(pc))
+            *flags |= FLAMME_SAMPLE_SYSCALL;
+        return 0;
+    }
+    if (kernel == FLAMME_KERNEL_UNKNOWN)
+        return after_syscall_sigsafe(pc) ? weight : 0;
+    return kernel > weight ? weight : kernel;
+}
+
 /* Commits the sample at rec (n frames, weight periods of which kernel were
  * the kernel's): the kernel periods as their own sample flagged KERNEL,
  * with the same frames (the user stack that entered the kernel), copied
@@ -368,20 +389,7 @@ static __attribute__((noinline)) void walk_sample_sigsafe(struct flamme_slot *s,
     uint32_t sflags = 0;
     if (nocaml)
         sflags |= FLAMME_SAMPLE_NO_OCAML;
-    /* Leaving a system call: in wall mode the thread was blocked there; in
-     * cpu mode, for an engine that cannot tell kernel periods, the tick
-     * that fired fell in the call (one in user space would have stopped
-     * the thread right there, hardly ever just after a `syscall`). The
-     * periods the handler's own time took off were user time. */
-    if (flamme_cfg.wall) {
-        if (after_syscall_sigsafe(pc))
-            sflags |= FLAMME_SAMPLE_SYSCALL;
-        kernel = 0;
-    } else if (kernel == FLAMME_KERNEL_UNKNOWN) {
-        kernel = after_syscall_sigsafe(pc) ? weight : 0;
-    } else if (kernel > weight) {
-        kernel = weight;
-    }
+    kernel = kernel_periods_sigsafe(pc, weight, kernel, &sflags);
 
     /* A sample the budget shortened may be completed from the thread's
      * last whole walk (stitch_sigsafe): room for its frames too. */
@@ -450,15 +458,10 @@ static __attribute__((noinline)) void pc_sample_sigsafe(struct flamme_slot *s, v
         return;
     }
     rec[FLAMME_SAMPLE_HDR_WORDS] = pc;
-    if (flamme_cfg.wall)
-        kernel = 0;
-    else if (kernel == FLAMME_KERNEL_UNKNOWN)
-        kernel = after_syscall_sigsafe(pc) ? weight : 0;
-    else if (kernel > weight)
-        kernel = weight;
+    uint32_t flags = FLAMME_SAMPLE_TRUNCATED;
+    kernel = kernel_periods_sigsafe(pc, weight, kernel, &flags);
     atomic_fetch_add_explicit(&pc_only, 1, memory_order_relaxed);
-    commit_split(s, rec, 1, FLAMME_SAMPLE_TRUNCATED, flamme_now_sigsafe(), weight, kernel,
-                 s->last_domain);
+    commit_split(s, rec, 1, flags, flamme_now_sigsafe(), weight, kernel, s->last_domain);
 }
 
 

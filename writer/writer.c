@@ -900,10 +900,10 @@ static pthread_mutex_t sync_mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t sync_cv = PTHREAD_COND_INITIALIZER;
 static uint64_t sync_req, sync_done;
 
-/* Reads the executable's symbols and line table now, before the first
- * sweep: the largest fixed cost of a profile (0.03 s of CPU for the OCaml
- * compiler's 21 MB), the same whatever the program does, and so kept out
- * of the writer's share of the budget (budget_sweep). Writer thread. */
+/* Reads the executable's symbols and indexes its line table now, before
+ * the first sweep: the writer's largest fixed cost (0.009-0.010 s of CPU
+ * for the OCaml compiler's 21 MB), the same whatever the program does, and
+ * so kept out of its share of the budget (budget_sweep). Writer thread. */
 static void preload_executable(void)
 {
     uint64_t c0 = flamme_cpu_ns_sigsafe(CLOCK_THREAD_CPUTIME_ID);

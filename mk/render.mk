@@ -11,6 +11,7 @@ $(BUILD)/gen/flamegraph_js.inc: tools/flamegraph.js
 	@mkdir -p $(dir $@)
 	sed -e 's/\\/\\\\/g' -e 's/"/\\"/g' -e 's/^/"/' -e 's/$$/\\n"/' $< > $@.tmp && mv $@.tmp $@
 $(BUILD)/tool/tools/fg_svg.o: $(BUILD)/gen/flamegraph_js.inc
+$(BUILD)/tool/tools/fg_svg.o: CFLAGS_TOOL += -I$(BUILD)/gen
 
 .PHONY: render-test bench-render
 # tests/render/test_render.py (part of the pytest suite); its Chromium

@@ -111,9 +111,10 @@ static const char *fmt_count(double v, char *buf, size_t len)
 /* ------------------------------------------------------------ the SVG */
 
 /* The viewer's JavaScript, tools/flamegraph.js turned into a C string by
- * mk/render.mk. It must not contain "]]>" (it goes into a CDATA section). */
+ * mk/render.mk in $(BUILD)/gen (on the include path of this file only). It
+ * must not contain "]]>" (it goes into a CDATA section). */
 static const char fg_script[] =
-#include "build/gen/flamegraph_js.inc"
+#include "flamegraph_js.inc"
     ;
 
 static void put_num(FILE *o, double v)

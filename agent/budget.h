@@ -60,13 +60,13 @@ void flamme_budget_start_sigsafe(struct flamme_budget_clock *c);
 uint64_t flamme_budget_charge_sigsafe(const struct flamme_budget_clock *c, uint32_t frames,
                                       int truncated);
 
-/* Counts a shortened sample completed from the thread's last whole walk
- * (agent/handler.c). async-signal-safe: yes. */
-void flamme_budget_stitched_sigsafe(void);
+/* Counts a sample whose walk joined the thread's last whole stack and took
+ * its older frames from there (agent/memo.h). async-signal-safe: yes. */
+void flamme_budget_joined_sigsafe(void);
 /* Totals over all threads: samples shortened and their weight, periods
- * taken off as the handler's own time, handler ns, shortened samples
- * completed from an earlier whole walk. */
+ * taken off as the handler's own time, handler ns, samples whose walk
+ * joined their thread's last whole stack. */
 void flamme_budget_totals(uint64_t *shortened, uint64_t *shortened_weight, uint64_t *own_periods,
-                          uint64_t *handler_ns, uint64_t *stitched);
+                          uint64_t *handler_ns, uint64_t *joined);
 
 #endif

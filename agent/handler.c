@@ -214,43 +214,7 @@ static void commit_split(struct flamme_slot *s, uint64_t *rec, uint32_t n, uint3
     commit_sample(s, rec2, n, flags | FLAMME_SAMPLE_KERNEL, time, kernel, domain);
 }
 
-/* Completes a walk the budget shortened, frames[0..n) whose last return
- * address was read at last_ra, from the thread's last whole walk: the
- * frame read from the same stack slot with the same value, then every
- * older frame of that walk whose return address is still in its slot (a
- * direct read within the thread's known stacks, ranges[0..nr)). Any slot
- * that changed, or is outside them, and nothing is added: the stack below
- * the cut is not known to be the same. A deep recursion's root side seldom
- * changes between samples, and checking a slot costs a fraction of a
- * walk's step. Returns the frame count (n when nothing was added); room:
- * the frames the record has. */
-static uint32_t stitch_sigsafe(const struct flamme_slot *s, uint64_t *frames, uint32_t n,
-                               uint32_t room, uintptr_t last_ra, const struct flamme_range *ranges,
-                               int nr)
-{
-    uint32_t m = s->stitch_n, j;
-    const uint64_t *pf = s->stitch_frames[s->stitch_cur];
-    const uintptr_t *pr = s->stitch_ra[s->stitch_cur];
-    if (!last_ra)
-        return n;
-    for (j = 1; j < m; j++)
-        if (pr[j] == last_ra && pf[j] == frames[n - 1])
-            break;
-    if (j >= m || n + (m - 1 - j) > room)
-        return n;
-    for (uint32_t k = j + 1; k < m; k++) {
-        uintptr_t a = pr[k];
-        int in = 0;
-        for (int i = 0; i < nr && !in; i++)
-            in = a >= ranges[i].lo && a + 8 <= ranges[i].hi && a + 8 > a;
-        if (!in || (a & 7) || *(const uintptr_t *)a != pf[k])
-            return n;
-    }
-    memcpy(frames + n, pf + j + 1, (m - 1 - j) * sizeof *frames);
-    return n + (m - 1 - j);
-}
-
-/* Stack a sample needs below flamme_sigprof's frame: a walk takes ~1,500
+/* Stack a sample needs below flamme_sigprof's frame: a walk takes ~1,600
  * bytes (walk_sample_sigsafe and the walker, `-fstack-usage`), a pc alone
  * ~600 (the doorbell's fstat included); with margins. */
 #define HANDLER_STACK_NEED 2560
@@ -391,13 +355,14 @@ static __attribute__((noinline)) void walk_sample_sigsafe(struct flamme_slot *s,
         sflags |= FLAMME_SAMPLE_NO_OCAML;
     kernel = kernel_periods_sigsafe(pc, weight, kernel, &sflags);
 
-    /* A sample the budget shortened may be completed from the thread's
-     * last whole walk (stitch_sigsafe): room for its frames too. */
-    int short_walk = max == FLAMME_BUDGET_SHORT_DEPTH && (uint32_t)flamme_cfg.depth > max;
+    /* The walk may stop where it meets the thread's last whole stack (its
+     * memo) and take the older frames from there: room for them too, up to
+     * the depth asked for. */
+    struct flamme_memo *memo = s->memo.frame ? &s->memo : NULL;
     uint32_t room = max;
-    if (short_walk && s->stitch_n)
-        room = s->stitch_n + max < (uint32_t)flamme_cfg.depth ? s->stitch_n + max
-                                                              : (uint32_t)flamme_cfg.depth;
+    if (memo && memo->len)
+        room = (uint64_t)max + memo->len < (uint32_t)flamme_cfg.depth ? max + memo->len
+                                                                      : (uint32_t)flamme_cfg.depth;
     uint64_t *rec = flamme_ring_reserve_sigsafe(s->ring, (uint64_t)room + FLAMME_SAMPLE_HDR_WORDS);
     if (!rec) {
         atomic_fetch_add_explicit(&s->lost, 1, memory_order_relaxed);
@@ -410,29 +375,35 @@ static __attribute__((noinline)) void walk_sample_sigsafe(struct flamme_slot *s,
      * runtime grows a stack (caml_try_realloc_stack has already pointed the
      * frame pointers at the new stack; current_stack still names the old). */
     struct flamme_walk_copy copy = {s->scratch, FLAMME_SCRATCH_WORDS, 16, &s->cfi_cache};
-    /* Any other walk may be a whole one: traced into the thread's spare
-     * stitch buffer, which becomes the current one if it ends cleanly. */
-    struct flamme_walk_trace tr = {NULL, 0, 0};
-    int spare = s->stitch_cur ^ 1;
-    if (!short_walk && s->stitch_frames[0]) {
-        tr.ra_at = s->stitch_ra[spare];
-        tr.cap = FLAMME_STITCH_FRAMES;
+    struct flamme_walk_trace tr = {.ra_at = NULL, .cap = 0, .memo = NULL, .joined = -1};
+    if (memo) {
+        tr.ra_at = memo->trace;
+        tr.cap = FLAMME_MEMO_FRAMES;
+        tr.memo = memo;
     }
     uint64_t *frames = rec + FLAMME_SAMPLE_HDR_WORDS;
     uint32_t n = flamme_walk_traced_sigsafe(pc, &regs, 1, ranges, nr, &copy, frames, max, &wflags,
                                             &tr);
     uint32_t walked = n, walk_flags = wflags;
-    if (tr.cap && !(wflags & (FLAMME_SAMPLE_TRUNCATED | FLAMME_SAMPLE_BROKEN)) &&
-        n <= FLAMME_STITCH_FRAMES) {
-        memcpy(s->stitch_frames[spare], frames, n * sizeof *frames);
-        s->stitch_n = n;
-        s->stitch_cur = spare;
-    } else if (short_walk && wflags == FLAMME_SAMPLE_TRUNCATED && n == max && s->stitch_n) {
-        n = stitch_sigsafe(s, frames, n, room, tr.last, ranges, nr);
-        if (n > walked) {
-            wflags = 0;
-            flamme_budget_stitched_sigsafe();
+    if (tr.joined >= 0) {
+        /* frames[n - 1] is memo->frame[joined]: the older ones follow, root
+         * last; the memo becomes its part up to the join plus this walk. */
+        uint32_t k = (uint32_t)tr.joined, add = k;
+        if (add > room - n) {
+            add = room - n;
+            wflags |= FLAMME_SAMPLE_TRUNCATED;
         }
+        if (n <= FLAMME_MEMO_FRAMES)
+            flamme_memo_set_sigsafe(memo, k + 1, frames, memo->trace, n - 1);
+        else
+            memo->len = 0;
+        for (uint32_t i = 0; i < add; i++)
+            frames[n + i] = memo->frame[k - 1 - i];
+        n += add;
+        flamme_budget_joined_sigsafe();
+    } else if (memo && !(wflags & (FLAMME_SAMPLE_TRUNCATED | FLAMME_SAMPLE_BROKEN)) &&
+               n <= FLAMME_MEMO_FRAMES) {
+        flamme_memo_set_sigsafe(memo, 0, frames, memo->trace, n);
     }
     sflags |= wflags;
     sflags |= flamme_gc_flags_sigsafe();

@@ -65,9 +65,6 @@ static struct flamme_slot *claim_slot(void)
     return NULL;
 }
 
-/* A slot's two stitch buffers, frames and return-address slots each. */
-#define STITCH_BYTES (4 * FLAMME_STITCH_FRAMES * sizeof(uint64_t))
-
 /* Serialises arming and disarming (start, stop, thread start and exit). */
 static pthread_mutex_t arm_lock = PTHREAD_MUTEX_INITIALIZER;
 
@@ -107,19 +104,12 @@ static void arm_locked(struct flamme_slot *s)
     static int warned;
     if (atomic_load_explicit(&s->armed, memory_order_relaxed) || s->sig_blocked)
         return;
-    if (!s->stitch_frames[0]) {
+    if (!s->memo.frame) {
         /* Touched only as deep as the thread's stacks go. */
-        void *m = mmap(NULL, STITCH_BYTES, PROT_READ | PROT_WRITE,
+        void *m = mmap(NULL, FLAMME_MEMO_BYTES, PROT_READ | PROT_WRITE,
                        MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-        if (m != MAP_FAILED) {
-            uint64_t *w = m;
-            s->stitch_n = 0;
-            s->stitch_cur = 0;
-            for (int i = 0; i < 2; i++) {
-                s->stitch_frames[i] = w + (2 * i) * FLAMME_STITCH_FRAMES;
-                s->stitch_ra[i] = (uintptr_t *)(w + (2 * i + 1) * FLAMME_STITCH_FRAMES);
-            }
-        }
+        if (m != MAP_FAILED)
+            flamme_memo_init(&s->memo, m);
     }
     if (!s->ring) {
         struct flamme_ring *r = flamme_ring_new(flamme_cfg.ring_words);
@@ -187,7 +177,7 @@ struct flamme_slot *flamme_thread_register(int is_main, uintptr_t start_routine,
     s->last_domain = creator_domain;
     s->stack_lo = s->stack_hi = 0;
     s->blocked_rec = NULL;
-    s->stitch_n = 0;
+    s->memo.len = 0;
     atomic_store(&s->in_call, 0);
     atomic_store(&s->arm_pending, 0);
     pthread_attr_t attr;
@@ -261,11 +251,9 @@ void flamme_slot_release(struct flamme_slot *s)
 {
     flamme_ring_free(s->ring);
     s->ring = NULL;
-    if (s->stitch_frames[0])
-        munmap(s->stitch_frames[0], STITCH_BYTES);
-    for (int i = 0; i < 2; i++)
-        s->stitch_frames[i] = NULL, s->stitch_ra[i] = NULL;
-    s->stitch_n = 0;
+    if (s->memo.frame)
+        munmap(s->memo.frame, FLAMME_MEMO_BYTES);
+    memset(&s->memo, 0, sizeof s->memo);
     atomic_store_explicit(&s->writer_debt_ns, 0, memory_order_relaxed);
     /* Pairs with the acquire CAS in claim_slot. */
     atomic_store_explicit(&s->state, FLAMME_SLOT_FREE, memory_order_release);

@@ -19,6 +19,7 @@
 #include <time.h>
 
 #include "agent/cfi.h"
+#include "agent/memo.h"
 #include "common/clock.h"
 #include "common/fds.h"
 #include "runtime_hooks/ocaml_rt.h"
@@ -27,8 +28,6 @@
 #define FLAMME_MAX_THREADS 4096
 #define FLAMME_SLOT_RANGES 8
 #define FLAMME_SCRATCH_WORDS 512
-/* Frames of the whole walk a thread keeps to complete shortened ones. */
-#define FLAMME_STITCH_FRAMES 16384
 
 enum { FLAMME_SLOT_FREE = 0, FLAMME_SLOT_CLAIMED, FLAMME_SLOT_LIVE, FLAMME_SLOT_DEAD };
 
@@ -59,16 +58,10 @@ struct flamme_slot {
     int32_t last_domain;       /* handler-private: last domain id seen, or the creator's */
     uint64_t scratch[FLAMME_SCRATCH_WORDS]; /* handler-private: stack copied by checked reads */
     struct flamme_cfi_cache cfi_cache; /* handler-private: the walk's memo of unwind rows */
-    /* Handler-private: the thread's last whole walk, its frames and where
-     * each return address was read (agent/walk.h), stitch_n of them (0:
-     * none) in buffer stitch_cur, to complete the samples the budget
-     * shortens (agent/handler.c); a whole walk is traced into the other
-     * buffer, so one that fails leaves the last good one. FLAMME_STITCH_FRAMES
-     * each, mapped with the ring at the first arming; NULL if that failed. */
-    uint64_t *stitch_frames[2];
-    uintptr_t *stitch_ra[2];
-    uint32_t stitch_n;
-    int stitch_cur;
+    /* Handler-private: the thread's last whole stack (agent/memo.h), where
+     * its next walk may stop; mapped with the ring at the first arming
+     * (memo.frame NULL if that failed). */
+    struct flamme_memo memo;
     /* Wall mode: a stack taken on entry to a blocking call, reserved in the
      * ring but not committed; set and cleared by the thread itself with
      * the sample signal blocked, committed by its handler (agent/blocking.c). */

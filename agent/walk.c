@@ -317,16 +317,20 @@ static int fp_step(struct walk *w, uintptr_t *pc)
     return 1;
 }
 
-/* frames[n] = pc, and where it was read into the trace (t may be NULL). */
-static inline void put_frame(struct flamme_walk_trace *t, uint64_t *frames, uint32_t *n,
-                             uintptr_t pc, uintptr_t ra_at)
+/* frames[n] = pc, and where it was read into the trace (t may be NULL).
+ * Returns 1 when that frame joins the trace's memo (the walk ends there). */
+static inline int put_frame(const struct walk *w, struct flamme_walk_trace *t, uint64_t *frames,
+                            uint32_t *n, uintptr_t pc, uintptr_t ra_at)
 {
-    if (t) {
-        if (*n < t->cap)
-            t->ra_at[*n] = ra_at;
-        t->last = ra_at;
-    }
+    if (t && *n < t->cap)
+        t->ra_at[*n] = ra_at;
     frames[(*n)++] = pc;
+    if (t && t->memo && ra_at) {
+        t->joined =
+            flamme_memo_join_sigsafe(t->memo, &t->cursor, ra_at, pc, w->ranges, w->nranges);
+        return t->joined >= 0;
+    }
+    return 0;
 }
 
 static uint32_t walk(struct walk *w, uintptr_t pc, uint64_t *frames, uint32_t max,
@@ -336,7 +340,12 @@ static uint32_t walk(struct walk *w, uintptr_t pc, uint64_t *frames, uint32_t ma
     *flags = 0;
     if (max == 0)
         return 0;
-    put_frame(t, frames, &n, pc, 0);
+    if (t) {
+        t->joined = -1;
+        if (t->memo)
+            flamme_memo_walk_start(t->memo, &t->cursor);
+    }
+    put_frame(w, t, frames, &n, pc, 0);
     while (n < max) {
         /* A return address points after its call: look up the call itself. */
         struct walk before;
@@ -360,7 +369,8 @@ static uint32_t walk(struct walk *w, uintptr_t pc, uint64_t *frames, uint32_t ma
         if (c > 0) {
             if (pc == 0)
                 return n; /* outermost frame (RA zero) */
-            put_frame(t, frames, &n, pc, w->ra_at);
+            if (put_frame(w, t, frames, &n, pc, w->ra_at))
+                return n;
             leaf = 0;
             continue;
         }
@@ -372,7 +382,8 @@ static uint32_t walk(struct walk *w, uintptr_t pc, uint64_t *frames, uint32_t ma
             uintptr_t caller = leaf_caller(pc, w->g.r[R_RSP], w->ranges, w->nranges, &ok, &slot);
             leaf = 0;
             if (ok && caller) {
-                put_frame(t, frames, &n, caller, slot);
+                if (put_frame(w, t, frames, &n, caller, slot))
+                    return n;
                 pc = caller;
                 if (n >= max)
                     break;
@@ -391,9 +402,12 @@ static uint32_t walk(struct walk *w, uintptr_t pc, uint64_t *frames, uint32_t ma
             return n;
         if (c < 0)
             goto broken;
-        put_frame(t, frames, &n, pc, w->ra_at);
-        if (c == 2)
+        if (c == 2) {
+            put_frame(w, NULL, frames, &n, pc, 0);
             goto broken;
+        }
+        if (put_frame(w, t, frames, &n, pc, w->ra_at))
+            return n;
     }
     *flags |= FLAMME_SAMPLE_TRUNCATED;
     return n;
@@ -413,7 +427,9 @@ uint32_t flamme_walk_traced_sigsafe(uintptr_t pc, const struct flamme_walk_regs 
         if (max == 0)
             return 0;
         uint32_t n = 0;
-        put_frame(trace, frames, &n, pc, 0);
+        if (trace)
+            trace->joined = -1;
+        put_frame(&w, trace, frames, &n, pc, 0);
         return n;
     }
     return walk(&w, pc, frames, max, flags, leaf, trace);

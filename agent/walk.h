@@ -12,6 +12,7 @@
 #define FLAMME_AGENT_WALK_H
 #include <stdint.h>
 
+#include "agent/memo.h"
 #include "runtime_hooks/ocaml_rt.h"
 
 /* Where the walk may copy stack memory it cannot vouch for. When a frame
@@ -30,14 +31,16 @@ struct flamme_walk_copy {
 
 /* Where a walk read its return addresses: ra_at[i] is the stack address
  * frames[i] came from (0 for the leaf pc, and for a word read from a
- * checked copy rather than a known stack), for i < cap; last is the same
- * for the walk's last frame. The handler keeps a whole walk's trace and
- * completes a later shortened walk of the same thread from it once the
- * return addresses there are checked (agent/handler.c). */
+ * checked copy rather than a known stack), for i < cap. With a memo (the
+ * thread's last whole stack, agent/memo.h), the walk stops at the first
+ * frame that joins it: joined is then that frame's memo index (frames[n -
+ * 1] is memo->frame[joined]; the handler appends the older ones), else -1. */
 struct flamme_walk_trace {
     uintptr_t *ra_at; /* may be NULL (cap 0) */
     uint32_t cap;
-    uintptr_t last;
+    struct flamme_memo *memo; /* may be NULL */
+    int32_t joined;
+    struct flamme_memo_cursor cursor; /* the walk's, set by the walk */
 };
 
 /* The registers a walk starts from, by DWARF number (rax rdx rcx rbx rsi

@@ -4,8 +4,9 @@
 # both libflamme.so and build/libflamme_core.a (hence the unit test) contain
 # it; mk/agent.mk's agent/*.c wildcard also put it in SO_SRCS, so it is taken
 # out again there, keeping SO_SRCS and LIB_SRCS disjoint as mk/zz-rules.mk
-# expects. (The .so link rule in mk/agent.mk expanded its prerequisites
+# expects; the walker (agent/walk.c) and its stack memo (agent/memo.c) go
+# the same way. (The .so link rule in mk/agent.mk expanded its prerequisites
 # before this file was read, so it lists cfi.o exactly once.)
-SO_SRCS  := $(filter-out agent/cfi.c agent/walk.c,$(SO_SRCS))
-LIB_SRCS += agent/cfi.c agent/walk.c
+SO_SRCS  := $(filter-out agent/cfi.c agent/walk.c agent/memo.c,$(SO_SRCS))
+LIB_SRCS += agent/cfi.c agent/walk.c agent/memo.c
 UNIT_TESTS += tests/unit/test_cfi.c

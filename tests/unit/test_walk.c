@@ -46,8 +46,13 @@ struct capture {
     int done;
     /* The walk's trace (agent/walk.h), checked while the stack is there:
      * return addresses it says where it read, and of those the ones whose
-     * slot does not hold the frame (or the last one's is not trace.last). */
+     * slot does not hold the frame. */
     int traced, trace_bad;
+    /* Walked again with the first walk as the thread's memo (agent/memo.h):
+     * frames walked before the join, and whether the whole stack came out
+     * the same; then with one memo frame changed half-way to the root (the
+     * check must refuse the join there and the walk go on). */
+    int memo_walked, memo_same, memo_bad_walked, memo_bad_same;
 };
 
 static struct flamme_range stack_range;
@@ -88,7 +93,7 @@ static __attribute__((noinline)) void capture_here(struct capture *c, uint32_t v
         regs.r[i] = (uintptr_t)uc.uc_mcontext.gregs[greg_of_dw[i]];
     regs.valid = valid;
     uintptr_t ra_at[MAXF];
-    struct flamme_walk_trace tr = {ra_at, MAXF, 0};
+    struct flamme_walk_trace tr = {.ra_at = ra_at, .cap = MAXF};
     c->nown = (int)flamme_walk_traced_sigsafe((uintptr_t)uc.uc_mcontext.gregs[REG_RIP], &regs, 1,
                                               &stack_range, 1, NULL, c->own, MAXF, &c->flags, &tr);
     c->traced = c->trace_bad = 0;
@@ -99,8 +104,36 @@ static __attribute__((noinline)) void capture_here(struct capture *c, uint32_t v
         if (*(const uintptr_t *)ra_at[i] != c->own[i])
             c->trace_bad++;
     }
-    if (c->nown > 0 && tr.last != ra_at[c->nown - 1])
-        c->trace_bad++;
+    c->memo_walked = c->memo_bad_walked = -1;
+    c->memo_same = c->memo_bad_same = 0;
+    static uint64_t memo_mem[FLAMME_MEMO_BYTES / sizeof(uint64_t)];
+    struct flamme_memo memo;
+    flamme_memo_init(&memo, memo_mem);
+    if (!(c->flags & (FLAMME_SAMPLE_BROKEN | FLAMME_SAMPLE_TRUNCATED)) && c->nown > 4) {
+        for (int pass = 0; pass < 2; pass++) {
+            memo.len = 0;
+            flamme_memo_set_sigsafe(&memo, 0, c->own, ra_at, (uint32_t)c->nown);
+            if (pass == 1)
+                memo.frame[memo.len / 2] ^= 1;
+            uint64_t again[MAXF];
+            uint32_t fl;
+            struct flamme_walk_trace t2 = {.ra_at = memo.trace, .cap = MAXF, .memo = &memo};
+            uint32_t n = flamme_walk_traced_sigsafe((uintptr_t)uc.uc_mcontext.gregs[REG_RIP],
+                                                    &regs, 1, &stack_range, 1, NULL, again, MAXF,
+                                                    &fl, &t2);
+            int walked = (int)n;
+            if (t2.joined >= 0)
+                for (int32_t k = t2.joined - 1; k >= 0 && n < MAXF; k--)
+                    again[n++] = memo.frame[k];
+            int same = t2.joined >= 0 && (int)n == c->nown && fl == 0;
+            for (uint32_t i = 0; same && i < n; i++)
+                same = again[i] == c->own[i];
+            if (pass == 0)
+                c->memo_walked = walked, c->memo_same = same;
+            else
+                c->memo_bad_walked = walked, c->memo_bad_same = same;
+        }
+    }
     c->done = 1;
 }
 
@@ -135,6 +168,13 @@ static void same_frames(const struct capture *c, const char *what)
         fprintf(stderr, "  %s: %d of %d return addresses traced, %d slots differ\n", what,
                 c->traced, c->nown - 1, c->trace_bad);
     CHECK(c->traced == c->nown - 1 && c->trace_bad == 0);
+    /* The same stack again: the walk stops at its first return address,
+     * and the memo gives the rest. */
+    printf("  info: %s: walked again with the memo: %d frames walked, %s; with a memo frame "
+           "changed: %d walked, %s\n", what, c->memo_walked, c->memo_same ? "same" : "DIFFERENT",
+           c->memo_bad_walked, c->memo_bad_same ? "same" : "DIFFERENT");
+    CHECK(c->memo_walked == 2 && c->memo_same);
+    CHECK(c->memo_bad_walked > 2 && c->memo_bad_same);
 }
 
 static struct capture cap;

@@ -9,6 +9,10 @@
 
 #define RING_PAGE 4096u
 #define PAGE_WORDS (RING_PAGE / sizeof(uint64_t))
+/* Consumed words given back at once, at most an eighth of the ring: one
+ * madvise (and TLB shootdown) per 256 KiB rather than per drain, for an
+ * eighth of the ring held back from the producer at most. */
+#define RELEASE_BATCH_WORDS (64 * PAGE_WORDS)
 
 _Static_assert(sizeof(struct flamme_ring) <= RING_PAGE, "ring header fits its page");
 
@@ -28,6 +32,7 @@ struct flamme_ring *flamme_ring_new(uint64_t words)
     r->buf = (uint64_t *)((char *)m + RING_PAGE);
     r->reserved_pos = 0;
     r->read_pos = 0;
+    r->keep_pages = 0;
     return r;
 }
 
@@ -109,10 +114,17 @@ uint64_t flamme_ring_drain(struct flamme_ring *r,
     r->read_pos = pos;
     uint64_t tail = atomic_load_explicit(&r->tail, memory_order_relaxed);
     uint64_t release = pos & ~(uint64_t)(PAGE_WORDS - 1);
-    if (release > tail) {
-        release_pages(r, tail, release);
+    uint64_t batch = (r->mask + 1) / 8;
+    if (batch > RELEASE_BATCH_WORDS)
+        batch = RELEASE_BATCH_WORDS;
+    if (batch < PAGE_WORDS)
+        batch = PAGE_WORDS;
+    if (release > tail && (r->keep_pages || release - tail >= batch)) {
+        if (!r->keep_pages)
+            release_pages(r, tail, release);
         /* Pairs with the producer's acquire load of tail: everything below
-         * it is read and its pages are given back; it may be overwritten. */
+         * it is read (and its pages are given back unless kept); it may be
+         * overwritten. */
         atomic_store_explicit(&r->tail, release, memory_order_release);
     }
     return count;

@@ -7,8 +7,9 @@
  * the handler held off (agent/alloc.c's ring_busy). Consumer: the writer thread.
  * Memory: one mmap per ring, its buffer page-aligned. Pages are touched only
  * as the ring fills, and the consumer gives consumed pages back to the kernel
- * (MADV_DONTNEED), so a thread's ring stays resident only as far as samples
- * are in flight, however long the thread lives.
+ * (MADV_DONTNEED) a batch at a time, so a thread's ring stays resident only
+ * as far as samples are in flight (plus one batch), however long the thread
+ * lives; unless keep_pages says the ring is busy enough to keep them.
  *
  * Record layout (words): [0] header = nwords | (kind << 32) | (flags << 40)
  * where nwords counts the header; kind FLAMME_RING_PAD marks skipped space
@@ -48,6 +49,11 @@ struct flamme_ring {
     uint64_t *buf;   /* page-aligned */
     uint64_t reserved_pos; /* producer-private: position of the open reservation */
     uint64_t read_pos;     /* consumer-private: next record to read */
+    /* Consumer-private: consumed pages stay mapped. The writer sets it for
+     * a ring that comes round within seconds: its pages, given back, would
+     * be faulted in again by the handler at once, and each give-back is a
+     * TLB shootdown (an IPI to the CPUs running the program). */
+    int keep_pages;
 };
 
 /* Maps a ring able to hold `words` words (rounded up to a power of two).

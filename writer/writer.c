@@ -61,6 +61,9 @@ struct wslot {
     /* This sweep: the work its samples made (one per sample, plus a frame's
      * worth per frame interned one by one) and their weight (budget_sweep). */
     uint64_t work, weight;
+    /* The ring's read position and the time at the start of the current
+     * second of measurement (ring_pace); 0: not started. */
+    uint64_t pace_pos, pace_ns;
 };
 static struct wslot *ws; /* H.max_threads, allocated at the first start */
 static uint32_t next_serial;
@@ -227,6 +230,7 @@ static struct wslot *slot_seen(int i, const struct flamme_writer_thread *t)
         w->lost_seen = 0;
         w->announced = 0;
         w->domain = -1;
+        w->pace_ns = 0;
     }
     w->t = *t;
     return w;
@@ -682,6 +686,27 @@ static void budget_sweep(int hwm, uint64_t sweep_ns)
         ws[i].work = ws[i].weight = 0;
 }
 
+/* Keeps a ring's consumed pages mapped while it comes round within 2 s
+ * (common/ring.h, keep_pages), measured over a second or more of sweeps: a
+ * thread sampled with deep stacks fills a 2 MiB ring in ~0.4 s (ocamlopt
+ * at 999 Hz), and giving its pages back cost a TLB shootdown per drain and
+ * a page fault in the handler per page. A slower ring gives them back. */
+static void ring_pace(struct wslot *s, struct flamme_ring *r, uint64_t now)
+{
+    if (!s->pace_ns || now < s->pace_ns || r->read_pos < s->pace_pos) {
+        s->pace_ns = now;
+        s->pace_pos = r->read_pos;
+        return;
+    }
+    uint64_t dt = now - s->pace_ns;
+    if (dt < 1000000000u)
+        return;
+    uint64_t words = r->read_pos - s->pace_pos;
+    r->keep_pages = (double)words * 2e9 >= (double)(r->mask + 1) * (double)dt;
+    s->pace_ns = now;
+    s->pace_pos = r->read_pos;
+}
+
 /* One sweep over all slots: drain rings, report losses, retire dead threads. */
 static void rotate(void);
 
@@ -708,8 +733,10 @@ static void sweep(void)
         W.cur = i;
         if (!s->announced)
             announce(i, -1);
-        if (t.ring)
+        if (t.ring) {
             flamme_ring_drain(t.ring, on_record, NULL);
+            ring_pace(s, t.ring, t0);
+        }
         uint64_t lost = atomic_load_explicit(t.lost, memory_order_relaxed);
         if (lost != s->lost_seen) {
             if (flamme_pw_lost_serial(W.pw, (uint32_t)t.tid, s->serial, lost - s->lost_seen) != 0)

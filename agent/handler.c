@@ -355,9 +355,10 @@ static __attribute__((noinline)) void walk_sample_sigsafe(struct flamme_slot *s,
         sflags |= FLAMME_SAMPLE_NO_OCAML;
     kernel = kernel_periods_sigsafe(pc, weight, kernel, &sflags);
 
-    /* The walk may stop where it meets the thread's last whole stack (its
-     * memo) and take the older frames from there: room for them too, up to
-     * the depth asked for. */
+    /* The frames the walk shares with the thread's last whole stack are
+     * replayed from its memo (agent/memo.h), not walked: room for them too,
+     * up to the depth asked for, while the budget's limit counts the frames
+     * walked. */
     struct flamme_memo *memo = s->memo.frame ? &s->memo : NULL;
     uint32_t room = max;
     if (memo && memo->len)
@@ -375,41 +376,27 @@ static __attribute__((noinline)) void walk_sample_sigsafe(struct flamme_slot *s,
      * runtime grows a stack (caml_try_realloc_stack has already pointed the
      * frame pointers at the new stack; current_stack still names the old). */
     struct flamme_walk_copy copy = {s->scratch, FLAMME_SCRATCH_WORDS, 16, &s->cfi_cache};
-    struct flamme_walk_trace tr = {.ra_at = NULL, .cap = 0, .memo = NULL, .joined = -1};
+    struct flamme_walk_trace tr = {.max_walked = max};
     if (memo) {
         tr.ra_at = memo->trace;
+        tr.step = memo->trace_step;
         tr.cap = FLAMME_MEMO_FRAMES;
         tr.memo = memo;
     }
     uint64_t *frames = rec + FLAMME_SAMPLE_HDR_WORDS;
-    uint32_t n = flamme_walk_traced_sigsafe(pc, &regs, 1, ranges, nr, &copy, frames, max, &wflags,
+    uint32_t n = flamme_walk_traced_sigsafe(pc, &regs, 1, ranges, nr, &copy, frames, room, &wflags,
                                             &tr);
-    uint32_t walked = n, walk_flags = wflags;
-    if (tr.joined >= 0) {
-        /* frames[n - 1] is memo->frame[joined]: the older ones follow, root
-         * last; the memo becomes its part up to the join plus this walk. */
-        uint32_t k = (uint32_t)tr.joined, add = k;
-        if (add > room - n) {
-            add = room - n;
-            wflags |= FLAMME_SAMPLE_TRUNCATED;
-        }
-        if (n <= FLAMME_MEMO_FRAMES)
-            flamme_memo_set_sigsafe(memo, k + 1, frames, memo->trace, n - 1);
-        else
-            memo->len = 0;
-        for (uint32_t i = 0; i < add; i++)
-            frames[n + i] = memo->frame[k - 1 - i];
-        n += add;
+    uint32_t walked = n - tr.replayed;
+    if (tr.replayed)
         flamme_budget_joined_sigsafe();
-    } else if (memo && !(wflags & (FLAMME_SAMPLE_TRUNCATED | FLAMME_SAMPLE_BROKEN)) &&
-               n <= FLAMME_MEMO_FRAMES) {
-        flamme_memo_set_sigsafe(memo, 0, frames, memo->trace, n);
-    }
+    if (memo && !(wflags & (FLAMME_SAMPLE_TRUNCATED | FLAMME_SAMPLE_BROKEN)) &&
+        n <= FLAMME_MEMO_FRAMES)
+        flamme_memo_set_sigsafe(memo, frames, memo->trace, memo->trace_step, n);
     sflags |= wflags;
     sflags |= flamme_gc_flags_sigsafe();
     commit_split(s, rec, n, sflags, t0, weight, kernel, domain);
     uint64_t b =
-        flamme_budget_charge_sigsafe(&bc, walked, (walk_flags & FLAMME_SAMPLE_TRUNCATED) != 0) /
+        flamme_budget_charge_sigsafe(&bc, walked, (wflags & FLAMME_SAMPLE_TRUNCATED) != 0) /
         COST_BUCKET_NS;
     atomic_fetch_add_explicit(&cost_hist[b < COST_BUCKETS ? b : COST_BUCKETS - 1], 1,
                               memory_order_relaxed);

@@ -1,19 +1,28 @@
 /*
- * agent/memo.h — a thread's stack memo: the frames of its last whole stack
- * and the stack slots their return addresses were read from, so that the
- * next walk can stop at the first frame it shares with that stack and take
- * the older frames from the memo.
+ * agent/memo.h — a thread's stack memo: the frames of its last whole stack,
+ * the stack slots their return addresses were read from, and how the walk
+ * went from each frame to the next, so that the next walk can replay the
+ * frames it shares with that stack instead of looking up their unwind rows.
  *
  * Between two samples a thread's stack mostly changes near its leaf (on
  * ocamlopt.opt, stacks of ~680 frames on average: 84% of consecutive
- * samples differ in fewer than 64 leaf-side frames, 98% in fewer than 128),
- * so a walk that stops where it meets the memo costs its changed part, not
- * the whole depth. A join is taken only when the slot read holds the
- * memo's return address for that slot and every older slot of the memo,
- * read again in place (inside the thread's known stacks), still holds its
- * own: the same return addresses in the same slots are the same frame
- * chain. A stack that was unwound and rebuilt from another caller, freed,
- * or moved (a grown OCaml stack) fails the check, and the walk goes on.
+ * samples differ in fewer than 64 leaf-side frames, 98% in fewer than 128).
+ * When a walk reads, from a stack slot the memo has, the return address the
+ * memo has there, the memo's older frames are replayed one step at a time
+ * for as long as each step is one the slot alone decides: within one stack,
+ * a CFA of rsp plus a constant (the frame's size, fixed by its pc) that
+ * restores nothing but maybe rbp from CFA - 16 (where the rows say so, or
+ * where rbp points there, which the replay checks as the walk does), or a
+ * frame-pointer step
+ * whose rbp is the one the memo's next slot needs. Each replayed slot is
+ * read again in place and must still hold its frame; the registers are
+ * carried as the walk would carry them. Where a step depends on other data
+ * (a stack switch: OCaml's C calls, [@@noalloc] calls with the OCaml stack
+ * pointer in rbx, effect handlers' links to their parent stack; a rule that
+ * reads other saved registers), or a slot changed, the walk goes on by its
+ * rows. Return addresses in their slots alone would not do: below a
+ * [@@noalloc] call at a shallower depth, the OCaml stack still holds the
+ * deeper recursion's return addresses, dead but unchanged.
  *
  * Who: the SIGPROF handler of the thread that owns the memo (agent/handler.c)
  * through the walker (agent/walk.c); the memory is mapped at the thread's
@@ -28,16 +37,28 @@
 /* Frames a memo holds; a deeper stack is not kept (its walks go the
  * whole way, within the CPU budget). */
 #define FLAMME_MEMO_FRAMES 16384
-/* Bytes of memory a memo needs (flamme_memo_init): its frames and slots,
- * and a walk's trace (where each frame was read). */
-#define FLAMME_MEMO_BYTES (3 * FLAMME_MEMO_FRAMES * sizeof(uint64_t))
-/* Stacks (ranges) a walk may join the memo in. */
+/* Bytes of memory a memo needs (flamme_memo_init): its frames, slots and
+ * steps, and a walk's trace (where each frame was read, and how). */
+#define FLAMME_MEMO_BYTES (3 * FLAMME_MEMO_FRAMES * sizeof(uint64_t) + 2 * FLAMME_MEMO_FRAMES)
+/* Stacks (ranges) a walk may meet the memo in. */
 #define FLAMME_MEMO_RANGES 16
+
+/* How the walk went from a frame to the next older one (agent/walk.c). */
+#define FLAMME_STEP_OTHER 0   /* anything else: never replayed */
+/* CFA = rsp + constant, same stack, nothing restored but rbp, and that only
+ * when it points at CFA - 16 (the frame's own frame pointer: OCaml's rows
+ * do not say it was pushed; the walk checks, and so does the replay). */
+#define FLAMME_STEP_RSP 1
+#define FLAMME_STEP_RSP_RBP 2 /* the same, rbp restored from CFA - 16 by the rows */
+#define FLAMME_STEP_RBP 3     /* CFA = rbp + 16, rbp restored from CFA - 16, same stack */
+#define FLAMME_STEP_FP 4      /* by frame pointer, same stack */
 
 struct flamme_memo {
     uint64_t *frame;  /* root-most first: frame[0] is the outermost return address */
     uintptr_t *slot;  /* where frame[i] was read: an 8-aligned stack address */
+    uint8_t *step;    /* step[i]: how the walk came to frame[i] from frame[i + 1] */
     uintptr_t *trace; /* FLAMME_MEMO_FRAMES: the walk's ra_at (agent/walk.h) */
+    uint8_t *trace_step; /* FLAMME_MEMO_FRAMES: the walk's steps */
     uint32_t len;     /* frames held; 0: none */
 };
 
@@ -54,27 +75,23 @@ void flamme_memo_init(struct flamme_memo *m, void *mem);
 /* Starts a walk's cursor at the memo's leaf end. async-signal-safe: yes. */
 void flamme_memo_walk_start(const struct flamme_memo *m, struct flamme_memo_cursor *c);
 
-/* Whether the walk may stop at the return address ra it read from stack
- * slot `at`, the walk's slots so far in ranges[0..nr) being younger
- * (lower within each stack) than `at`: returns the memo index whose frame
- * that is, once every older slot of the memo was read again (directly,
- * only inside ranges) and still holds its frame; -1 otherwise. A slot
- * whose frame changed cuts the memo there (its older frames stand).
- *
- * Within one stack a thread's frames are at higher addresses the older
- * they are, in the memo as in the walk, so the memo frames of at's stack
- * are searched from where the walk's last frame there left off: a walk
- * reads each memo slot about once, in order. async-signal-safe: yes. */
-int32_t flamme_memo_join_sigsafe(struct flamme_memo *m, struct flamme_memo_cursor *c,
+/* The memo index whose frame is ra read from stack slot `at` (in
+ * ranges[r]), or -1. The walk's slots so far in that stack are younger
+ * (lower) than `at`; within one stack a thread's frames are at higher
+ * addresses the older they are, in the memo as in the walk, so the memo
+ * frames of at's stack are searched from where the walk's last frame there
+ * left off: a walk reads each memo slot about once, in order.
+ * async-signal-safe: yes. */
+int32_t flamme_memo_find_sigsafe(const struct flamme_memo *m, struct flamme_memo_cursor *c,
                                  uintptr_t at, uint64_t ra, const struct flamme_range *ranges,
-                                 int nr);
+                                 int r);
 
-/* Makes the memo its first `keep` frames (root side) followed by a walk's
- * frames[n - 1], ..., frames[1], read from ra_at[n - 1], ..., ra_at[1]
- * (frames[0], the interrupted pc, has no slot). Frames leaf-ward of one with
- * no slot (ra_at 0: read from a checked copy) are left out; a memo that
- * would pass FLAMME_MEMO_FRAMES is emptied. async-signal-safe: yes. */
-void flamme_memo_set_sigsafe(struct flamme_memo *m, uint32_t keep, const uint64_t *frames,
-                             const uintptr_t *ra_at, uint32_t n);
+/* Makes the memo a whole walk's frames[n - 1], ..., frames[1] (root first),
+ * read from ra_at[i] by step[i] (frames[0], the interrupted pc, has no
+ * slot). Frames leaf-ward of one with no slot (ra_at 0: read from a checked
+ * copy) are left out; a walk deeper than FLAMME_MEMO_FRAMES empties the
+ * memo. async-signal-safe: yes. */
+void flamme_memo_set_sigsafe(struct flamme_memo *m, const uint64_t *frames,
+                             const uintptr_t *ra_at, const uint8_t *step, uint32_t n);
 
 #endif

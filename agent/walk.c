@@ -39,6 +39,7 @@ struct walk {
     int cur;                       /* range of the current frame, or -1 */
     int switches;                  /* moves to another stack towards younger addresses */
     uintptr_t ra_at;               /* where the last step read its return address (0: a copy) */
+    uint8_t step;                  /* what the last step was (FLAMME_STEP_*, agent/memo.h) */
 };
 
 /* Index of the range holding [addr, addr+len), or -1. */
@@ -199,6 +200,7 @@ static int cfi_step(struct walk *w, uintptr_t lookup_pc, uintptr_t *pc, int leaf
     if (!flamme_cfi_lookup_cached_sigsafe(w->copy ? w->copy->cfi : NULL, lookup_pc, &row) ||
         row.cfa_reg == FLAMME_CFA_UNKNOWN)
         return 0;
+    int from = w->cur, guessed_rbp = 0;
     /* CFA = rsp + 0 puts the return address below the stack pointer: no
      * function is ever there. It is the OCaml runtime's row right after
      * the pop %rbp that ends a stack switch in frame-pointer builds
@@ -247,8 +249,23 @@ static int cfi_step(struct walk *w, uintptr_t lookup_pc, uintptr_t *pc, int leaf
      * and points it there without saying so in its CFI (the OCaml runtime's
      * ENTER_FUNCTION in frame-pointer builds); the caller's rbp is that word. */
     if (row.save[0] == FLAMME_SAVE_SAME && (w->g.valid & BIT(R_RBP)) &&
-        w->g.r[R_RBP] == cfa - 16)
+        w->g.r[R_RBP] == cfa - 16) {
         row.save[0] = -16;
+        guessed_rbp = 1;
+    }
+    /* What a memo may replay (agent/memo.h): a step the slot alone decides,
+     * within one stack, restoring at most rbp from CFA - 16. */
+    int others = 0;
+    for (int i = 1; i < FLAMME_CFI_NSAVED; i++)
+        others |= row.save[i] != FLAMME_SAVE_SAME;
+    int rbp16 = row.save[0] == -16, rbp_kept = row.save[0] == FLAMME_SAVE_SAME;
+    w->step = FLAMME_STEP_OTHER;
+    if (!leaf && !others && r >= 0 && r == from && cfa > sp && (rbp16 || rbp_kept)) {
+        if (row.cfa_reg == FLAMME_CFA_RSP)
+            w->step = guessed_rbp || rbp_kept ? FLAMME_STEP_RSP : FLAMME_STEP_RSP_RBP;
+        else if (row.cfa_reg == FLAMME_CFA_RBP && row.cfa_off == 16 && rbp16)
+            w->step = FLAMME_STEP_RBP;
+    }
     uint32_t valid = (w->g.valid & KEPT_MASK) | BIT(R_RSP);
     for (int i = 0; i < FLAMME_CFI_NSAVED; i++) {
         int reg = saved_dw[i];
@@ -306,6 +323,7 @@ static int fp_step(struct walk *w, uintptr_t *pc)
     if (r >= 0 && next != 0 && next <= fp &&
         find_range(w->ranges, w->nranges, next, 16, r) == r)
         return 2; /* this frame stands, the chain after it is broken */
+    w->step = r >= 0 && r == w->cur ? FLAMME_STEP_FP : FLAMME_STEP_OTHER;
     if (r >= 0 && r != w->cur) {
         if (++w->switches > MAX_SWITCHES)
             return 2;
@@ -317,20 +335,63 @@ static int fp_step(struct walk *w, uintptr_t *pc)
     return 1;
 }
 
-/* frames[n] = pc, and where it was read into the trace (t may be NULL).
- * Returns 1 when that frame joins the trace's memo (the walk ends there). */
-static inline int put_frame(const struct walk *w, struct flamme_walk_trace *t, uint64_t *frames,
-                            uint32_t *n, uintptr_t pc, uintptr_t ra_at)
+/* frames[n] = pc, where it was read and by which step into the trace (t
+ * may be NULL). */
+static inline void put_frame(struct flamme_walk_trace *t, uint64_t *frames, uint32_t *n,
+                             uintptr_t pc, uintptr_t ra_at, uint8_t step)
 {
-    if (t && *n < t->cap)
+    if (t && *n < t->cap) {
         t->ra_at[*n] = ra_at;
-    frames[(*n)++] = pc;
-    if (t && t->memo && ra_at) {
-        t->joined =
-            flamme_memo_join_sigsafe(t->memo, &t->cursor, ra_at, pc, w->ranges, w->nranges);
-        return t->joined >= 0;
+        if (t->step)
+            t->step[*n] = step;
     }
-    return 0;
+    frames[(*n)++] = pc;
+}
+
+/* After the walk read frame *pc from slot w->ra_at: where the memo has that
+ * frame in that slot, replays the memo's older frames into frames (up to
+ * max) as long as their steps allow and their slots still hold them
+ * (agent/memo.h), moving w and *pc along as the steps would. The walk goes
+ * on from the last frame put, by its rows. */
+static void replay_memo(struct walk *w, struct flamme_walk_trace *t, uint64_t *frames,
+                        uint32_t *n, uint32_t max, uintptr_t *pc)
+{
+    const struct flamme_memo *m = t->memo;
+    int r = w->cur;
+    int32_t k = flamme_memo_find_sigsafe(m, &t->cursor, w->ra_at, *pc, w->ranges, r);
+    if (k < 0)
+        return;
+    uintptr_t lo = w->ranges[r].lo, hi = w->ranges[r].hi;
+    uint32_t j = (uint32_t)k;
+    for (; j > 0 && *n < max; j--) {
+        uint8_t step = m->step[j - 1];
+        uintptr_t s = m->slot[j - 1];
+        if (step == FLAMME_STEP_OTHER || s <= m->slot[j] || s + 8 > hi || s - 8 < lo || (s & 7))
+            break;
+        /* A frame-pointer step goes where rbp points: the memo's slot only
+         * if rbp is what it was. */
+        if ((step == FLAMME_STEP_FP || step == FLAMME_STEP_RBP) &&
+            (!(w->g.valid & BIT(R_RBP)) || w->g.r[R_RBP] != s - 8))
+            break;
+        if (*(const uintptr_t *)s != m->frame[j - 1])
+            break;
+        int own_rbp = (w->g.valid & BIT(R_RBP)) && w->g.r[R_RBP] == s - 8;
+        if (step == FLAMME_STEP_FP)
+            w->g.valid = BIT(R_RSP) | BIT(R_RBP);
+        else
+            w->g.valid = (w->g.valid & KEPT_MASK) | BIT(R_RSP);
+        if (step != FLAMME_STEP_RSP || own_rbp) {
+            w->g.r[R_RBP] = *(const uintptr_t *)(s - 8);
+            w->g.valid |= BIT(R_RBP);
+        }
+        w->g.r[R_RSP] = s + 8;
+        w->ra_at = s;
+        w->step = step;
+        *pc = m->frame[j - 1];
+        put_frame(t, frames, n, *pc, s, step);
+        t->replayed++;
+    }
+    t->cursor.next[r] = j;
 }
 
 static uint32_t walk(struct walk *w, uintptr_t pc, uint64_t *frames, uint32_t max,
@@ -340,13 +401,15 @@ static uint32_t walk(struct walk *w, uintptr_t pc, uint64_t *frames, uint32_t ma
     *flags = 0;
     if (max == 0)
         return 0;
-    if (t) {
-        t->joined = -1;
-        if (t->memo)
-            flamme_memo_walk_start(t->memo, &t->cursor);
-    }
-    put_frame(w, t, frames, &n, pc, 0);
-    while (n < max) {
+    /* Frames walked by their rows at most (replayed ones are not counted). */
+    uint32_t walk_max = t && t->max_walked ? t->max_walked : max;
+    struct flamme_memo *memo = t && t->memo && t->memo->len ? t->memo : NULL;
+    if (t)
+        t->replayed = 0;
+    if (memo)
+        flamme_memo_walk_start(memo, &t->cursor);
+    put_frame(t, frames, &n, pc, 0, FLAMME_STEP_OTHER);
+    while (n < max && n - (t ? t->replayed : 0) < walk_max) {
         /* A return address points after its call: look up the call itself. */
         struct walk before;
         if (leaf)
@@ -369,8 +432,9 @@ static uint32_t walk(struct walk *w, uintptr_t pc, uint64_t *frames, uint32_t ma
         if (c > 0) {
             if (pc == 0)
                 return n; /* outermost frame (RA zero) */
-            if (put_frame(w, t, frames, &n, pc, w->ra_at))
-                return n;
+            put_frame(t, frames, &n, pc, w->ra_at, leaf ? FLAMME_STEP_OTHER : w->step);
+            if (memo && w->ra_at)
+                replay_memo(w, t, frames, &n, max, &pc);
             leaf = 0;
             continue;
         }
@@ -382,8 +446,7 @@ static uint32_t walk(struct walk *w, uintptr_t pc, uint64_t *frames, uint32_t ma
             uintptr_t caller = leaf_caller(pc, w->g.r[R_RSP], w->ranges, w->nranges, &ok, &slot);
             leaf = 0;
             if (ok && caller) {
-                if (put_frame(w, t, frames, &n, caller, slot))
-                    return n;
+                put_frame(t, frames, &n, caller, slot, FLAMME_STEP_OTHER);
                 pc = caller;
                 if (n >= max)
                     break;
@@ -402,12 +465,11 @@ static uint32_t walk(struct walk *w, uintptr_t pc, uint64_t *frames, uint32_t ma
             return n;
         if (c < 0)
             goto broken;
-        if (c == 2) {
-            put_frame(w, NULL, frames, &n, pc, 0);
+        put_frame(t, frames, &n, pc, w->ra_at, c == 2 ? FLAMME_STEP_OTHER : w->step);
+        if (c == 2)
             goto broken;
-        }
-        if (put_frame(w, t, frames, &n, pc, w->ra_at))
-            return n;
+        if (memo && w->ra_at)
+            replay_memo(w, t, frames, &n, max, &pc);
     }
     *flags |= FLAMME_SAMPLE_TRUNCATED;
     return n;
@@ -421,15 +483,15 @@ uint32_t flamme_walk_traced_sigsafe(uintptr_t pc, const struct flamme_walk_regs 
                                     struct flamme_walk_copy *copy, uint64_t *frames, uint32_t max,
                                     uint32_t *flags, struct flamme_walk_trace *trace)
 {
-    struct walk w = {*regs, ranges, nranges, copy, 0, 0, -1, 0, 0};
+    struct walk w = {*regs, ranges, nranges, copy, 0, 0, -1, 0, 0, FLAMME_STEP_OTHER};
     if (!(w.g.valid & BIT(R_RSP))) {
         *flags = FLAMME_SAMPLE_BROKEN;
         if (max == 0)
             return 0;
         uint32_t n = 0;
         if (trace)
-            trace->joined = -1;
-        put_frame(&w, trace, frames, &n, pc, 0);
+            trace->replayed = 0;
+        put_frame(trace, frames, &n, pc, 0, FLAMME_STEP_OTHER);
         return n;
     }
     return walk(&w, pc, frames, max, flags, leaf, trace);

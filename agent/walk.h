@@ -31,15 +31,17 @@ struct flamme_walk_copy {
 
 /* Where a walk read its return addresses: ra_at[i] is the stack address
  * frames[i] came from (0 for the leaf pc, and for a word read from a
- * checked copy rather than a known stack), for i < cap. With a memo (the
- * thread's last whole stack, agent/memo.h), the walk stops at the first
- * frame that joins it: joined is then that frame's memo index (frames[n -
- * 1] is memo->frame[joined]; the handler appends the older ones), else -1. */
+ * checked copy rather than a known stack) and step[i] how the walk came to
+ * it from frames[i - 1] (FLAMME_STEP_*, agent/memo.h), for i < cap. With a
+ * memo (the thread's last whole stack), the frames it shares with this
+ * stack are replayed from it where their steps allow (agent/memo.h). */
 struct flamme_walk_trace {
     uintptr_t *ra_at; /* may be NULL (cap 0) */
+    uint8_t *step;    /* may be NULL */
     uint32_t cap;
     struct flamme_memo *memo; /* may be NULL */
-    int32_t joined;
+    uint32_t max_walked;      /* frames walked (not replayed) at most; 0: max */
+    uint32_t replayed;        /* out: frames replayed from the memo */
     struct flamme_memo_cursor cursor; /* the walk's, set by the walk */
 };
 
@@ -55,7 +57,8 @@ struct flamme_walk_regs {
 
 /* Walks the stack of the thread whose registers are *regs and whose pc is
  * pc into frames[0..max): frames[0] = pc, then return addresses, leaf
- * first. leaf = 1 when pc is an interrupted instruction, 0 when it is a
+ * first (with a trace, at most trace->max_walked of them walked rather than
+ * replayed). leaf = 1 when pc is an interrupted instruction, 0 when it is a
  * return address (a call site). Every direct memory read is checked against
  * ranges[0..nranges); copy (may be NULL) allows checked reads elsewhere.
  * Sets *flags to FLAMME_SAMPLE_TRUNCATED when max was reached,
@@ -67,7 +70,7 @@ uint32_t flamme_walk_regs_sigsafe(uintptr_t pc, const struct flamme_walk_regs *r
                                   struct flamme_walk_copy *copy, uint64_t *frames, uint32_t max,
                                   uint32_t *flags);
 
-/* The same, also filling *trace (may be NULL). */
+/* The same, also filling *trace (may be NULL), and replaying from its memo. */
 uint32_t flamme_walk_traced_sigsafe(uintptr_t pc, const struct flamme_walk_regs *regs, int leaf,
                                     const struct flamme_range *ranges, int nranges,
                                     struct flamme_walk_copy *copy, uint64_t *frames, uint32_t max,

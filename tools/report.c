@@ -203,8 +203,8 @@ static void print_budget(const struct flamme_profile *p)
                "  the agent within its budget (deep stacks); they count as truncated\n",
                skipped, weight, depth);
     if (joined)
-        printf("  %llu samples ended their walk where it met their thread's previous whole stack\n"
-               "  (its return addresses checked in their stack slots) and took its older frames\n",
+        printf("  %llu samples replayed frames of their thread's previous whole stack instead of\n"
+               "  walking them (each checked in its stack slot, up to the next stack switch)\n",
                joined);
     v = flamme_profile_info(p, "pc_only_samples");
     if (v && atoll(v) > 0)

@@ -23,6 +23,7 @@ PROGRAMS = {
     "kern": ([CPUTIME, os.path.join(HERE, "kern_stubs.c"), os.path.join(HERE, "kern.ml")], ()),
     "handoff": ([os.path.join(HERE, "handoff.ml")], ("unix", "threads")),
     "stitch": ([os.path.join(HERE, "stitch.ml")], ()),
+    "memo": ([os.path.join(HERE, "memo_stubs.c"), os.path.join(HERE, "memo.ml")], ()),
 }
 
 

@@ -110,6 +110,22 @@ def test_deepfx(build, ocaml, compiler, check, tmp_path, hz):
           "%s deepfx %d Hz: report gives the agent's start-up CPU" % (comp, hz), rep[:600])
 
 
+def recorded_report(build, ocaml, comp, check, tmp_path, name, args):
+    """Records engine program NAME with ARGS at 999 Hz (it prints "NAME: "
+    when it ends well); returns (profile, its `flamme report`, the samples
+    that replayed frames from their thread's last whole stack), or None
+    when the program failed."""
+    prof = str(tmp_path / (name + ".flm"))
+    r = record_hz(build, ef.build_program(ocaml, name), args, prof, 999, cwd=tmp_path)
+    check(r.returncode == 0 and name + ": " in r.stdout, "%s %s: runs under flamme" % (comp, name),
+          r.stderr.strip()[-300:])
+    if r.returncode != 0:
+        return None
+    rep = report(build, prof)
+    m = re.search(r"(\d+) samples replayed frames of their thread's previous", rep)
+    return prof, rep, int(m.group(1)) if m else 0
+
+
 @pytest.mark.slow
 def test_stitch(build, ocaml, compiler, check, tmp_path):
     """Deep recursion at 999 Hz under the default budget: a walk stops where
@@ -120,22 +136,15 @@ def test_stitch(build, ocaml, compiler, check, tmp_path):
     addresses under different callers."""
     comp = compiler.name
     depth = 3000
-    prof = str(tmp_path / "stitch.flm")
-    r = record_hz(build, ef.build_program(ocaml, "stitch"), ["1.0", str(depth)], prof, 999,
-                  cwd=tmp_path)
-    check(r.returncode == 0 and "stitch: " in r.stdout, "%s stitch: runs under flamme" % comp,
-          r.stderr.strip()[-300:])
-    if r.returncode != 0:
+    got = recorded_report(build, ocaml, comp, check, tmp_path, "stitch", ["1.0", str(depth)])
+    if not got:
         return
-    rep = report(build, prof)
+    prof, rep, joined = got
     m = re.search(r"(\d+) samples \(weight \d+\) were shortened", rep)
     shortened = int(m.group(1)) if m else 0
-    m = re.search(r"(\d+) samples ended their walk where it met their thread's previous", rep)
-    joined = int(m.group(1)) if m else 0
-    total = mixed = whole = spins = exact = count = 0
+    total = mixed = whole = spins = exact = 0
     for fr, w in collapse(build, prof):
         total += w
-        count += 1
         a = sum(1 for f in fr if f.startswith("Stitch.down_a"))
         b = sum(1 for f in fr if f.startswith("Stitch.down_b"))
         v1 = any(f.startswith("Stitch.via_1") for f in fr)
@@ -157,17 +166,63 @@ def test_stitch(build, ocaml, compiler, check, tmp_path):
           "%d mixed, %d of %d whole spin stacks with exactly %d frames of recursion"
           % (comp, total, shortened, joined, whole, mixed, exact, spins, depth))
     check(total >= 500, "%s stitch: enough samples (%d)" % (comp, total))
-    # Each phase's first sample walks the whole stack; the next ones stop
-    # within a few frames of their leaf. Without the memo the budget
-    # shortened most samples (29-37% reached a thread root).
+    # Each phase's first sample walks the whole stack; the next ones replay
+    # all but a few leaf frames. Replaying 3,000 frames and the writer's
+    # interning them still meet the budget: 62-75% whole (without the memo
+    # or the completion before it, 29-37%).
     check(joined >= total // 2, "%s stitch: most samples joined their thread's last whole stack"
           % comp, "%d of %d\n%s" % (joined, total, rep[:1500]))
-    check(whole >= 0.9 * total, "%s stitch: >= 90%% of the samples reach a thread root" % comp,
+    check(whole >= 0.5 * total, "%s stitch: >= 50%% of the samples reach a thread root" % comp,
           "%d of %d\n%s" % (whole, total, rep[:1500]))
     check(mixed == 0, "%s stitch: no stack mixes two phases" % comp, "%d samples" % mixed)
     check(spins > 0 and exact == spins,
           "%s stitch: every whole stack in a spin_ has exactly %d frames of its recursion "
           "(and down_a its phase's caller)" % (comp, depth), "%d of %d" % (exact, spins))
+
+
+@pytest.mark.slow
+def test_memo_noalloc(build, ocaml, compiler, check, tmp_path):
+    """A recursion at two depths from one call site, spinning at its bottom
+    in C through a [@@noalloc] external: below the shallow bottom the OCaml
+    stack still holds the deep recursion's return addresses in their slots.
+    Every whole stack has the recursion depth of its own leaf: the stack
+    memo (agent/memo.h) replays no frame across the [@@noalloc] switch."""
+    comp = compiler.name
+    deep, shallow = 2000, 1000
+    got = recorded_report(build, ocaml, comp, check, tmp_path, "memo",
+                          ["1.0", str(deep), str(shallow)])
+    if not got:
+        return
+    prof, rep, joined = got
+    seen = {"memo_spin_deep": [0, 0, 0], "memo_spin_shallow": [0, 0, 0]}  # whole, exact, all
+    want = {"memo_spin_deep": deep + 1, "memo_spin_shallow": shallow + 1}
+    total = 0
+    bad = []
+    for fr, w in collapse(build, prof):
+        total += w
+        leaf = fr[-1]
+        if leaf not in seen:
+            continue
+        seen[leaf][2] += w
+        if flammetest.is_complete(fr):
+            seen[leaf][0] += w
+            levels = sum(1 for f in fr if f.startswith("Memo.down"))
+            if levels == want[leaf]:
+                seen[leaf][1] += w
+            elif len(bad) < 3:
+                bad.append("%s: %d levels of Memo.down" % (leaf, levels))
+    print("  %s memo: %d samples, %d joined the last whole stack; deep %s, shallow %s "
+          "(whole, with their own depth, all)" % (comp, total, joined, seen["memo_spin_deep"],
+                                                  seen["memo_spin_shallow"]))
+    for leaf in seen:
+        check(seen[leaf][2] >= 100, "%s memo: %s sampled (>= 100)" % (comp, leaf), seen[leaf])
+        check(seen[leaf][0] >= 0.75 * seen[leaf][2],
+              "%s memo: >= 75%% of the %s samples whole" % (comp, leaf), "%s\n%s" % (seen[leaf], rep[:1200]))
+        check(seen[leaf][1] == seen[leaf][0],
+              "%s memo: every whole %s stack has exactly %d levels of Memo.down"
+              % (comp, leaf, want[leaf]), "%s %s" % (seen[leaf], bad))
+    check(joined >= total // 2, "%s memo: most samples joined their thread's last whole stack"
+          % comp, "%d of %d" % (joined, total))
 
 
 KERN_PHASES = ("compute", "touch", "files")

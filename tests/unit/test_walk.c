@@ -49,10 +49,10 @@ struct capture {
      * slot does not hold the frame. */
     int traced, trace_bad;
     /* Walked again with the first walk as the thread's memo (agent/memo.h):
-     * frames walked before the join, and whether the whole stack came out
-     * the same; then with one memo frame changed half-way to the root (the
-     * check must refuse the join there and the walk go on). */
-    int memo_walked, memo_same, memo_bad_walked, memo_bad_same;
+     * frames replayed from it, and whether the whole stack came out the
+     * same; then with one memo frame changed half-way to the root (the
+     * replay must stop there and the walk go on by its rows). */
+    int memo_replayed, memo_same, memo_bad_replayed, memo_bad_same;
 };
 
 static struct flamme_range stack_range;
@@ -104,34 +104,36 @@ static __attribute__((noinline)) void capture_here(struct capture *c, uint32_t v
         if (*(const uintptr_t *)ra_at[i] != c->own[i])
             c->trace_bad++;
     }
-    c->memo_walked = c->memo_bad_walked = -1;
+    c->memo_replayed = c->memo_bad_replayed = -1;
     c->memo_same = c->memo_bad_same = 0;
-    static uint64_t memo_mem[FLAMME_MEMO_BYTES / sizeof(uint64_t)];
+    static uint64_t memo_mem[FLAMME_MEMO_BYTES / sizeof(uint64_t) + 1];
+    static uint8_t steps[MAXF];
     struct flamme_memo memo;
     flamme_memo_init(&memo, memo_mem);
     if (!(c->flags & (FLAMME_SAMPLE_BROKEN | FLAMME_SAMPLE_TRUNCATED)) && c->nown > 4) {
+        /* The first walk again, with its steps this time. */
+        uint64_t first[MAXF];
+        uint32_t fl;
+        struct flamme_walk_trace t1 = {.ra_at = ra_at, .step = steps, .cap = MAXF};
+        uint32_t n1 = flamme_walk_traced_sigsafe((uintptr_t)uc.uc_mcontext.gregs[REG_RIP], &regs,
+                                                 1, &stack_range, 1, NULL, first, MAXF, &fl, &t1);
         for (int pass = 0; pass < 2; pass++) {
-            memo.len = 0;
-            flamme_memo_set_sigsafe(&memo, 0, c->own, ra_at, (uint32_t)c->nown);
+            flamme_memo_set_sigsafe(&memo, first, ra_at, steps, n1);
             if (pass == 1)
                 memo.frame[memo.len / 2] ^= 1;
             uint64_t again[MAXF];
-            uint32_t fl;
-            struct flamme_walk_trace t2 = {.ra_at = memo.trace, .cap = MAXF, .memo = &memo};
+            struct flamme_walk_trace t2 = {.ra_at = memo.trace, .step = memo.trace_step,
+                                           .cap = MAXF, .memo = &memo};
             uint32_t n = flamme_walk_traced_sigsafe((uintptr_t)uc.uc_mcontext.gregs[REG_RIP],
                                                     &regs, 1, &stack_range, 1, NULL, again, MAXF,
                                                     &fl, &t2);
-            int walked = (int)n;
-            if (t2.joined >= 0)
-                for (int32_t k = t2.joined - 1; k >= 0 && n < MAXF; k--)
-                    again[n++] = memo.frame[k];
-            int same = t2.joined >= 0 && (int)n == c->nown && fl == 0;
+            int same = (int)n == c->nown && fl == 0 && n1 == n;
             for (uint32_t i = 0; same && i < n; i++)
                 same = again[i] == c->own[i];
             if (pass == 0)
-                c->memo_walked = walked, c->memo_same = same;
+                c->memo_replayed = (int)t2.replayed, c->memo_same = same;
             else
-                c->memo_bad_walked = walked, c->memo_bad_same = same;
+                c->memo_bad_replayed = (int)t2.replayed, c->memo_bad_same = same;
         }
     }
     c->done = 1;
@@ -168,13 +170,13 @@ static void same_frames(const struct capture *c, const char *what)
         fprintf(stderr, "  %s: %d of %d return addresses traced, %d slots differ\n", what,
                 c->traced, c->nown - 1, c->trace_bad);
     CHECK(c->traced == c->nown - 1 && c->trace_bad == 0);
-    /* The same stack again: the walk stops at its first return address,
-     * and the memo gives the rest. */
-    printf("  info: %s: walked again with the memo: %d frames walked, %s; with a memo frame "
-           "changed: %d walked, %s\n", what, c->memo_walked, c->memo_same ? "same" : "DIFFERENT",
-           c->memo_bad_walked, c->memo_bad_same ? "same" : "DIFFERENT");
-    CHECK(c->memo_walked == 2 && c->memo_same);
-    CHECK(c->memo_bad_walked > 2 && c->memo_bad_same);
+    /* The same stack again with the first walk as the memo: the same frames
+     * (C code here: most steps restore registers and are walked again). */
+    printf("  info: %s: walked again with the memo: %d frames replayed, %s; with a memo frame "
+           "changed: %d replayed, %s\n", what, c->memo_replayed, c->memo_same ? "same" : "DIFFERENT",
+           c->memo_bad_replayed, c->memo_bad_same ? "same" : "DIFFERENT");
+    CHECK(c->memo_replayed >= 0 && c->memo_same);
+    CHECK(c->memo_bad_replayed >= 0 && c->memo_bad_same);
 }
 
 static struct capture cap;
@@ -273,6 +275,86 @@ TEST(unknown_registers_never_guess)
     CHECK(cap.nown == cap.nlib || (cap.flags & FLAMME_SAMPLE_BROKEN));
 }
 
+/* A stack built by hand: a frame-pointer chain of 200 frames whose return
+ * addresses lie in no module (no unwind rows: every step is by rbp). A walk
+ * with the first walk as the memo replays all but the first step and gives
+ * the same frames; after the stack changes, it gives what a walk without a
+ * memo gives: a return address changed half-way (the replay stops at that
+ * slot and goes on after it), a saved rbp pointing one frame further (the
+ * memo's next slot still holds its old return address, dead: the replay
+ * must not follow it), and a chain cut short. */
+#define FAKE_FRAMES 200
+static uint64_t fake_stack[4 * FAKE_FRAMES + 64];
+
+static void fake_chain(void)
+{
+    for (int i = 0; i < FAKE_FRAMES; i++) {
+        uint64_t *fp = &fake_stack[16 + 4 * i];
+        fp[0] = i + 1 < FAKE_FRAMES ? (uint64_t)(uintptr_t)&fake_stack[16 + 4 * (i + 1)] : 0;
+        fp[1] = 0x7a0000 + 16 * (uint64_t)i;
+    }
+}
+
+static uint32_t fake_walk(struct flamme_memo *memo, uint64_t *out, uintptr_t *ra_at,
+                          uint8_t *steps, uint32_t *replayed)
+{
+    struct flamme_range r = {(uintptr_t)fake_stack, (uintptr_t)(fake_stack + sizeof fake_stack / 8)};
+    struct flamme_walk_regs regs = {{0}, FLAMME_WALK_REG(6) | FLAMME_WALK_REG(7)};
+    regs.r[7] = (uintptr_t)&fake_stack[8];
+    regs.r[6] = (uintptr_t)&fake_stack[16];
+    uint32_t fl;
+    struct flamme_walk_trace t = {.ra_at = ra_at, .step = steps, .cap = FAKE_FRAMES + 8,
+                                  .memo = memo};
+    uint32_t n = flamme_walk_traced_sigsafe(0x790000, &regs, 0, &r, 1, NULL, out,
+                                            FAKE_FRAMES + 8, &fl, &t);
+    *replayed = t.replayed;
+    return fl ? 0 : n;
+}
+
+static int fake_same_as_fresh(struct flamme_memo *memo, const char *what, uint32_t *replayed)
+{
+    static uint64_t fresh[FAKE_FRAMES + 8], got[FAKE_FRAMES + 8];
+    static uintptr_t ra[FAKE_FRAMES + 8];
+    static uint8_t st[FAKE_FRAMES + 8];
+    uint32_t r0;
+    uint32_t n0 = fake_walk(NULL, fresh, ra, st, &r0);
+    uint32_t n1 = fake_walk(memo, got, ra, st, replayed);
+    int same = n0 > 0 && n0 == n1 && memcmp(fresh, got, n0 * sizeof *got) == 0;
+    printf("  info: %s: %u frames, %u replayed from the memo, %s\n", what, n1, *replayed,
+           same ? "as walked without it" : "DIFFERENT");
+    return same;
+}
+
+TEST(memo_replay_checks_every_step)
+{
+    static uint64_t mem[FLAMME_MEMO_BYTES / sizeof(uint64_t) + 1];
+    static uint64_t frames[FAKE_FRAMES + 8];
+    static uintptr_t ra[FAKE_FRAMES + 8];
+    static uint8_t st[FAKE_FRAMES + 8];
+    struct flamme_memo memo;
+    flamme_memo_init(&memo, mem);
+    uint32_t rep;
+    fake_chain();
+    uint32_t n = fake_walk(NULL, frames, ra, st, &rep);
+    CHECK(n == FAKE_FRAMES + 1);
+    flamme_memo_set_sigsafe(&memo, frames, ra, st, n);
+    CHECK(memo.len == FAKE_FRAMES);
+    CHECK(fake_same_as_fresh(&memo, "the same stack", &rep));
+    CHECK(rep == FAKE_FRAMES - 1); /* all but the first frame's step */
+
+    fake_stack[16 + 4 * 100 + 1] += 1; /* a return address changed */
+    CHECK(fake_same_as_fresh(&memo, "a return address changed", &rep));
+    CHECK(rep > 0 && rep < FAKE_FRAMES - 1);
+
+    fake_chain();
+    fake_stack[16 + 4 * 50] = (uint64_t)(uintptr_t)&fake_stack[16 + 4 * 52]; /* frame 51 skipped */
+    CHECK(fake_same_as_fresh(&memo, "a saved rbp one frame further", &rep));
+
+    fake_chain();
+    fake_stack[16 + 4 * 120] = 0; /* the chain ends at frame 120 */
+    CHECK(fake_same_as_fresh(&memo, "a chain cut short", &rep));
+}
+
 int main(void)
 {
     thread_stack();
@@ -282,6 +364,7 @@ int main(void)
     RUN(twalk_recursion);
     RUN(zlib_allocator);
     RUN(unknown_registers_never_guess);
+    RUN(memo_replay_checks_every_step);
     flamme_cfi_free_all();
     return CHECK_DONE();
 }

@@ -390,8 +390,13 @@ static __attribute__((noinline)) void walk_sample_sigsafe(struct flamme_slot *s,
     if (tr.replayed)
         flamme_budget_joined_sigsafe();
     if (memo && !(wflags & (FLAMME_SAMPLE_TRUNCATED | FLAMME_SAMPLE_BROKEN)) &&
-        n <= FLAMME_MEMO_FRAMES)
-        flamme_memo_set_sigsafe(memo, frames, memo->trace, memo->trace_step, n);
+        n <= FLAMME_MEMO_FRAMES) {
+        if (tr.run_k >= 0)
+            flamme_memo_update_sigsafe(memo, frames, memo->trace, memo->trace_step, n,
+                                       (uint32_t)tr.run_k, tr.run_at, tr.run_len);
+        else
+            flamme_memo_set_sigsafe(memo, frames, memo->trace, memo->trace_step, n);
+    }
     sflags |= wflags;
     sflags |= flamme_gc_flags_sigsafe();
     commit_split(s, rec, n, sflags, t0, weight, kernel, domain);

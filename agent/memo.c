@@ -65,3 +65,36 @@ void flamme_memo_set_sigsafe(struct flamme_memo *m, const uint64_t *frames,
     }
     m->len = len;
 }
+
+void flamme_memo_update_sigsafe(struct flamme_memo *m, const uint64_t *frames,
+                                const uintptr_t *ra_at, const uint8_t *step, uint32_t n,
+                                uint32_t k, uint32_t at, uint32_t len)
+{
+    /* memo[k - len .. k) were replayed into frames[at + 1 .. at + len]; the
+     * frames after them must be memo[0 .. k - len), root last. */
+    uint32_t e = k - len, after = at + 1 + len;
+    int same = k < m->len && len <= k && after <= n && n - after == e;
+    for (uint32_t t = 0; same && t < e; t++)
+        same = frames[n - 1 - t] == m->frame[t] && ra_at[n - 1 - t] == m->slot[t] &&
+               step[n - 1 - t] == m->step[t];
+    if (!same) {
+        flamme_memo_set_sigsafe(m, frames, ra_at, step, n);
+        return;
+    }
+    /* frames[lo .. at) have slots, frames[lo - 1] is the leaf-most without. */
+    uint32_t lo = at;
+    while (lo > 1 && ra_at[lo - 1] && !(ra_at[lo - 1] & 7))
+        lo--;
+    if ((uint64_t)k + 1 + (at - lo) > FLAMME_MEMO_FRAMES) {
+        m->len = 0;
+        return;
+    }
+    m->step[k] = step[at];
+    for (uint32_t i = at; i-- > lo;) {
+        uint32_t j = k + (at - i);
+        m->frame[j] = frames[i];
+        m->slot[j] = ra_at[i];
+        m->step[j] = step[i];
+    }
+    m->len = k + 1 + (at - lo);
+}

@@ -63,7 +63,8 @@ struct flamme_memo {
 };
 
 /* Where one walk is in the memo, per range of its known stacks: memo
- * frames at index >= next[r] in range r were passed. Set by
+ * frames at index >= next[r] in range r were passed (once the walk met
+ * memo frame k, every frame it meets later is older: all below k). Set by
  * flamme_memo_walk_start. */
 struct flamme_memo_cursor {
     uint32_t next[FLAMME_MEMO_RANGES];
@@ -93,5 +94,17 @@ int32_t flamme_memo_find_sigsafe(const struct flamme_memo *m, struct flamme_memo
  * memo. async-signal-safe: yes. */
 void flamme_memo_set_sigsafe(struct flamme_memo *m, const uint64_t *frames,
                              const uintptr_t *ra_at, const uint8_t *step, uint32_t n);
+
+/* The same for a walk that met the memo at frames[at] = m->frame[k] and
+ * replayed the next len frames from it: when the frames older than those
+ * are the memo's own (same frame, slot and step at the same index, checked),
+ * only the memo's part younger than k is written again, the walk's
+ * frames[at - 1] down to its leaf-most frame with a slot; otherwise as
+ * flamme_memo_set_sigsafe. A whole stack thousands of frames deep that
+ * changed near its leaf costs its change, not its depth. async-signal-safe:
+ * yes. */
+void flamme_memo_update_sigsafe(struct flamme_memo *m, const uint64_t *frames,
+                                const uintptr_t *ra_at, const uint8_t *step, uint32_t n,
+                                uint32_t k, uint32_t at, uint32_t len);
 
 #endif

@@ -362,7 +362,7 @@ static void replay_memo(struct walk *w, struct flamme_walk_trace *t, uint64_t *f
     if (k < 0)
         return;
     uintptr_t lo = w->ranges[r].lo, hi = w->ranges[r].hi;
-    uint32_t j = (uint32_t)k;
+    uint32_t j = (uint32_t)k, first = t->run_k < 0, at = *n - 1;
     for (; j > 0 && *n < max; j--) {
         uint8_t step = m->step[j - 1];
         uintptr_t s = m->slot[j - 1];
@@ -391,7 +391,16 @@ static void replay_memo(struct walk *w, struct flamme_walk_trace *t, uint64_t *f
         put_frame(t, frames, n, *pc, s, step);
         t->replayed++;
     }
-    t->cursor.next[r] = j;
+    /* The walk is at memo[j] now: whatever it meets further is older, in
+     * any stack. */
+    for (int q = 0; q < FLAMME_MEMO_RANGES; q++)
+        if (t->cursor.next[q] > j)
+            t->cursor.next[q] = j;
+    if (first) {
+        t->run_k = k;
+        t->run_at = at;
+        t->run_len = (uint32_t)k - j;
+    }
 }
 
 static uint32_t walk(struct walk *w, uintptr_t pc, uint64_t *frames, uint32_t max,
@@ -404,8 +413,10 @@ static uint32_t walk(struct walk *w, uintptr_t pc, uint64_t *frames, uint32_t ma
     /* Frames walked by their rows at most (replayed ones are not counted). */
     uint32_t walk_max = t && t->max_walked ? t->max_walked : max;
     struct flamme_memo *memo = t && t->memo && t->memo->len ? t->memo : NULL;
-    if (t)
+    if (t) {
         t->replayed = 0;
+        t->run_k = -1;
+    }
     if (memo)
         flamme_memo_walk_start(memo, &t->cursor);
     put_frame(t, frames, &n, pc, 0, FLAMME_STEP_OTHER);
@@ -489,8 +500,10 @@ uint32_t flamme_walk_traced_sigsafe(uintptr_t pc, const struct flamme_walk_regs 
         if (max == 0)
             return 0;
         uint32_t n = 0;
-        if (trace)
+        if (trace) {
             trace->replayed = 0;
+            trace->run_k = -1;
+        }
         put_frame(trace, frames, &n, pc, 0, FLAMME_STEP_OTHER);
         return n;
     }

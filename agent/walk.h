@@ -42,6 +42,11 @@ struct flamme_walk_trace {
     struct flamme_memo *memo; /* may be NULL */
     uint32_t max_walked;      /* frames walked (not replayed) at most; 0: max */
     uint32_t replayed;        /* out: frames replayed from the memo */
+    /* Out: the first frame the walk met in the memo, frames[run_at] =
+     * memo->frame[run_k] (run_k -1: none), and the run_len frames replayed
+     * right after it (memo->frame[run_k - 1] down to [run_k - run_len]). */
+    int32_t run_k;
+    uint32_t run_at, run_len;
     struct flamme_memo_cursor cursor; /* the walk's, set by the walk */
 };
 

@@ -167,12 +167,11 @@ def test_stitch(build, ocaml, compiler, check, tmp_path):
           % (comp, total, shortened, joined, whole, mixed, exact, spins, depth))
     check(total >= 500, "%s stitch: enough samples (%d)" % (comp, total))
     # Each phase's first sample walks the whole stack; the next ones replay
-    # all but a few leaf frames. Replaying 3,000 frames and the writer's
-    # interning them still meet the budget: 62-75% whole (without the memo
-    # or the completion before it, 29-37%).
+    # all but a few leaf frames: 84-95% whole on a quiet machine (without
+    # the memo or the completion before it, 29-37%).
     check(joined >= total // 2, "%s stitch: most samples joined their thread's last whole stack"
           % comp, "%d of %d\n%s" % (joined, total, rep[:1500]))
-    check(whole >= 0.5 * total, "%s stitch: >= 50%% of the samples reach a thread root" % comp,
+    check(whole >= 0.65 * total, "%s stitch: >= 65%% of the samples reach a thread root" % comp,
           "%d of %d\n%s" % (whole, total, rep[:1500]))
     check(mixed == 0, "%s stitch: no stack mixes two phases" % comp, "%d samples" % mixed)
     check(spins > 0 and exact == spins,

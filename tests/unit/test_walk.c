@@ -296,33 +296,50 @@ static void fake_chain(void)
 }
 
 static uint32_t fake_walk(struct flamme_memo *memo, uint64_t *out, uintptr_t *ra_at,
-                          uint8_t *steps, uint32_t *replayed)
+                          uint8_t *steps, struct flamme_walk_trace *t)
 {
     struct flamme_range r = {(uintptr_t)fake_stack, (uintptr_t)(fake_stack + sizeof fake_stack / 8)};
     struct flamme_walk_regs regs = {{0}, FLAMME_WALK_REG(6) | FLAMME_WALK_REG(7)};
     regs.r[7] = (uintptr_t)&fake_stack[8];
     regs.r[6] = (uintptr_t)&fake_stack[16];
     uint32_t fl;
-    struct flamme_walk_trace t = {.ra_at = ra_at, .step = steps, .cap = FAKE_FRAMES + 8,
-                                  .memo = memo};
+    *t = (struct flamme_walk_trace){.ra_at = ra_at, .step = steps, .cap = FAKE_FRAMES + 8,
+                                    .memo = memo};
     uint32_t n = flamme_walk_traced_sigsafe(0x790000, &regs, 0, &r, 1, NULL, out,
-                                            FAKE_FRAMES + 8, &fl, &t);
-    *replayed = t.replayed;
+                                            FAKE_FRAMES + 8, &fl, t);
     return fl ? 0 : n;
 }
 
+/* Walks the hand-built stack with the memo and without; the same frames,
+ * and the memo updated from the first (as the handler does) is the memo
+ * made from the second. */
 static int fake_same_as_fresh(struct flamme_memo *memo, const char *what, uint32_t *replayed)
 {
     static uint64_t fresh[FAKE_FRAMES + 8], got[FAKE_FRAMES + 8];
-    static uintptr_t ra[FAKE_FRAMES + 8];
-    static uint8_t st[FAKE_FRAMES + 8];
-    uint32_t r0;
-    uint32_t n0 = fake_walk(NULL, fresh, ra, st, &r0);
-    uint32_t n1 = fake_walk(memo, got, ra, st, replayed);
+    static uintptr_t ra0[FAKE_FRAMES + 8], ra1[FAKE_FRAMES + 8];
+    static uint8_t st0[FAKE_FRAMES + 8], st1[FAKE_FRAMES + 8];
+    static uint64_t mem2[FLAMME_MEMO_BYTES / sizeof(uint64_t) + 1];
+    struct flamme_walk_trace t0, t1;
+    uint32_t n0 = fake_walk(NULL, fresh, ra0, st0, &t0);
+    uint32_t n1 = fake_walk(memo, got, ra1, st1, &t1);
+    *replayed = t1.replayed;
     int same = n0 > 0 && n0 == n1 && memcmp(fresh, got, n0 * sizeof *got) == 0;
-    printf("  info: %s: %u frames, %u replayed from the memo, %s\n", what, n1, *replayed,
-           same ? "as walked without it" : "DIFFERENT");
-    return same;
+    if (t1.run_k >= 0)
+        flamme_memo_update_sigsafe(memo, got, ra1, st1, n1, (uint32_t)t1.run_k, t1.run_at,
+                                   t1.run_len);
+    else
+        flamme_memo_set_sigsafe(memo, got, ra1, st1, n1);
+    struct flamme_memo m2;
+    flamme_memo_init(&m2, mem2);
+    flamme_memo_set_sigsafe(&m2, fresh, ra0, st0, n0);
+    int memo_same = memo->len == m2.len;
+    for (uint32_t j = 0; memo_same && j < m2.len; j++)
+        memo_same = memo->frame[j] == m2.frame[j] && memo->slot[j] == m2.slot[j] &&
+                    memo->step[j] == m2.step[j];
+    printf("  info: %s: %u frames, %u replayed from the memo, %s; memo %s\n", what, n1,
+           *replayed, same ? "as walked without it" : "DIFFERENT",
+           memo_same ? "as made from that walk" : "DIFFERENT");
+    return same && memo_same;
 }
 
 TEST(memo_replay_checks_every_step)
@@ -334,13 +351,17 @@ TEST(memo_replay_checks_every_step)
     struct flamme_memo memo;
     flamme_memo_init(&memo, mem);
     uint32_t rep;
+    struct flamme_walk_trace t;
     fake_chain();
-    uint32_t n = fake_walk(NULL, frames, ra, st, &rep);
+    uint32_t n = fake_walk(NULL, frames, ra, st, &t);
     CHECK(n == FAKE_FRAMES + 1);
     flamme_memo_set_sigsafe(&memo, frames, ra, st, n);
     CHECK(memo.len == FAKE_FRAMES);
     CHECK(fake_same_as_fresh(&memo, "the same stack", &rep));
     CHECK(rep == FAKE_FRAMES - 1); /* all but the first frame's step */
+
+    CHECK(fake_same_as_fresh(&memo, "the same stack, again", &rep));
+    CHECK(rep == FAKE_FRAMES - 1);
 
     fake_stack[16 + 4 * 100 + 1] += 1; /* a return address changed */
     CHECK(fake_same_as_fresh(&memo, "a return address changed", &rep));
@@ -353,6 +374,11 @@ TEST(memo_replay_checks_every_step)
     fake_chain();
     fake_stack[16 + 4 * 120] = 0; /* the chain ends at frame 120 */
     CHECK(fake_same_as_fresh(&memo, "a chain cut short", &rep));
+
+    fake_chain(); /* whole again: the memo from the short chain, then its own */
+    CHECK(fake_same_as_fresh(&memo, "the whole chain back", &rep));
+    CHECK(fake_same_as_fresh(&memo, "the whole chain again", &rep));
+    CHECK(rep == FAKE_FRAMES - 1);
 }
 
 int main(void)

@@ -24,6 +24,7 @@ PROGRAMS = {
     "handoff": ([os.path.join(HERE, "handoff.ml")], ("unix", "threads")),
     "stitch": ([os.path.join(HERE, "stitch.ml")], ()),
     "memo": ([os.path.join(HERE, "memo_stubs.c"), os.path.join(HERE, "memo.ml")], ()),
+    "memo_fx": ([os.path.join(HERE, "memo_fx.ml")], ()),
 }
 
 

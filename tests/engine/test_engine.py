@@ -179,6 +179,54 @@ def test_stitch(build, ocaml, compiler, check, tmp_path):
           "(and down_a its phase's caller)" % (comp, depth), "%d of %d" % (exact, spins))
 
 
+def levels_by_leaf(build, prof, want, level):
+    """For each leaf function in WANT (name -> levels of the function LEVEL
+    its whole stacks must have): [whole, whole with exactly that many, all]
+    sample weights, the total weight, and up to three stacks that had
+    another count."""
+    seen = {leaf: [0, 0, 0] for leaf in want}
+    total = 0
+    bad = []
+    for fr, w in collapse(build, prof):
+        total += w
+        leaf = next((f for f in reversed(fr) if f in want), None)
+        if leaf is None:
+            continue
+        seen[leaf][2] += w
+        if flammetest.is_complete(fr):
+            seen[leaf][0] += w
+            levels = sum(1 for f in fr if f.startswith(level))
+            if levels == want[leaf]:
+                seen[leaf][1] += w
+            elif len(bad) < 3:
+                bad.append("%s: %d levels of %s" % (leaf, levels, level))
+    return seen, total, bad
+
+
+def memo_case(build, ocaml, comp, check, tmp_path, name, args, want, level):
+    """Records engine program NAME (ARGS) and checks that each leaf of WANT
+    (name -> levels of function LEVEL) has exactly its levels in every whole
+    stack, that most samples are whole, and that most replayed frames from
+    the memo."""
+    got = recorded_report(build, ocaml, comp, check, tmp_path, name, args)
+    if not got:
+        return
+    prof, rep, joined = got
+    seen, total, bad = levels_by_leaf(build, prof, want, level)
+    print("  %s %s: %d samples, %d joined the last whole stack; %s (whole, with their own "
+          "depth, all)" % (comp, name, total, joined, seen))
+    for leaf in seen:
+        check(seen[leaf][2] >= 100, "%s %s: %s sampled (>= 100)" % (comp, name, leaf), seen[leaf])
+        check(seen[leaf][0] >= 0.75 * seen[leaf][2],
+              "%s %s: >= 75%% of the %s samples whole" % (comp, name, leaf),
+              "%s\n%s" % (seen[leaf], rep[:1200]))
+        check(seen[leaf][1] == seen[leaf][0],
+              "%s %s: every whole %s stack has exactly %d levels of %s"
+              % (comp, name, leaf, want[leaf], level), "%s %s" % (seen[leaf], bad))
+    check(joined >= total // 2, "%s %s: most samples joined their thread's last whole stack"
+          % (comp, name), "%d of %d" % (joined, total))
+
+
 @pytest.mark.slow
 def test_memo_noalloc(build, ocaml, compiler, check, tmp_path):
     """A recursion at two depths from one call site, spinning at its bottom
@@ -186,42 +234,24 @@ def test_memo_noalloc(build, ocaml, compiler, check, tmp_path):
     stack still holds the deep recursion's return addresses in their slots.
     Every whole stack has the recursion depth of its own leaf: the stack
     memo (agent/memo.h) replays no frame across the [@@noalloc] switch."""
-    comp = compiler.name
     deep, shallow = 2000, 1000
-    got = recorded_report(build, ocaml, comp, check, tmp_path, "memo",
-                          ["1.0", str(deep), str(shallow)])
-    if not got:
-        return
-    prof, rep, joined = got
-    seen = {"memo_spin_deep": [0, 0, 0], "memo_spin_shallow": [0, 0, 0]}  # whole, exact, all
-    want = {"memo_spin_deep": deep + 1, "memo_spin_shallow": shallow + 1}
-    total = 0
-    bad = []
-    for fr, w in collapse(build, prof):
-        total += w
-        leaf = fr[-1]
-        if leaf not in seen:
-            continue
-        seen[leaf][2] += w
-        if flammetest.is_complete(fr):
-            seen[leaf][0] += w
-            levels = sum(1 for f in fr if f.startswith("Memo.down"))
-            if levels == want[leaf]:
-                seen[leaf][1] += w
-            elif len(bad) < 3:
-                bad.append("%s: %d levels of Memo.down" % (leaf, levels))
-    print("  %s memo: %d samples, %d joined the last whole stack; deep %s, shallow %s "
-          "(whole, with their own depth, all)" % (comp, total, joined, seen["memo_spin_deep"],
-                                                  seen["memo_spin_shallow"]))
-    for leaf in seen:
-        check(seen[leaf][2] >= 100, "%s memo: %s sampled (>= 100)" % (comp, leaf), seen[leaf])
-        check(seen[leaf][0] >= 0.75 * seen[leaf][2],
-              "%s memo: >= 75%% of the %s samples whole" % (comp, leaf), "%s\n%s" % (seen[leaf], rep[:1200]))
-        check(seen[leaf][1] == seen[leaf][0],
-              "%s memo: every whole %s stack has exactly %d levels of Memo.down"
-              % (comp, leaf, want[leaf]), "%s %s" % (seen[leaf], bad))
-    check(joined >= total // 2, "%s memo: most samples joined their thread's last whole stack"
-          % comp, "%d of %d" % (joined, total))
+    memo_case(build, ocaml, compiler.name, check, tmp_path, "memo",
+              ["1.0", str(deep), str(shallow)],
+              {"memo_spin_deep": deep + 1, "memo_spin_shallow": shallow + 1}, "Memo.down")
+
+
+@pytest.mark.slow
+def test_memo_effects(build, ocaml, compiler, check, tmp_path):
+    """A generator fiber resumed in turn from two depths of the main stack's
+    recursion, from one call site: the fiber's frames are the same, its link
+    to the parent stack is not. Every whole stack has the depth its own
+    leaf was resumed from: the memo replays no frame across the fiber's
+    switch to its parent."""
+    deep, shallow = 600, 200
+    # resume_at deep .. 1; resume_at 0 tail-calls continue
+    memo_case(build, ocaml, compiler.name, check, tmp_path, "memo_fx",
+              ["1.0", str(deep), str(shallow)],
+              {"Memo_fx.spin_deep": deep, "Memo_fx.spin_shallow": shallow}, "Memo_fx.resume_at")
 
 
 KERN_PHASES = ("compute", "touch", "files")

@@ -60,12 +60,12 @@ void flamme_budget_start_sigsafe(struct flamme_budget_clock *c);
 uint64_t flamme_budget_charge_sigsafe(const struct flamme_budget_clock *c, uint32_t frames,
                                       int truncated);
 
-/* Counts a sample whose walk joined the thread's last whole stack and took
- * its older frames from there (agent/memo.h). async-signal-safe: yes. */
+/* Counts a sample that replayed frames of the thread's last whole stack
+ * instead of walking them (agent/memo.h). async-signal-safe: yes. */
 void flamme_budget_joined_sigsafe(void);
 /* Totals over all threads: samples shortened and their weight, periods
- * taken off as the handler's own time, handler ns, samples whose walk
- * joined their thread's last whole stack. */
+ * taken off as the handler's own time, handler ns, samples that replayed
+ * frames of their thread's last whole stack. */
 void flamme_budget_totals(uint64_t *shortened, uint64_t *shortened_weight, uint64_t *own_periods,
                           uint64_t *handler_ns, uint64_t *joined);
 

@@ -13,10 +13,9 @@
  * a CFA of rsp plus a constant (the frame's size, fixed by its pc) that
  * restores nothing but maybe rbp from CFA - 16 (where the rows say so, or
  * where rbp points there, which the replay checks as the walk does), or a
- * frame-pointer step
- * whose rbp is the one the memo's next slot needs. Each replayed slot is
- * read again in place and must still hold its frame; the registers are
- * carried as the walk would carry them. Where a step depends on other data
+ * frame-pointer step whose rbp is the one the memo's next slot needs. Each
+ * replayed slot is read again in place and must still hold its frame; the
+ * registers are carried as the walk would carry them. Where a step depends on other data
  * (a stack switch: OCaml's C calls, [@@noalloc] calls with the OCaml stack
  * pointer in rbx, effect handlers' links to their parent stack; a rule that
  * reads other saved registers), or a slot changed, the walk goes on by its

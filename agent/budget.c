@@ -37,11 +37,11 @@ struct bstate {
 };
 static __thread struct bstate t_b TLS_IE;
 
-static _Atomic uint64_t g_short, g_short_weight, g_own, g_handler_ns, g_joined;
+static _Atomic uint64_t g_short, g_short_weight, g_own, g_handler_ns, g_replayed;
 
-void flamme_budget_joined_sigsafe(void)
+void flamme_budget_replayed_sigsafe(void)
 {
-    atomic_fetch_add_explicit(&g_joined, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&g_replayed, 1, memory_order_relaxed);
 }
 
 unsigned flamme_budget_admit_sigsafe(unsigned weight, uint64_t period_ns, uint64_t writer_ns,
@@ -141,9 +141,9 @@ uint64_t flamme_budget_charge_sigsafe(const struct flamme_budget_clock *c, uint3
 }
 
 void flamme_budget_totals(uint64_t *shortened, uint64_t *shortened_weight, uint64_t *own_periods,
-                          uint64_t *handler_ns, uint64_t *joined)
+                          uint64_t *handler_ns, uint64_t *replayed)
 {
-    *joined = atomic_load_explicit(&g_joined, memory_order_relaxed);
+    *replayed = atomic_load_explicit(&g_replayed, memory_order_relaxed);
     *shortened = atomic_load_explicit(&g_short, memory_order_relaxed);
     *shortened_weight = atomic_load_explicit(&g_short_weight, memory_order_relaxed);
     *own_periods = atomic_load_explicit(&g_own, memory_order_relaxed);

@@ -62,11 +62,11 @@ uint64_t flamme_budget_charge_sigsafe(const struct flamme_budget_clock *c, uint3
 
 /* Counts a sample that replayed frames of the thread's last whole stack
  * instead of walking them (agent/memo.h). async-signal-safe: yes. */
-void flamme_budget_joined_sigsafe(void);
+void flamme_budget_replayed_sigsafe(void);
 /* Totals over all threads: samples shortened and their weight, periods
  * taken off as the handler's own time, handler ns, samples that replayed
  * frames of their thread's last whole stack. */
 void flamme_budget_totals(uint64_t *shortened, uint64_t *shortened_weight, uint64_t *own_periods,
-                          uint64_t *handler_ns, uint64_t *joined);
+                          uint64_t *handler_ns, uint64_t *replayed);
 
 #endif

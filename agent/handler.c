@@ -388,7 +388,7 @@ static __attribute__((noinline)) void walk_sample_sigsafe(struct flamme_slot *s,
                                             &tr);
     uint32_t walked = n - tr.replayed;
     if (tr.replayed)
-        flamme_budget_joined_sigsafe();
+        flamme_budget_replayed_sigsafe();
     if (memo && !(wflags & (FLAMME_SAMPLE_TRUNCATED | FLAMME_SAMPLE_BROKEN)) &&
         n <= FLAMME_MEMO_FRAMES) {
         if (tr.run_k >= 0)

@@ -46,13 +46,20 @@ int32_t flamme_memo_find_sigsafe(const struct flamme_memo *m, struct flamme_memo
     return (int32_t)(i - 1);
 }
 
+/* The first of a walk's frames[lo .. end) that all have a slot (an
+ * aligned ra_at); frames[0], the interrupted pc, never has one. */
+static uint32_t slotted_from(const uintptr_t *ra_at, uint32_t end)
+{
+    uint32_t lo = end;
+    while (lo > 1 && ra_at[lo - 1] && !(ra_at[lo - 1] & 7))
+        lo--;
+    return lo;
+}
+
 void flamme_memo_set_sigsafe(struct flamme_memo *m, const uint64_t *frames,
                              const uintptr_t *ra_at, const uint8_t *step, uint32_t n)
 {
-    /* frames[lo..n) have slots; frames[lo - 1] is the leaf-most without. */
-    uint32_t lo = n;
-    while (lo > 1 && ra_at[lo - 1] && !(ra_at[lo - 1] & 7))
-        lo--;
+    uint32_t lo = slotted_from(ra_at, n);
     uint32_t len = n - lo;
     if (len > FLAMME_MEMO_FRAMES) {
         m->len = 0;
@@ -81,10 +88,7 @@ void flamme_memo_update_sigsafe(struct flamme_memo *m, const uint64_t *frames,
         flamme_memo_set_sigsafe(m, frames, ra_at, step, n);
         return;
     }
-    /* frames[lo .. at) have slots, frames[lo - 1] is the leaf-most without. */
-    uint32_t lo = at;
-    while (lo > 1 && ra_at[lo - 1] && !(ra_at[lo - 1] & 7))
-        lo--;
+    uint32_t lo = slotted_from(ra_at, at);
     if ((uint64_t)k + 1 + (at - lo) > FLAMME_MEMO_FRAMES) {
         m->len = 0;
         return;

@@ -15,11 +15,11 @@
  * where rbp points there, which the replay checks as the walk does), or a
  * frame-pointer step whose rbp is the one the memo's next slot needs. Each
  * replayed slot is read again in place and must still hold its frame; the
- * registers are carried as the walk would carry them. Where a step depends on other data
- * (a stack switch: OCaml's C calls, [@@noalloc] calls with the OCaml stack
- * pointer in rbx, effect handlers' links to their parent stack; a rule that
- * reads other saved registers), or a slot changed, the walk goes on by its
- * rows. Return addresses in their slots alone would not do: below a
+ * registers are carried as the walk would carry them. Where a step depends
+ * on other data (a stack switch: OCaml's C calls, [@@noalloc] calls with the
+ * OCaml stack pointer in rbx, effect handlers' links to their parent stack;
+ * a rule that reads other saved registers), or a slot changed, the walk
+ * goes on by its rows. Return addresses in their slots alone would not do: below a
  * [@@noalloc] call at a shallower depth, the OCaml stack still holds the
  * deeper recursion's return addresses, dead but unchanged.
  *

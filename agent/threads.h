@@ -58,9 +58,9 @@ struct flamme_slot {
     int32_t last_domain;       /* handler-private: last domain id seen, or the creator's */
     uint64_t scratch[FLAMME_SCRATCH_WORDS]; /* handler-private: stack copied by checked reads */
     struct flamme_cfi_cache cfi_cache; /* handler-private: the walk's memo of unwind rows */
-    /* Handler-private: the thread's last whole stack (agent/memo.h), where
-     * its next walk may stop; mapped with the ring at the first arming
-     * (memo.frame NULL if that failed). */
+    /* Handler-private: the thread's last whole stack (agent/memo.h), which
+     * its next walk may replay frames from; mapped with the ring at the
+     * first arming (memo.frame NULL if that failed). */
     struct flamme_memo memo;
     /* Wall mode: a stack taken on entry to a blocking call, reserved in the
      * ring but not committed; set and cleared by the thread itself with

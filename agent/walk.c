@@ -368,14 +368,13 @@ static void replay_memo(struct walk *w, struct flamme_walk_trace *t, uint64_t *f
         uintptr_t s = m->slot[j - 1];
         if (step == FLAMME_STEP_OTHER || s <= m->slot[j] || s + 8 > hi || s - 8 < lo || (s & 7))
             break;
-        /* A frame-pointer step goes where rbp points: the memo's slot only
-         * if rbp is what it was. */
-        if ((step == FLAMME_STEP_FP || step == FLAMME_STEP_RBP) &&
-            (!(w->g.valid & BIT(R_RBP)) || w->g.r[R_RBP] != s - 8))
+        /* rbp at the word under the slot: a frame-pointer step goes to the
+         * memo's slot only then, and an rsp step restores rbp only then. */
+        int own_rbp = (w->g.valid & BIT(R_RBP)) && w->g.r[R_RBP] == s - 8;
+        if ((step == FLAMME_STEP_FP || step == FLAMME_STEP_RBP) && !own_rbp)
             break;
         if (*(const uintptr_t *)s != m->frame[j - 1])
             break;
-        int own_rbp = (w->g.valid & BIT(R_RBP)) && w->g.r[R_RBP] == s - 8;
         if (step == FLAMME_STEP_FP)
             w->g.valid = BIT(R_RSP) | BIT(R_RBP);
         else

@@ -152,9 +152,9 @@ static void print_header(const char *path, const struct flamme_profile *p)
 static void print_budget(const struct flamme_profile *p)
 {
     const char *v = flamme_profile_info(p, "budget");
-    unsigned long long pct, depth, skipped, weight, own, ns, joined = 0;
+    unsigned long long pct, depth, skipped, weight, own, ns, replayed = 0;
     if (!v || sscanf(v, "%llu %llu %llu %llu %llu %llu %llu", &pct, &depth, &skipped, &weight, &own,
-                     &ns, &joined) < 6)
+                     &ns, &replayed) < 6)
         return;
     /* The writer's CPU (INFO writer_ns, since 1.0 agents of 2026-11) and
      * the share of both in the program's CPU time, which in cpu mode is
@@ -202,10 +202,10 @@ static void print_budget(const struct flamme_profile *p)
         printf("  %llu samples (weight %llu) were shortened to their %llu leaf-most frames to keep\n"
                "  the agent within its budget (deep stacks); they count as truncated\n",
                skipped, weight, depth);
-    if (joined)
+    if (replayed)
         printf("  %llu samples replayed frames of their thread's previous whole stack instead of\n"
                "  walking them (each checked in its stack slot, up to the next stack switch)\n",
-               joined);
+               replayed);
     v = flamme_profile_info(p, "pc_only_samples");
     if (v && atoll(v) > 0)
         printf("  %lld samples came inside one of the program's signal handlers, on its alternate\n"

@@ -100,6 +100,18 @@ def test_armclock(build, program, check, tmp_path):
           "%d of %d\n%s" % (reader, n, describe(st)))
 
 
+def ran_with_ticks(build, program, check, name, args, prof, env, engine, what):
+    """Runs program NAME (ARGS) under the agent; it prints "NAME: ticks=N
+    cpu=S" (its own signal handler's count and its CPU seconds). Returns
+    (process, ticks, cpu), or None once the check that it ran has failed."""
+    p = preload(build, program(name), args, prof, env)
+    m = re.search(r"%s: ticks=(\d+) cpu=([0-9.]+)" % name, p.stdout)
+    if not check(p.returncode == 0 and m, "%s [%s]: %s" % (name, engine, what),
+                 "exit %d, stdout %r, stderr:\n%s" % (p.returncode, p.stdout, p.stderr)):
+        return None
+    return p, int(m.group(1)), float(m.group(2))
+
+
 @pytest.mark.slow
 def test_ownprof(build, program, engines, check, tmp_path):
     """The program owns SIGPROF and ITIMER_PROF (handler installed after the
@@ -107,13 +119,12 @@ def test_ownprof(build, program, engines, check, tmp_path):
     samples."""
     for engine, hz in engines:
         prof = str(tmp_path / ("ownprof-%s.flm" % engine))
-        p = preload(build, program("ownprof"), ["0.6"], prof,
-                    {"FLAMME_ENGINE": engine, "FLAMME_HZ": str(hz)})
-        m = re.search(r"ownprof: ticks=(\d+) cpu=([0-9.]+)", p.stdout)
-        if not check(p.returncode == 0 and m, "ownprof [%s]: runs and prints its ticks" % engine,
-                     "exit %d, stdout %r, stderr:\n%s" % (p.returncode, p.stdout, p.stderr)):
+        ran = ran_with_ticks(build, program, check, "ownprof", ["0.6"], prof,
+                             {"FLAMME_ENGINE": engine, "FLAMME_HZ": str(hz)}, engine,
+                             "runs and prints its ticks")
+        if not ran:
             continue
-        ticks, cpu = int(m.group(1)), float(m.group(2))
+        p, ticks, cpu = ran
         st = threads(build, prof)
         burn = total(st, has("Ownprof.burn"))
         print("  ownprof [%s %d Hz]: program ticks %d for %.2f s CPU (%.0f expected), flamme %d samples "
@@ -144,13 +155,12 @@ def test_nested(build, program, engines, check, tmp_path):
     for a walk)."""
     for engine, _ in engines:
         prof = str(tmp_path / ("nested-%s.flm" % engine))
-        p = preload(build, program("nested"), ["0.8", "0.003"], prof,
-                    {"FLAMME_ENGINE": engine, "FLAMME_HZ": "999"})
-        m = re.search(r"nested: ticks=(\d+) cpu=([0-9.]+)", p.stdout)
-        if not check(p.returncode == 0 and m, "nested [%s]: runs, exits 0, prints its ticks" % engine,
-                     "exit %d, stdout %r, stderr:\n%s" % (p.returncode, p.stdout, p.stderr)):
+        ran = ran_with_ticks(build, program, check, "nested", ["0.8", "0.003"], prof,
+                             {"FLAMME_ENGINE": engine, "FLAMME_HZ": "999"}, engine,
+                             "runs, exits 0, prints its ticks")
+        if not ran:
             continue
-        ticks, cpu = int(m.group(1)), float(m.group(2))
+        p, ticks, cpu = ran
         st = collapse(build, prof)
         allw = total(st)
         ocaml = total(st, lambda f: any(x.startswith(("Work.burn", "Nested.burn")) for x in f))

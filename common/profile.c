@@ -186,6 +186,7 @@ struct flamme_pw {
     uint32_t nnodes;       /* nodes defined (node 0 included) */
     uint32_t *smap;        /* the caller's stack id -> node (UINT32_MAX: none) */
     size_t smap_cap;
+    int by_node;           /* the caller's stack ids are nodes (flamme_pw_stacks_are_nodes) */
     /* The last stack interned, root first, and the node reached after each
      * of its frames: a deep recursion's consecutive stacks share most of
      * their root-most frames, which then cost a compare each instead of an
@@ -466,17 +467,19 @@ static int tree_eq(const void *ctx, uint32_t i, const void *key, size_t len)
  * defined it (written as is: the reader ignores what names no node). */
 static uint32_t node_of(const flamme_pw *w, uint32_t stack_id)
 {
+    if (w->by_node)
+        return stack_id;
     return stack_id < w->smap_cap ? w->smap[stack_id] : UINT32_MAX;
 }
 
 /* Defines m new nodes in a chain under parent, which has no child for
- * frames[m - 1]: the node of frames[m - 1] (root side), its child for
- * frames[m - 2], ..., down to frames[0]; their ids go to nodes[0..m) (root
- * side first). None can exist (the first is not a child of parent yet, the
- * others' parents are new), so they are inserted without a look-up, a
- * group at a time with their slots prefetched: a deep stack's new part is
- * hundreds of nodes, each slot a cache miss. Returns 0, or -1 on
- * allocation failure or when the ids run out. */
+ * frames[0]: the node of frames[0] (root side), its child for frames[1],
+ * ..., down to frames[m - 1]; their ids go to nodes[0..m). None can exist
+ * (the first is not a child of parent yet, the others' parents are new),
+ * so they are inserted without a look-up, a group at a time with their
+ * slots prefetched: a deep stack's new part is hundreds of nodes, each
+ * slot a cache miss. Returns 0, or -1 on allocation failure or when the
+ * ids run out. */
 static int node_chain(flamme_pw *w, uint32_t parent, const uint32_t *frames, uint32_t m,
                       uint32_t *nodes)
 {
@@ -506,7 +509,7 @@ static int node_chain(flamme_pw *w, uint32_t parent, const uint32_t *frames, uin
         /* Node ids are dense: the k-th new node is w->nnodes + k. */
         for (uint32_t k = 0; k < cnt; k++) {
             uint32_t up = g + k ? w->nnodes + k - 1 : parent;
-            uint64_t key = (uint64_t)up << 32 | frames[m - 1 - g - k];
+            uint64_t key = (uint64_t)up << 32 | frames[g + k];
             w->tkey[w->nnodes - 1 + k] = key;
             h[k] = flamme_hash_mix64(key) & mask;
             __builtin_prefetch(&w->tree.slot[h[k]], 1);
@@ -521,7 +524,7 @@ static int node_chain(flamme_pw *w, uint32_t parent, const uint32_t *frames, uin
                 w->nodes_first = node;
             w->nodes_count++;
             bb_varint(&w->nodes, node - parent);
-            bb_varint(&w->nodes, frames[m - 1 - g - k]);
+            bb_varint(&w->nodes, frames[g + k]);
             nodes[g + k] = parent = node;
         }
     }
@@ -545,11 +548,41 @@ static uint32_t node_child(flamme_pw *w, uint32_t parent, uint32_t frame)
     return node_chain(w, parent, &frame, 1, &node) == 0 ? node : UINT32_MAX;
 }
 
+int flamme_pw_nodes(flamme_pw *w, uint32_t parent, uint32_t m, const uint32_t *frames,
+                    uint32_t *nodes)
+{
+    if (w->failed)
+        return -1;
+    uint32_t i = 0, node = parent;
+    while (i < m) {
+        uint32_t made = w->nnodes;
+        if ((node = node_child(w, node, frames[i])) == UINT32_MAX)
+            goto fail;
+        nodes[i++] = node;
+        if (node == made)
+            break; /* a new node: every deeper one is new too */
+    }
+    if (i < m && node_chain(w, node, frames + i, m - i, nodes + i) != 0)
+        goto fail;
+    if (w->nodes.len >= BATCH_MAX && close_nodes(w) < 0)
+        return -1;
+    return 0;
+fail:
+    w->failed = 1;
+    errno = ENOMEM;
+    return -1;
+}
+
+void flamme_pw_stacks_are_nodes(flamme_pw *w)
+{
+    w->by_node = 1;
+}
+
 int flamme_pw_stack(flamme_pw *w, uint32_t stack_id, uint32_t n, const uint32_t *frame_ids)
 {
     if (w->failed)
         return -1;
-    if (n > FLAMME_MAX_STACK_FRAMES || stack_id == UINT32_MAX) {
+    if (n > FLAMME_MAX_STACK_FRAMES || stack_id == UINT32_MAX || w->by_node) {
         w->failed = 1;
         errno = EINVAL;
         return -1;
@@ -584,30 +617,14 @@ int flamme_pw_stack(flamme_pw *w, uint32_t stack_id, uint32_t n, const uint32_t 
     uint32_t same = 0, lim = n < w->last_n ? n : w->last_n;
     while (same < lim && w->last_frames[same] == frame_ids[n - 1 - same])
         same++;
-    uint32_t node = same ? w->last_nodes[same - 1] : 0;
-    w->last_n = same;
-    uint32_t i = same;
-    while (i < n) {
-        uint32_t made = w->nnodes;
-        if ((node = node_child(w, node, frame_ids[n - 1 - i])) == UINT32_MAX)
-            goto fail;
+    for (uint32_t i = same; i < n; i++)
         w->last_frames[i] = frame_ids[n - 1 - i];
-        w->last_nodes[i] = node;
-        w->last_n = ++i;
-        if (node == made)
-            break; /* a new node: every deeper one is new too */
-    }
-    if (i < n) {
-        if (node_chain(w, node, frame_ids, n - i, w->last_nodes + i) != 0)
-            goto fail;
-        for (; i < n; i++)
-            w->last_frames[i] = frame_ids[n - 1 - i];
-        w->last_n = n;
-        node = w->last_nodes[n - 1];
-    }
-    w->smap[stack_id] = node;
-    if (w->nodes.len >= BATCH_MAX && close_nodes(w) < 0)
+    w->last_n = same; /* until the rest has its nodes */
+    if (flamme_pw_nodes(w, same ? w->last_nodes[same - 1] : 0, n - same, w->last_frames + same,
+                        w->last_nodes + same) != 0)
         return -1;
+    w->last_n = n;
+    w->smap[stack_id] = n ? w->last_nodes[n - 1] : 0;
     return 0;
 fail:
     w->failed = 1;

@@ -15,7 +15,8 @@
  *   A raw payload is a sequence of records: u8 type, u32 body_len, body.
  *   2.x: stacks are a prefix tree of (parent node, frame) nodes and samples
  *   come in runs of varint, delta-coded samples (STACK_NODES, SAMPLES); the
- *   writer API still takes whole stacks and maps them to nodes itself.
+ *   writer API takes whole stacks and maps them to nodes itself, or
+ *   gives the caller the nodes (flamme_pw_nodes).
  *   A truncated file (process killed) decodes up to its last whole chunk.
  */
 #ifndef FLAMME_COMMON_PROFILE_H
@@ -167,6 +168,15 @@ int flamme_pw_thread_end(flamme_pw *w, uint32_t tid, uint64_t time_ns);
 int flamme_pw_frame(flamme_pw *w, uint32_t frame_id, uint64_t addr, uint64_t offset,
                     const char *function, const char *module);
 int flamme_pw_stack(flamme_pw *w, uint32_t stack_id, uint32_t n, const uint32_t *frame_ids);
+/* The prefix tree itself, for a caller that keeps its own stacks' nodes
+ * (the writer, per thread): the nodes of frames[0..m) (root side first)
+ * under node parent (0: the empty stack), defined if new, go to
+ * nodes[0..m). After flamme_pw_stacks_are_nodes, the stack ids samples and
+ * allocations name are such nodes, and flamme_pw_stack fails. Return 0, or
+ * -1 on allocation failure (the writer then stays failed). */
+int flamme_pw_nodes(flamme_pw *w, uint32_t parent, uint32_t m, const uint32_t *frames,
+                    uint32_t *nodes);
+void flamme_pw_stacks_are_nodes(flamme_pw *w);
 int flamme_pw_frame_line(flamme_pw *w, uint32_t frame_id, uint32_t line, const char *file);
 int flamme_pw_sample(flamme_pw *w, uint32_t stack_id, uint32_t tid, uint32_t weight,
                      int32_t domain, uint32_t flags, uint64_t time_ns);

@@ -28,6 +28,7 @@
 #include "common/roots.h"
 #include "writer/cfi_build.h"
 #include "writer/dedup.h"
+#include "writer/intern.h"
 #include "writer/lines.h"
 #include "writer/symbols.h"
 #include "writer/writer_host.h"
@@ -58,12 +59,16 @@ struct wslot {
     uint32_t serial;
     pid_t serial_tid;
     uint64_t serial_start;
-    /* This sweep: the work its samples made (one per sample, plus a frame's
-     * worth per frame interned one by one) and their weight (budget_sweep). */
+    /* This sweep: the work its samples made (one per sample, plus one per
+     * frame looked up: below the part a stack shared with the slot's last
+     * one, writer/intern.h) and their weight (budget_sweep). */
     uint64_t work, weight;
     /* The ring's read position and the time at the start of the current
      * second of measurement (ring_pace); 0: not started. */
     uint64_t pace_pos, pace_ns;
+    /* The last stack interned from the slot's threads (stack_of); valid in
+     * the current file. */
+    struct flamme_intern_thread last;
 };
 static struct wslot *ws; /* H.max_threads, allocated at the first start */
 static uint32_t next_serial;
@@ -81,8 +86,7 @@ static struct {
     flamme_dedup *dedup;
     flamme_symtab *syms;
     const char *self_module; /* libflamme.so's path (it has frame pointers); NULL when linked */
-    uint32_t *ids;           /* scratch: frame ids of one sample */
-    uint32_t ids_cap;
+    struct flamme_intern in; /* scratch of stack_of */
     uint64_t samples, lost;
     uint64_t records; /* ring records drained (idle sweeps back off) */
     uint32_t threads;
@@ -97,7 +101,7 @@ static struct {
     flamme_lines *lines;      /* its line table (kept across profiles), NULL if none */
     int lines_tried;
     int old_efd; /* the previous run's doorbell, closed one run later */
-    uint8_t *fact; /* per frame id: FR_* bits */
+    uint8_t *fact; /* per frame id: FR_* bits (writer/intern.h) */
     uint32_t fact_cap;
     /* Continuous profile (H.period_ns): segment seq covers
      * [seg_from, ...). Once a sweep starts past seg_from + period, rot_at
@@ -152,21 +156,6 @@ static void frame_line(uint32_t id, uint64_t vaddr, const char *module)
         flamme_pw_frame_line(W.pw, id, line, file) != 0)
         W.failed = 1;
 }
-
-/* Facts about a frame id, kept in a byte per id. */
-#define FR_HIDDEN 1u /* the agent's own code (H.hidden_fn: its pthread_create trampoline) */
-#define FR_ROOT 2u   /* a thread's first function */
-#define FR_MAIN 4u   /* the program's main() */
-/* The vDSO's exported functions (__vdso_clock_gettime...) call unnamed
- * internal code (the clock read); a sample there is shown as the exported
- * function, so the vDSO has one name per entry point. */
-#define FR_VDSO_NAMED 8u
-#define FR_VDSO_ANON 16u
-/* agent/dl.c's dlopen wrapper, under which the program's own dlopen
- * runs (its own work, the rows, is not sampled: in_agent): left out of the
- * stack like a tail call, so flamme does not show in the program's frames.
- * Any other agent function still shows: its time is flamme's. */
-#define FR_AGENT 32u
 
 /* Frame id for addr, emitting its FRAME record the first time. callee_facts
  * are the facts of the frame this one called (0 for the leaf): glibc ships
@@ -298,11 +287,10 @@ static void write_alloc_info(double rate, int live)
 }
 
 /* Raw-stack cache: the frame addresses of a sample, hashed whole, map to
- * the stack id the per-frame path gave them, so a stack seen before costs
- * one hash over its words instead of one table lookup per frame (deep
- * recursion sampled at a high rate would otherwise keep the writer busy).
- * Two independent 64-bit hashes and the length make a false match
- * vanishingly unlikely. */
+ * the node interning gave them, so a stack seen before that changed in many
+ * frames since its slot's last one (RAW_CACHE_FROM) costs one hash over its
+ * words instead of a lookup or two per frame changed. Two independent
+ * 64-bit hashes and the length make a false match vanishingly unlikely. */
 struct rawent {
     uint64_t h1, h2;
     uint32_t n, sid;  /* n = 0: empty */
@@ -361,40 +349,30 @@ static struct rawent *raw_slot(uint64_t h1, uint64_t h2, uint32_t n)
     return &W.raw[W.raw_n++];
 }
 
-/* Stack id of the raw frames of one sample (per-frame path: frame ids,
- * FRAME/STACK records for what is new). Sets *root. UINT32_MAX on failure. */
-static uint32_t stack_of(const uint64_t *frames, uint64_t n, int *root)
+static uint32_t frame_of(void *ctx, uint64_t addr, uint8_t callee_facts, uint8_t *facts)
 {
-    if (n > W.ids_cap) {
-        uint32_t *p = realloc(W.ids, n * sizeof *p);
-        if (!p)
-            return UINT32_MAX;
-        W.ids = p;
-        W.ids_cap = (uint32_t)n;
-    }
-    uint32_t k = 0;
-    uint8_t facts = 0, last_facts = 0;
-    for (uint64_t i = 0; i < n; i++) {
-        /* Return addresses point after the call; the call itself is one byte
-         * earlier, which keeps a call at the very end of a function (noreturn)
-         * attributed to that function. The leaf pc is exact. */
-        uint32_t id = frame_id(i ? frames[i] - 1 : frames[i], facts, &facts);
-        if (id == UINT32_MAX)
-            return UINT32_MAX;
-        if (facts & (FR_HIDDEN | FR_AGENT))
-            continue;
-        if (k && (W.fact[W.ids[k - 1]] & FR_VDSO_ANON) && (facts & FR_VDSO_NAMED))
-            k--; /* the unnamed vDSO callee folds into its exported caller */
-        W.ids[k++] = id;
-        last_facts = facts;
-    }
-    *root = (last_facts & FR_ROOT) != 0;
-    int is_new;
-    uint32_t sid = flamme_dedup_stack(W.dedup, W.ids, k, &is_new);
-    if (sid != UINT32_MAX && is_new && flamme_pw_stack(W.pw, sid, k, W.ids) != 0)
-        W.failed = 1;
-    return sid;
+    (void)ctx;
+    return frame_id(addr, callee_facts, facts);
 }
+
+/* Node of the raw frames of one sample of slot s (FRAME and STACK_NODES
+ * records for what is new), from the slot's last stack, of which it shares
+ * the root-most same frames (writer/intern.h). Sets *root. UINT32_MAX on
+ * failure. */
+static uint32_t stack_of(int s, const uint64_t *frames, uint32_t n, uint32_t same, int *root)
+{
+    W.in.pw = W.pw;
+    W.in.frame = frame_of;
+    return flamme_intern_stack(&W.in, &ws[s].last, frames, n, same, root);
+}
+
+/* A stack that changed in fewer frames than this since its slot's last one
+ * is interned from it (a lookup or two a frame changed); from this many on,
+ * the raw-stack cache is asked first (a hash a frame, whatever changed):
+ * it pays when a stack comes back after a big change, as a program's phases
+ * do. On ocamlopt no stack of more than 64 frames ever came back (0 hits
+ * in 882), so hashing every one of them was 7.5% of the writer's time. */
+#define RAW_CACHE_FROM 32
 
 /* Keeps a copy of a sample that belongs to the next segment (see rot_at).
  * Without memory it goes to the current segment rather than be lost. */
@@ -522,7 +500,10 @@ static void on_alloc_record(int slot, uint32_t kind, const uint64_t *rec, uint64
     a.domain = ra.domain;
     announce(slot, a.domain);
     int root;
-    a.stack_id = stack_of(ra.frames, ra.n, &root);
+    a.stack_id = ra.n > FLAMME_MAX_STACK_FRAMES
+                     ? UINT32_MAX
+                     : stack_of(slot, ra.frames, (uint32_t)ra.n,
+                                flamme_intern_shared(&ws[slot].last, ra.frames, (uint32_t)ra.n), &root);
     if (a.stack_id == UINT32_MAX) {
         W.failed = 1;
         return;
@@ -570,9 +551,17 @@ static void on_record(void *ctx, const uint64_t *rec, uint64_t nwords)
         return;
     }
     announce(s, domain);
-    uint64_t h1, h2;
-    raw_hash(frames, n, &h1, &h2);
-    struct rawent *e = n ? raw_slot(h1, h2, (uint32_t)n) : NULL;
+    if (n > FLAMME_MAX_STACK_FRAMES) {
+        W.failed = 1;
+        return;
+    }
+    uint32_t same = flamme_intern_shared(&ws[s].last, frames, (uint32_t)n);
+    uint64_t h1 = 0, h2 = 0;
+    struct rawent *e = NULL;
+    if (n - same >= RAW_CACHE_FROM) {
+        raw_hash(frames, n, &h1, &h2);
+        e = raw_slot(h1, h2, (uint32_t)n);
+    }
     uint32_t sid;
     int root;
     ws[s].work++;
@@ -581,8 +570,8 @@ static void on_record(void *ctx, const uint64_t *rec, uint64_t nwords)
         sid = e->sid;
         root = e->root;
     } else {
-        ws[s].work += n;
-        sid = stack_of(frames, n, &root);
+        sid = stack_of(s, frames, (uint32_t)n, same, &root);
+        ws[s].work += W.in.named;
         if (sid == UINT32_MAX) {
             W.failed = 1;
             return;
@@ -1186,6 +1175,7 @@ static void rotate(void)
     /* The new one: its own ids, its own threads (serials stay the run's). */
     W.pw = pw;
     flamme_pw_set_guard(W.pw, out_guard);
+    flamme_pw_stacks_are_nodes(W.pw);
     W.out_id = id;
     snprintf(W.path, sizeof W.path, "%s", path);
     flamme_dedup_free(W.dedup);
@@ -1195,8 +1185,10 @@ static void rotate(void)
         memset(W.raw_tab.slot, 0, W.raw_tab.cap * sizeof *W.raw_tab.slot);
     if (W.fact)
         memset(W.fact, 0, W.fact_cap);
-    for (int i = 0; i < H.max_threads; i++)
+    for (int i = 0; i < H.max_threads; i++) {
         ws[i].announced = 0;
+        flamme_intern_thread_reset(&ws[i].last); /* its nodes were the old file's */
+    }
     W.samples = W.lost = 0;
     W.threads = 0;
     W.failed = 0;
@@ -1223,13 +1215,15 @@ int flamme_writer_start(const struct flamme_writer_host *host, int fd, const cha
         close(fd);
         return -1;
     }
+    for (int i = 0; i < H.max_threads; i++)
+        flamme_intern_thread_reset(&ws[i].last); /* a previous profile's nodes */
     /* A profile may be started again after a stop: begin from a clean slate
      * (the symbolizer is kept: the process's code is the same). */
     flamme_symtab *keep_syms = W.syms;
     flamme_lines *keep_lines = W.lines;
     int keep_lines_tried = W.lines_tried;
     int keep_efd = W.thread ? W.old_efd : -1;
-    free(W.ids);
+    flamme_intern_free(&W.in);
     free(W.fact);
     free(W.raw);
     flamme_itab_free(&W.raw_tab);
@@ -1274,8 +1268,10 @@ int flamme_writer_start(const struct flamme_writer_host *host, int fd, const cha
     snprintf(W.path, sizeof W.path, "%s", path);
     fd = flamme_fd_high(fd, &W.out_id);
     W.pw = flamme_pw_open(fd, &h);
-    if (W.pw)
+    if (W.pw) {
         flamme_pw_set_guard(W.pw, out_guard);
+        flamme_pw_stacks_are_nodes(W.pw);
+    }
     W.dedup = flamme_dedup_new();
     if (!W.syms)
         W.syms = flamme_symtab_new();

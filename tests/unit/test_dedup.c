@@ -3,10 +3,12 @@
  * ids are dense from 0 in order of first sight, equal inputs get equal ids,
  * different inputs different ids, at the scale of a long profile.
  */
+#include <fcntl.h>
 #include <stdint.h>
 #include <stdlib.h>
 
 #include "tests/unit/check.h"
+#include "common/profile.h"
 #include "writer/dedup.h"
 
 static uint64_t rng_state = 0x1234567887654321ull;
@@ -17,51 +19,6 @@ static uint64_t rnd(void)
     rng_state ^= rng_state >> 7;
     rng_state ^= rng_state << 17;
     return rng_state;
-}
-
-TEST(same_sequence_same_id)
-{
-    flamme_dedup *d = flamme_dedup_new();
-    CHECK(d != NULL);
-    uint32_t a[] = { 3, 1, 4, 1, 5 }, b[] = { 3, 1, 4, 1, 5 };
-    int nw;
-    uint32_t x = flamme_dedup_stack(d, a, 5, &nw);
-    CHECK(x == 0 && nw == 1);
-    uint32_t y = flamme_dedup_stack(d, b, 5, &nw);
-    CHECK(y == x && nw == 0);
-    flamme_dedup_free(d);
-}
-
-TEST(different_and_prefix_sequences_distinct)
-{
-    flamme_dedup *d = flamme_dedup_new();
-    uint32_t s[] = { 7, 8, 9, 0, 0 };
-    uint32_t swapped[] = { 8, 7, 9 };
-    int nw;
-    uint32_t ids[6];
-    for (uint32_t n = 0; n <= 5; n++) { /* every prefix, including the empty stack */
-        ids[n] = flamme_dedup_stack(d, s, n, &nw);
-        CHECK(nw == 1);
-        CHECK(ids[n] == n); /* dense, in order of first sight */
-    }
-    uint32_t z = flamme_dedup_stack(d, swapped, 3, &nw);
-    CHECK(nw == 1 && z == 6);
-    for (uint32_t n = 0; n <= 5; n++) {
-        CHECK(flamme_dedup_stack(d, s, n, &nw) == ids[n]);
-        CHECK(nw == 0);
-    }
-    flamme_dedup_free(d);
-}
-
-TEST(empty_stack)
-{
-    flamme_dedup *d = flamme_dedup_new();
-    int nw;
-    CHECK(flamme_dedup_stack(d, NULL, 0, &nw) == 0 && nw == 1);
-    uint32_t one = 0;
-    CHECK(flamme_dedup_stack(d, &one, 1, &nw) == 1 && nw == 1);
-    CHECK(flamme_dedup_stack(d, &one, 0, &nw) == 0 && nw == 0);
-    flamme_dedup_free(d);
 }
 
 TEST(frames_dense_and_stable)
@@ -123,13 +80,23 @@ static int cmp_seq(const void *a, const void *b)
     return x->n < y->n ? -1 : x->n > y->n;
 }
 
+static const struct seq *sort_seqs;
+
+static int cmp_idx(const void *a, const void *b)
+{
+    return cmp_seq(&sort_seqs[*(const uint32_t *)a], &sort_seqs[*(const uint32_t *)b]);
+}
+
+/* Stacks are the profile's prefix-tree nodes now (common/profile.c,
+ * flamme_pw_nodes, which the writer interns through): one node per
+ * distinct sequence, whatever the order they come in. */
 TEST(million_random_stacks)
 {
     enum { N = 1000000, MAXD = 16 };
     uint32_t *p = malloc((size_t)N * MAXD * sizeof *p);
     struct seq *seqs = malloc(N * sizeof *seqs);
-    struct seq *first = malloc(N * sizeof *first); /* id -> first sequence seen */
     uint32_t *got = malloc(N * sizeof *got);
+    uint32_t nodes[MAXD];
     uint32_t off = 0;
     for (uint32_t i = 0; i < N; i++) {
         /* Short stacks over few frames repeat often; long ones rarely. */
@@ -140,52 +107,50 @@ TEST(million_random_stacks)
             p[off++] = (uint32_t)(rnd() % range);
     }
     pool = p;
-
-    flamme_dedup *d = flamme_dedup_new();
-    uint32_t next = 0;
-    int bad = 0;
+    int fd = open("/dev/null", O_WRONLY);
+    struct flamme_header h = { .pid = 1, .hz = 999 };
+    flamme_pw *w = flamme_pw_open(fd, &h);
+    CHECK(w != NULL);
+    flamme_pw_stacks_are_nodes(w);
     for (uint32_t i = 0; i < N; i++) {
-        int nw;
-        uint32_t id = flamme_dedup_stack(d, p + seqs[i].off, seqs[i].n, &nw);
-        got[i] = id;
-        if (nw) {
-            if (id != next)
-                bad++;
-            else
-                first[next++] = seqs[i];
-        } else if (id >= next || cmp_seq(&first[id], &seqs[i]) != 0) {
-            bad++; /* one id must always mean one sequence */
-        }
+        CHECK(flamme_pw_nodes(w, 0, seqs[i].n, p + seqs[i].off, nodes) == 0);
+        got[i] = seqs[i].n ? nodes[seqs[i].n - 1] : 0;
     }
-    CHECK(bad == 0);
-    /* As many ids as distinct sequences: equal sequences never got two ids. */
-    qsort(seqs, N, sizeof *seqs, cmp_seq);
-    uint32_t distinct = N ? 1 : 0;
-    for (uint32_t i = 1; i < N; i++)
-        distinct += cmp_seq(&seqs[i - 1], &seqs[i]) != 0;
-    CHECK(next == distinct);
-    CHECK(distinct < N);
-    /* Stable: asking again (in sorted order now) gives the ids of before. */
-    bad = 0;
-    for (uint32_t i = 0; i < N; i++) {
-        int nw;
-        uint32_t id = flamme_dedup_stack(d, p + seqs[i].off, seqs[i].n, &nw);
-        if (nw || id >= next || cmp_seq(&first[id], &seqs[i]) != 0)
+    /* Sorted by sequence, equal sequences are neighbours: they must share
+     * their node, and neighbours that differ must not (nor any two
+     * distinct sequences: each node has one path from the root). */
+    uint32_t *idx = malloc(N * sizeof *idx);
+    for (uint32_t i = 0; i < N; i++)
+        idx[i] = i;
+    sort_seqs = seqs;
+    qsort(idx, N, sizeof *idx, cmp_idx);
+    uint32_t bad = 0, distinct = 1;
+    for (uint32_t i = 1; i < N; i++) {
+        int same = cmp_seq(&seqs[idx[i - 1]], &seqs[idx[i]]) == 0;
+        distinct += !same;
+        if (same != (got[idx[i - 1]] == got[idx[i]]))
             bad++;
     }
     CHECK(bad == 0);
-    flamme_dedup_free(d);
+    CHECK(distinct < N);
+    /* Again, in sorted order: the nodes of before. */
+    bad = 0;
+    for (uint32_t i = 0; i < N; i++) {
+        uint32_t j = idx[i];
+        CHECK(flamme_pw_nodes(w, 0, seqs[j].n, p + seqs[j].off, nodes) == 0);
+        if ((seqs[j].n ? nodes[seqs[j].n - 1] : 0) != got[j])
+            bad++;
+    }
+    CHECK(bad == 0);
+    flamme_pw_close(w, 0, 0, 0, 0);
+    free(idx);
     free(p);
     free(seqs);
-    free(first);
     free(got);
 }
 
 int main(void)
 {
-    RUN(same_sequence_same_id);
-    RUN(different_and_prefix_sequences_distinct);
-    RUN(empty_stack);
     RUN(frames_dense_and_stable);
     RUN(million_random_stacks);
     return CHECK_DONE();

@@ -676,10 +676,11 @@ static void budget_sweep(int hwm, uint64_t sweep_ns)
 }
 
 /* Keeps a ring's consumed pages mapped while it comes round within 2 s
- * (common/ring.h, keep_pages), measured over a second or more of sweeps: a
- * thread sampled with deep stacks fills a 2 MiB ring in ~0.4 s (ocamlopt
- * at 999 Hz), and giving its pages back cost a TLB shootdown per drain and
- * a page fault in the handler per page. A slower ring gives them back. */
+ * (common/ring.h, keep_pages), measured over a second or more of sweeps, or
+ * as soon as it came round within one: a thread sampled with deep stacks
+ * fills a 2 MiB ring in ~0.4 s (ocamlopt at 999 Hz), and giving its pages
+ * back cost a TLB shootdown per drain and a page fault in the handler per
+ * page. A slower ring gives them back. */
 static void ring_pace(struct wslot *s, struct flamme_ring *r, uint64_t now)
 {
     if (!s->pace_ns || now < s->pace_ns || r->read_pos < s->pace_pos) {
@@ -688,9 +689,9 @@ static void ring_pace(struct wslot *s, struct flamme_ring *r, uint64_t now)
         return;
     }
     uint64_t dt = now - s->pace_ns;
-    if (dt < 1000000000u)
-        return;
     uint64_t words = r->read_pos - s->pace_pos;
+    if (dt < 1000000000u && words <= r->mask)
+        return;
     r->keep_pages = (double)words * 2e9 >= (double)(r->mask + 1) * (double)dt;
     s->pace_ns = now;
     s->pace_pos = r->read_pos;

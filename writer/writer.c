@@ -220,6 +220,9 @@ static struct wslot *slot_seen(int i, const struct flamme_writer_thread *t)
         w->announced = 0;
         w->domain = -1;
         w->pace_ns = 0;
+        /* Memory as deep as the stacks of the threads alive, not of every
+         * thread the slot ever had. */
+        flamme_intern_thread_free(&w->last);
     }
     w->t = *t;
     return w;

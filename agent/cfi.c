@@ -102,8 +102,12 @@ int flamme_cfi_lookup_cached_sigsafe(struct flamme_cfi_cache *c, uint64_t pc,
     struct flamme_cfi_cache_entry *e =
         &c->e[(pc * 0x9E3779B97F4A7C15ull) >> (64 - FLAMME_CFI_CACHE_BITS)];
     if (e->pc != pc || pc == 0) {
-        e->mod = find_row(s, pc, &e->idx);
+        uint32_t idx = 0;
+        const struct cfi_mod *m = find_row(s, pc, &idx);
+        e->found = m ? fill_row(m, idx, &e->row) : 0;
         e->pc = pc;
     }
-    return e->mod ? fill_row(e->mod, e->idx, row) : 0;
+    if (e->found)
+        *row = e->row;
+    return e->found;
 }

@@ -57,19 +57,20 @@ struct flamme_cfi_row {
  * async-signal-safe: yes. */
 int flamme_cfi_lookup_sigsafe(uint64_t pc, struct flamme_cfi_row *row);
 
-/* A thread's memo of the rows it looked up last, by pc (direct-mapped). A
- * deep stack repeats a few return addresses thousands of times (recursion):
- * each then costs a hash instead of two binary searches. Owned by one
- * thread's handler (or the thread itself with its handler kept out), in
- * its slot (agent/threads.h); emptied when the published set changes. */
-#define FLAMME_CFI_CACHE_BITS 6
+/* A thread's memo of the rows it looked up last, by pc (direct-mapped),
+ * kept decoded. A deep stack repeats a few hundred return addresses
+ * thousands of times (recursion): each then costs a hash and a copy
+ * instead of two binary searches and a decode over the module's tables
+ * (cache misses in a large program). Owned by one thread's handler (or the
+ * thread itself with its handler kept out), in its slot
+ * (agent/threads.h); emptied when the published set changes. */
+#define FLAMME_CFI_CACHE_BITS 9
 #define FLAMME_CFI_CACHE (1u << FLAMME_CFI_CACHE_BITS)
 struct cfi_set;
-struct cfi_mod;
 struct flamme_cfi_cache_entry {
-    uint64_t pc;               /* 0: empty */
-    const struct cfi_mod *mod; /* the module covering pc, or NULL: no row */
-    uint32_t idx;              /* its row there */
+    uint64_t pc; /* 0: empty */
+    int found;   /* row covers pc; 0: no row (no module with CFI, or a gap) */
+    struct flamme_cfi_row row;
 };
 struct flamme_cfi_cache {
     const struct cfi_set *set; /* the set the entries were found in */

@@ -375,7 +375,7 @@ static __attribute__((noinline)) void walk_sample_sigsafe(struct flamme_slot *s,
      * when this thread's OCaml stacks are unknown, but also while the
      * runtime grows a stack (caml_try_realloc_stack has already pointed the
      * frame pointers at the new stack; current_stack still names the old). */
-    struct flamme_walk_copy copy = {s->scratch, FLAMME_SCRATCH_WORDS, 16, &s->cfi_cache};
+    struct flamme_walk_copy copy = {s->scratch, FLAMME_SCRATCH_WORDS, 16, s->cfi_cache};
     struct flamme_walk_trace tr = {.max_walked = max};
     if (memo) {
         tr.ra_at = memo->trace;
@@ -446,7 +446,7 @@ int flamme_blocked_begin_nosig(uintptr_t callee, uintptr_t ret, uintptr_t sp, ui
     uint64_t *frames = rec + FLAMME_SAMPLE_HDR_WORDS;
     uint32_t wflags, n = 0;
     frames[n++] = callee;
-    struct flamme_walk_copy copy = {s->scratch, FLAMME_SCRATCH_WORDS, 16, &s->cfi_cache};
+    struct flamme_walk_copy copy = {s->scratch, FLAMME_SCRATCH_WORDS, 16, s->cfi_cache};
     struct flamme_walk_regs regs = {{0}, FLAMME_WALK_REG(FLAMME_DW_RSP) | FLAMME_WALK_REG(FLAMME_DW_RBP)};
     regs.r[FLAMME_DW_RSP] = sp;
     regs.r[FLAMME_DW_RBP] = fp;
@@ -467,7 +467,7 @@ uint32_t flamme_walk_caller_nosig(struct flamme_slot *s, uintptr_t ret, uintptr_
     struct flamme_range ranges[MAX_RANGES];
     int nocaml;
     int nr = collect_ranges(s, sp, ranges, domain, &nocaml);
-    struct flamme_walk_copy copy = {s->scratch, FLAMME_SCRATCH_WORDS, 16, &s->cfi_cache};
+    struct flamme_walk_copy copy = {s->scratch, FLAMME_SCRATCH_WORDS, 16, s->cfi_cache};
     struct flamme_walk_regs regs = {{0}, FLAMME_WALK_REG(FLAMME_DW_RSP) | FLAMME_WALK_REG(FLAMME_DW_RBP)};
     regs.r[FLAMME_DW_RSP] = sp;
     regs.r[FLAMME_DW_RBP] = fp;

@@ -97,6 +97,11 @@ void flamme_threads_atfork_child(void)
         atomic_store_explicit(&flamme_slots[i].armed, 0, memory_order_relaxed);
 }
 
+/* What arm_locked maps for a slot: the stack memo, then the rows' memo
+ * (the memo's size keeps it 64-byte aligned). */
+#define SLOT_MAP_BYTES (FLAMME_MEMO_BYTES + sizeof(struct flamme_cfi_cache))
+_Static_assert(FLAMME_MEMO_BYTES % 64 == 0, "the rows' memo follows the stack memo aligned");
+
 /* Arms s unless already armed; warns once per process on failure.
  * Caller holds arm_lock. */
 static void arm_locked(struct flamme_slot *s)
@@ -105,11 +110,14 @@ static void arm_locked(struct flamme_slot *s)
     if (atomic_load_explicit(&s->armed, memory_order_relaxed) || s->sig_blocked)
         return;
     if (!s->memo.frame) {
-        /* Touched only as deep as the thread's stacks go. */
-        void *m = mmap(NULL, FLAMME_MEMO_BYTES, PROT_READ | PROT_WRITE,
+        /* Touched only as deep as the thread's stacks go, and the rows'
+         * memo once sampling starts (36 KiB). */
+        void *m = mmap(NULL, SLOT_MAP_BYTES, PROT_READ | PROT_WRITE,
                        MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-        if (m != MAP_FAILED)
+        if (m != MAP_FAILED) {
             flamme_memo_init(&s->memo, m);
+            s->cfi_cache = (struct flamme_cfi_cache *)((char *)m + FLAMME_MEMO_BYTES);
+        }
     }
     if (!s->ring) {
         struct flamme_ring *r = flamme_ring_new(flamme_cfg.ring_words);
@@ -252,8 +260,9 @@ void flamme_slot_release(struct flamme_slot *s)
     flamme_ring_free(s->ring);
     s->ring = NULL;
     if (s->memo.frame)
-        munmap(s->memo.frame, FLAMME_MEMO_BYTES);
+        munmap(s->memo.frame, SLOT_MAP_BYTES);
     memset(&s->memo, 0, sizeof s->memo);
+    s->cfi_cache = NULL;
     atomic_store_explicit(&s->writer_debt_ns, 0, memory_order_relaxed);
     /* Pairs with the acquire CAS in claim_slot. */
     atomic_store_explicit(&s->state, FLAMME_SLOT_FREE, memory_order_release);

@@ -57,7 +57,9 @@ struct flamme_slot {
     int n_ocaml_ranges;
     int32_t last_domain;       /* handler-private: last domain id seen, or the creator's */
     uint64_t scratch[FLAMME_SCRATCH_WORDS]; /* handler-private: stack copied by checked reads */
-    struct flamme_cfi_cache cfi_cache; /* handler-private: the walk's memo of unwind rows */
+    /* Handler-private: the walk's memo of unwind rows, mapped after the
+     * stack memo (NULL until then: rows are looked up uncached). */
+    struct flamme_cfi_cache *cfi_cache;
     /* Handler-private: the thread's last whole stack (agent/memo.h), which
      * its next walk may replay frames from; mapped with the ring at the
      * first arming (memo.frame NULL if that failed). */

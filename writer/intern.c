@@ -10,6 +10,9 @@
 /* Bits beside the FR_* facts (which use the low six). */
 #define SEEN_ANY 0x80u /* in seen[]: some frame at or above was not skipped */
 #define KEPT 0x40u     /* in the facts scratch: the frame has a node of its own */
+_Static_assert(((FR_HIDDEN | FR_ROOT | FR_MAIN | FR_VDSO_NAMED | FR_VDSO_ANON | FR_AGENT) &
+                (SEEN_ANY | KEPT)) == 0,
+               "a frame fact collides with intern.c's own bits");
 
 /* Grows p (elem bytes each) to cap entries; 0 / -1 (p unchanged). */
 static int grow(void **p, uint32_t cap, size_t elem)

@@ -1,7 +1,9 @@
 /*
- * tests/unit/test_dedup.c — the writer's interning tables (writer/dedup.c):
- * ids are dense from 0 in order of first sight, equal inputs get equal ids,
- * different inputs different ids, at the scale of a long profile.
+ * tests/unit/test_dedup.c — the writer's interning: frame ids
+ * (writer/dedup.c) are dense from 0 in order of first sight, equal
+ * addresses get equal ids, different ones different ids; stacks, which are
+ * the profile's prefix-tree nodes (common/profile.c, flamme_pw_nodes), get
+ * one node per distinct sequence. At the scale of a long profile.
  */
 #include <fcntl.h>
 #include <stdint.h>

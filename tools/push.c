@@ -245,17 +245,39 @@ static int push_profile(CURL *curl, const struct flamme_profile *p, const char *
     return 0;
 }
 
+/* A file written to within the last SETTLE_S seconds may be caught between
+ * the program's open and its header, or within a chunk's write: what it
+ * holds then says nothing yet about whether it is a profile. */
+#define SETTLE_S 2
+
+/* 1 if path's data changed less than SETTLE_S seconds ago (or its age
+ * cannot be told), 0 if it has settled. */
+static int still_settling(const char *path)
+{
+    struct stat st;
+    struct timespec now;
+    if (stat(path, &st) != 0 || clock_gettime(CLOCK_REALTIME, &now) != 0)
+        return 1;
+    return now.tv_sec - st.st_mtim.tv_sec < SETTLE_S;
+}
+
 /* Loads and sends one file. 0 sent; 1 failed (said); 2 not a usable profile
- * (said); 3 not complete yet (still being written: nothing said). */
+ * (said); 3 not complete yet (still being written: nothing said). With
+ * need_complete (--watch), a file that does not load, or ends within a
+ * chunk, is only judged once it has stopped changing: until then it is
+ * "not complete yet", not "not a profile" — a segment the program has just
+ * created is empty for a moment, and one it is writing may end mid-chunk. */
 static int push_file(CURL *curl, const char *path, const struct push_opts *o, int need_complete)
 {
     struct flamme_profile p;
     char err[512];
     if (flamme_profile_load(path, &p, err, sizeof err) != 0) {
+        if (need_complete && still_settling(path))
+            return 3;
         fprintf(stderr, PUSH_ERR "%s\n", err);
         return 2;
     }
-    if (need_complete && !p.complete && !p.truncated) {
+    if (need_complete && !p.complete && (!p.truncated || still_settling(path))) {
         flamme_profile_free(&p);
         return 3;
     }

@@ -176,6 +176,63 @@ def test_push_watch(build, ocaml_default, server, check, tmp_path):
 
 
 @pytest.mark.slow
+def test_push_watch_unfinished(build, ocaml_default, server, check, tmp_path):
+    """--watch --delete on a profile caught while it is written (as a
+    program's new segment is: empty after its open, then cut within its
+    header or a chunk): nothing said, nothing sent, the file kept; once it
+    is whole it is sent whole and deleted. A file that stays unreadable
+    after it stopped changing gets one line and is kept."""
+    exe = phases_main(ocaml_default)
+    src = tmp_path / "src"
+    os.makedirs(src)
+    flammetest.run([exe, "0.3"], env=segment_env(build, str(src / "one.%p.flm")), timeout=120)
+    made = sorted(glob.glob(str(src / "*.flm")))
+    assert made, "no profile written"
+    with open(made[0], "rb") as f:
+        data = f.read()
+    d = tmp_path / "watch"
+    os.makedirs(d)
+    target = str(d / "a.flm")
+    w = subprocess.Popen([build.flamme, "push", "--watch", str(d), "--delete", "--interval", "0.1",
+                          "--url", server, "--label", "env=test"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    waited = []
+    for cut in (0, 10, len(data) // 2, len(data) - 5):
+        with open(target, "wb") as f:
+            f.write(data[:cut])
+        time.sleep(0.5)
+        waited.append((cut, len(Receiver.requests), os.path.exists(target)))
+    check(all(n == 0 and kept for _, n, kept in waited),
+          "a profile cut at 0, 10, half and all but 5 bytes is waited for (not sent, kept)",
+          str(waited))
+    with open(target, "wb") as f:
+        f.write(data)
+    deadline = time.time() + 10
+    while os.path.exists(target) and time.time() < deadline:
+        time.sleep(0.1)
+    bad = str(d / "b.flm")
+    with open(bad, "wb") as f:
+        f.write(b"not a profile\n")
+    old = time.time() - 10
+    os.utime(bad, (old, old))
+    time.sleep(1.0)
+    w.terminate()
+    _, werr = w.communicate(timeout=30)
+    n = len(Receiver.requests)
+    total = None
+    if n == 1:
+        total = pprof_total(parts(Receiver.requests[0])[1].get("profile", (None, b""))[1],
+                            str(tmp_path))[0]
+    want = report_weight(build, made[:1])[1]
+    check(n == 1 and total == want and not os.path.exists(target),
+          "once whole, it is sent whole (pprof total == the profile's samples) and deleted",
+          "%d requests, total %s of %s, kept %s" % (n, total, want, os.path.exists(target)))
+    lines = werr.strip().splitlines()
+    check(len(lines) == 1 and bad in lines[0] and "not a flamme profile" in lines[0] and
+          os.path.exists(bad), "a settled unreadable file: one line naming it, kept", werr)
+
+
+@pytest.mark.slow
 def test_push_files(build, ocaml_default, server, check, tmp_path):
     """FILE...: profiles kept, the first and the last (shorter) segment's
     requests checked against the API; then a server that refuses and one

@@ -22,8 +22,8 @@ asserts nothing.
   flamme does; a `[kernel]` leaf counts for its caller); and the share of
   the perf engine's weight that is a `[kernel]` leaf. One run each: the
   differences include the program's own variation from run to run, except
-  timer=record: --engine timer run under perf record, both views of one
-  run (flamme's own samples left out of perf's).
+  timer=record and perf=record: --engine timer / perf run under perf
+  record, both views of one run (flamme's own samples left out of perf's).
 Usage: engine_bench.py [--build DIR] [--rounds N] [--only gc,budget,agree]
                        [--programs atomq,yielder,...]
 """
@@ -269,12 +269,12 @@ def perf_record_leaves(ctx, exe, cmd, env=None):
 def bench_agreement(ctx, programs=None):
     print("Engine agreement (999 Hz; largest difference among the top-20 leaf self-times, in"
           " percentage points, and its leaf; a [kernel] leaf counts for the function that entered"
-          " the kernel; goals: perf~timer <= 2, each ~ perf record <= 3; timer=record: --engine"
-          " timer run under perf record, both views of one run, free of the program's own"
-          " variation)")
-    print("  %-10s %-5s %-22s %-22s %-22s %-22s %-22s %8s" % (
+          " the kernel; goals: perf~timer <= 2, each ~ perf record <= 3; timer=record and"
+          " perf=record: that engine run under perf record, both views of one run, free of the"
+          " program's own variation)")
+    print("  %-10s %-5s %-22s %-22s %-22s %-22s %-22s %-22s %8s" % (
         "program", "build", "perf~timer", "auto~timer", "perf~record", "timer~record",
-        "timer=record", "[kernel]"))
+        "timer=record", "perf=record", "[kernel]"))
     for suite, prog, args, comps in AGREE:
         if programs and prog not in programs:
             continue
@@ -303,20 +303,24 @@ def bench_agreement(ctx, programs=None):
             env = {"LD_LIBRARY_PATH": os.path.dirname(exe)}
             ref = perf_record_leaves(ctx, exe, [exe] + args, env)
             ref = renamed(ref) if ref else None
-            prof = os.path.join(ctx.work, "agree-same.flm")
-            same = perf_record_leaves(ctx, exe, ef.record_cmd(ctx.build, exe, args, prof, 999, "timer"),
-                                      env)
-            same = (renamed(same), renamed(ef.leaf_shares(collapse(ctx.build, prof)))) if same else None
+            same = {}
+            for eng in ("timer", "perf"):
+                prof = os.path.join(ctx.work, "agree-same-%s.flm" % eng)
+                ref1 = perf_record_leaves(ctx, exe, ef.record_cmd(ctx.build, exe, args, prof, 999, eng),
+                                          env)
+                if ref1:
+                    same[eng] = (renamed(ref1), renamed(ef.leaf_shares(collapse(ctx.build, prof))))
 
             def fmt(a, b):
                 if b is None:
                     return "-"
                 pp, leaf = ef.disagreement(a, b)
                 return "%5.1f %s" % (pp, (leaf or "")[:16])
-            print("  %-10s %-5s %-22s %-22s %-22s %-22s %-22s %7.1f%%" % (
+            print("  %-10s %-5s %-22s %-22s %-22s %-22s %-22s %-22s %7.1f%%" % (
                 prog, comp, fmt(sh["perf"], sh["timer"]), fmt(sh["auto"], sh["timer"]),
                 fmt(sh["perf"], ref), fmt(sh["timer"], ref),
-                fmt(same[1], same[0]) if same else "-", kern))
+                *(fmt(same[e][1], same[e][0]) if e in same else "-" for e in ("timer", "perf")),
+                kern))
 
 
 def main():

@@ -126,6 +126,26 @@ static int reload(struct top *t)
     return 0;
 }
 
+/* 1 if path looks like a profile its program has only just created: written
+ * within the last 2 s, and shorter than a header with every byte it has
+ * one of the magic's first (an empty file, at first). Such a file becomes a
+ * profile within moments (the agent opens it, then writes the header). */
+static int just_created(const char *path)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return 0;
+    struct stat st;
+    char head[8];
+    ssize_t n = fstat(fd, &st) == 0 ? read(fd, head, sizeof head) : -1;
+    close(fd);
+    struct timespec now;
+    if (n < 0 || st.st_size >= FLAMME_HEADER_SIZE || clock_gettime(CLOCK_REALTIME, &now) != 0 ||
+        now.tv_sec - st.st_mtim.tv_sec >= 2)
+        return 0;
+    return memcmp(head, FLAMME_MAGIC, (size_t)n) == 0;
+}
+
 /* The index of the selected thread in t->p, or -1 (all, or gone). */
 static long sel_index(const struct top *t)
 {
@@ -755,9 +775,15 @@ int flamme_cmd_top(int argc, char **argv)
     char cmdline[1024], tmpdir[PATH_MAX] = "", tmpfile[PATH_MAX + 16];
     if (!with_cmd) {
         t.path = t.shown = argv[i];
-        if (reload(&t) != 0) {
-            fprintf(stderr, "flamme top: %s\n", t.err);
-            return 2;
+        /* A file its program has just created may not hold its header yet. */
+        uint64_t give_up = now_ns() + 3000000000ull;
+        while (reload(&t) != 0) {
+            struct timespec ts = {0, 20000000};
+            if (got_quit || !just_created(t.path) || now_ns() > give_up) {
+                fprintf(stderr, "flamme top: %s\n", t.err);
+                return 2;
+            }
+            nanosleep(&ts, NULL);
         }
         int rc = t.tty && !once ? run_tty(&t) : run_plain(&t, once);
         flamme_profile_free(&t.p);

@@ -31,6 +31,7 @@ import os
 import re
 import shutil
 import subprocess
+import threading
 import time
 
 import pytest
@@ -306,6 +307,25 @@ def test_file(build, ocaml, check, tmp_path):
           {r[2] for r in rows[:2]} == {"Phases.phase_a", "Phases.phase_b"},
           "--once --window all gives report's top functions by self (phase_a, phase_b first)",
           "top %s\nreport %s" % (rows[:k], rrows[:k]))
+    # The same profile caught as its program has just created the file
+    # (empty, then the header): waited for, not "not a flamme profile".
+    fresh = str(tmp_path / "fresh.flm")
+    open(fresh, "wb").close()
+    with open(out, "rb") as f:
+        data = f.read()
+
+    def fill():
+        time.sleep(0.4)
+        with open(fresh, "r+b") as f:
+            f.write(data)
+    th = threading.Thread(target=fill)
+    th.start()
+    late = flammetest.run([build.flamme, "top", "--once", "--window", "all", fresh])
+    th.join()
+    lrows = parse_table(split_tables(late.stdout)[0])[2] if split_tables(late.stdout) else []
+    check(late.returncode == 0 and k >= 2 and lrows[:k] == rows[:k],
+          "a file caught before its header is waited for, then shown as the finished profile",
+          "rc %d stderr %r rows %s" % (late.returncode, late.stderr, lrows[:k]))
 
 
 @pytest.mark.slow

@@ -297,33 +297,64 @@ static void on_stop(int sig)
     stop_watch = 1;
 }
 
-/* Names already handled in this run (pushed and kept, or unusable). */
+/* Files already handled in this run (pushed and kept, or unusable), by
+ * name and identity: a new file under an old name (a pid the system gave
+ * out again, a profile written over) is a new profile and is sent. */
+struct seen_file {
+    char *name;
+    dev_t dev;
+    ino_t ino;
+    off_t size;
+    struct timespec mtime;
+};
+
 struct seen {
-    char **names;
+    struct seen_file *v;
     size_t n, cap;
 };
 
-static int seen_has(const struct seen *s, const char *name)
+static int same_file(const struct seen_file *f, const char *name, const struct stat *st)
+{
+    return f->dev == st->st_dev && f->ino == st->st_ino && f->size == st->st_size &&
+           f->mtime.tv_sec == st->st_mtim.tv_sec && f->mtime.tv_nsec == st->st_mtim.tv_nsec &&
+           strcmp(f->name, name) == 0;
+}
+
+static int seen_has(const struct seen *s, const char *name, const struct stat *st)
 {
     for (size_t i = 0; i < s->n; i++)
-        if (strcmp(s->names[i], name) == 0)
+        if (same_file(&s->v[i], name, st))
             return 1;
     return 0;
 }
 
-static void seen_add(struct seen *s, const char *name)
+/* Remembers name as st; an older entry under the same name is replaced.
+ * Without memory the file is simply tried again on the next pass. */
+static void seen_add(struct seen *s, const char *name, const struct stat *st)
 {
-    if (s->n == s->cap) {
-        size_t nc = s->cap ? 2 * s->cap : 64;
-        char **a = realloc(s->names, nc * sizeof *a);
-        if (!a)
+    struct seen_file *f = NULL;
+    for (size_t i = 0; i < s->n && !f; i++)
+        if (strcmp(s->v[i].name, name) == 0)
+            f = &s->v[i];
+    if (!f) {
+        if (s->n == s->cap) {
+            size_t nc = s->cap ? 2 * s->cap : 64;
+            struct seen_file *a = realloc(s->v, nc * sizeof *a);
+            if (!a)
+                return;
+            s->v = a;
+            s->cap = nc;
+        }
+        char *d = strdup(name);
+        if (!d)
             return;
-        s->names = a;
-        s->cap = nc;
+        f = &s->v[s->n++];
+        f->name = d;
     }
-    char *d = strdup(name);
-    if (d)
-        s->names[s->n++] = d;
+    f->dev = st->st_dev;
+    f->ino = st->st_ino;
+    f->size = st->st_size;
+    f->mtime = st->st_mtim;
 }
 
 static int by_name(const void *a, const void *b)
@@ -354,8 +385,7 @@ static int watch(CURL *curl, const char *dir, const struct push_opts *o, int del
         struct dirent *e;
         while ((e = readdir(d))) {
             size_t l = strlen(e->d_name);
-            if (l < 5 || strcmp(e->d_name + l - 4, ".flm") != 0 || e->d_name[0] == '.' ||
-                seen_has(&seen, e->d_name))
+            if (l < 5 || strcmp(e->d_name + l - 4, ".flm") != 0 || e->d_name[0] == '.')
                 continue;
             if (n == cap) {
                 cap = cap ? 2 * cap : 64;
@@ -374,14 +404,20 @@ static int watch(CURL *curl, const char *dir, const struct push_opts *o, int del
             char path[4096];
             snprintf(path, sizeof path, "%s/%s", dir, names[i]);
             struct stat st;
-            if (lstat(path, &st) != 0 || !S_ISREG(st.st_mode))
+            if (lstat(path, &st) != 0 || !S_ISREG(st.st_mode) || seen_has(&seen, names[i], &st))
                 continue;
             int r = push_file(curl, path, o, 1);
-            if (r == 0 && del && unlink(path) != 0)
-                fprintf(stderr, PUSH_ERR "sent %s but cannot delete it: %s\n", path,
-                        strerror(errno));
-            if (r == 0 || r == 2)
-                seen_add(&seen, names[i]);
+            int gone = 0;
+            if (r == 0 && del) {
+                gone = unlink(path) == 0;
+                if (!gone)
+                    fprintf(stderr, PUSH_ERR "sent %s but cannot delete it: %s\n", path,
+                            strerror(errno));
+            }
+            /* Remembered as it was before the read: a file that changed
+             * meanwhile is looked at again, as a new version. */
+            if ((r == 0 || r == 2) && !gone)
+                seen_add(&seen, names[i], &st);
         }
         for (size_t i = 0; i < n; i++)
             free(names[i]);
@@ -393,8 +429,8 @@ static int watch(CURL *curl, const char *dir, const struct push_opts *o, int del
             ;
     }
     for (size_t i = 0; i < seen.n; i++)
-        free(seen.names[i]);
-    free(seen.names);
+        free(seen.v[i].name);
+    free(seen.v);
     return rc;
 }
 

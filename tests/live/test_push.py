@@ -27,6 +27,7 @@ import glob
 import http.server
 import os
 import re
+import shutil
 import subprocess
 import threading
 import time
@@ -210,6 +211,13 @@ def test_push_watch_unfinished(build, ocaml_default, server, check, tmp_path):
     deadline = time.time() + 10
     while os.path.exists(target) and time.time() < deadline:
         time.sleep(0.1)
+    # The same name again (a pid the system gave out again): a new profile.
+    with open(target, "wb") as f:
+        f.write(data)
+    deadline = time.time() + 10
+    while os.path.exists(target) and time.time() < deadline:
+        time.sleep(0.1)
+    again = len(Receiver.requests)
     bad = str(d / "b.flm")
     with open(bad, "wb") as f:
         f.write(b"not a profile\n")
@@ -220,16 +228,50 @@ def test_push_watch_unfinished(build, ocaml_default, server, check, tmp_path):
     _, werr = w.communicate(timeout=30)
     n = len(Receiver.requests)
     total = None
-    if n == 1:
+    if n >= 1:
         total = pprof_total(parts(Receiver.requests[0])[1].get("profile", (None, b""))[1],
                             str(tmp_path))[0]
     want = report_weight(build, made[:1])[1]
-    check(n == 1 and total == want and not os.path.exists(target),
+    check(n == 2 and total == want and not os.path.exists(target),
           "once whole, it is sent whole (pprof total == the profile's samples) and deleted",
           "%d requests, total %s of %s, kept %s" % (n, total, want, os.path.exists(target)))
+    check(again == 2, "a new file under a name already sent and deleted is sent too",
+          "%d requests after it" % again)
     lines = werr.strip().splitlines()
     check(len(lines) == 1 and bad in lines[0] and "not a flamme profile" in lines[0] and
           os.path.exists(bad), "a settled unreadable file: one line naming it, kept", werr)
+
+
+@pytest.mark.slow
+def test_push_watch_keep(build, ocaml_default, server, check, tmp_path):
+    """--watch without --delete: a profile is sent once however many passes
+    see it; the same name written over with another profile is sent again."""
+    exe = phases_main(ocaml_default)
+    src = tmp_path / "src"
+    os.makedirs(src)
+    flammetest.run([exe, "0.3"], env=segment_env(build, str(src / "one.%p.flm")), timeout=120)
+    made = sorted(glob.glob(str(src / "*.flm")))
+    assert len(made) >= 2, "fewer than two segments written"
+    d = tmp_path / "watch"
+    os.makedirs(d)
+    target = str(d / "a.flm")
+    shutil.copyfile(made[0], target)
+    w = subprocess.Popen([build.flamme, "push", "--watch", str(d), "--interval", "0.1",
+                          "--url", server, "--label", "env=test"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    time.sleep(1.0)
+    first = len(Receiver.requests)
+    shutil.copyfile(made[1], target + ".tmp")
+    os.rename(target + ".tmp", target)
+    time.sleep(1.0)
+    w.terminate()
+    _, werr = w.communicate(timeout=30)
+    bodies = [parts(r)[1].get("profile", (None, b""))[1] for r in Receiver.requests]
+    check(first == 1, "a kept profile is sent once in ten passes", "%d requests" % first)
+    check(len(bodies) == 2 and bodies[0] != bodies[1] and os.path.exists(target) and
+          not werr.strip(),
+          "the name written over with another segment: that one is sent too, the file kept",
+          "%d requests, bodies differ: %s, stderr %r" % (len(bodies), len(set(bodies)) == 2, werr))
 
 
 @pytest.mark.slow

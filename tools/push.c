@@ -261,6 +261,45 @@ static int still_settling(const char *path)
     return now.tv_sec - st.st_mtim.tv_sec < SETTLE_S;
 }
 
+/* 1 if process pid may still write a profile that began at start_ns
+ * (CLOCK_REALTIME): it lives, and it started no later than that (a later
+ * process is another one under a reused pid). When that cannot be told,
+ * 1. */
+static int writer_may_write(uint32_t pid, uint64_t start_ns)
+{
+    if (!pid || pid > INT32_MAX)
+        return 0;
+    if (kill((pid_t)pid, 0) != 0 && errno == ESRCH)
+        return 0;
+    char path[64], buf[1024];
+    snprintf(path, sizeof path, "/proc/%u/stat", (unsigned)pid);
+    FILE *f = fopen(path, "re");
+    if (!f)
+        return errno != ENOENT;
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = 0;
+    /* Field 22, starttime in clock ticks since boot; fields 3.. follow the
+     * last ')' (the command name may hold anything). */
+    const char *q = strrchr(buf, ')');
+    unsigned long long ticks = 0;
+    if (!q || sscanf(q + 1, " %*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d %*d %*d "
+                            "%*d %*d %llu", &ticks) != 1)
+        return 1;
+    unsigned long long btime = 0;
+    if (!(f = fopen("/proc/stat", "re")))
+        return 1;
+    char line[256];
+    while (fgets(line, sizeof line, f) && sscanf(line, "btime %llu", &btime) != 1)
+        ;
+    fclose(f);
+    long hz = sysconf(_SC_CLK_TCK);
+    if (!btime || hz <= 0)
+        return 1;
+    /* Seconds, with btime's own rounding: 2 s of slack. */
+    return btime + ticks / (unsigned long long)hz <= start_ns / 1000000000ull + 2;
+}
+
 /* Loads and sends one file. 0 sent; 1 failed (said); 2 not a usable profile
  * (said); 3 not complete yet (still being written: nothing said). With
  * need_complete (--watch), a file that does not load, or ends within a
@@ -277,11 +316,20 @@ static int push_file(CURL *curl, const char *path, const struct push_opts *o, in
         fprintf(stderr, PUSH_ERR "%s\n", err);
         return 2;
     }
-    if (need_complete && !p.complete && (!p.truncated || still_settling(path))) {
+    /* An incomplete file that stopped changing is still waited for while
+     * its program may write more (a program idle for a while); once that
+     * program is gone (killed), what it wrote is all there will be. */
+    int ended = 0;
+    if (need_complete && !p.complete &&
+        (still_settling(path) ||
+         (!p.truncated && !(ended = !writer_may_write(p.hdr.pid, p.hdr.start_realtime_ns))))) {
         flamme_profile_free(&p);
         return 3;
     }
-    if (p.truncated)
+    if (ended)
+        fprintf(stderr, PUSH_ERR "%s: incomplete, its program (pid %u) ended without finishing "
+                "it; sending what it wrote\n", path, (unsigned)p.hdr.pid);
+    else if (p.truncated)
         fprintf(stderr, PUSH_ERR "%s: file is truncated or damaged; sending what was readable\n",
                 path);
     int rc = push_profile(curl, &p, path, o);

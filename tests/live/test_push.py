@@ -275,6 +275,61 @@ def test_push_watch_keep(build, ocaml_default, server, check, tmp_path):
 
 
 @pytest.mark.slow
+def test_push_watch_killed(build, ocaml_default, server, check, tmp_path):
+    """--watch --once --delete on the segment of a program that sleeps (the
+    file stops changing): it is left alone, however long unchanged. Once
+    the program dies of SIGKILL, the segment never gets its end record:
+    what it holds is sent (one line says so) and deleted, not left in the
+    directory for ever."""
+    exe = phases_main(ocaml_default)
+    d = str(tmp_path / "segs")
+    os.makedirs(d)
+    env = segment_env(build, os.path.join(d, "seg.%p.flm"))
+    env["FLAMME_PERIOD"] = "60"
+    prog = subprocess.Popen([exe, "0.5", "60"], env=env, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    # Asleep: the segment holds samples and has not changed for 2.5 s.
+    peek = str(tmp_path / "peek.flm")
+    deadline, stable, seg = time.time() + 30, None, None
+    while time.time() < deadline:
+        time.sleep(0.2)
+        segs = glob.glob(os.path.join(d, "*.flm"))
+        if len(segs) != 1:
+            continue
+        seg = segs[0]
+        st = os.stat(seg)
+        if stable is None or stable[0] != (st.st_size, st.st_mtime_ns):
+            stable = ((st.st_size, st.st_mtime_ns), time.time())
+        elif time.time() - stable[1] > 2.5:
+            break
+    shutil.copyfile(seg, peek)
+    want = report_weight(build, [peek])[1]
+    push = [build.flamme, "push", "--watch", d, "--once", "--delete", "--url", server,
+            "--label", "env=test"]
+    idle = flammetest.run(push, timeout=60)
+    check(want and idle.returncode == 0 and not Receiver.requests and os.path.exists(seg) and
+          not idle.stderr.strip(),
+          "a sleeping program's unchanged segment is left for later: not sent, kept, nothing said",
+          "weight %s, rc %d, %d requests, kept %s, stderr %r" % (
+              want, idle.returncode, len(Receiver.requests), os.path.exists(seg), idle.stderr))
+    prog.kill()
+    prog.wait()
+    gone = flammetest.run(push, timeout=60)
+    n = len(Receiver.requests)
+    total = None
+    if n:
+        total = pprof_total(parts(Receiver.requests[-1])[1].get("profile", (None, b""))[1],
+                            str(tmp_path))[0]
+    lines = gone.stderr.strip().splitlines()
+    check(gone.returncode == 0 and n == 1 and total == want and not os.path.exists(seg),
+          "killed: its segment is sent (pprof total == its samples) and deleted",
+          "rc %d, %d requests, total %s of %s, kept %s" % (gone.returncode, n, total, want,
+                                                          os.path.exists(seg)))
+    check(len(lines) == 1 and seg in lines[0] and "ended without finishing" in lines[0],
+          "one line names the incomplete segment and why it is sent", gone.stderr)
+
+
+@pytest.mark.slow
 def test_push_files(build, ocaml_default, server, check, tmp_path):
     """FILE...: profiles kept, the first and the last (shorter) segment's
     requests checked against the API; then a server that refuses and one

@@ -9,7 +9,10 @@
  * &aggregationType=sum, body multipart/form-data with the gzip'd pprof in the
  * part "profile"; samples carry a "thread" label. With --watch DIR, the
  * complete profiles that appear in DIR are sent as they complete, then
- * deleted (--delete) or remembered for this run. Single-threaded.
+ * deleted (--delete) or remembered for this run (by name and identity).
+ * A file is judged only once it has stopped changing, and an incomplete one
+ * only once its program is gone (killed before it could finish the file).
+ * Single-threaded.
  */
 #include "tools/cmds.h"
 
@@ -301,11 +304,12 @@ static int writer_may_write(uint32_t pid, uint64_t start_ns)
 }
 
 /* Loads and sends one file. 0 sent; 1 failed (said); 2 not a usable profile
- * (said); 3 not complete yet (still being written: nothing said). With
- * need_complete (--watch), a file that does not load, or ends within a
- * chunk, is only judged once it has stopped changing: until then it is
- * "not complete yet", not "not a profile" — a segment the program has just
- * created is empty for a moment, and one it is writing may end mid-chunk. */
+ * (said); 3 not complete yet (nothing said). With need_complete (--watch),
+ * a file that does not load, or ends within a chunk, is only judged once it
+ * has stopped changing: until then it is "not complete yet", not "not a
+ * profile" (a segment the program has just created is empty for a moment,
+ * and one it is writing may end mid-chunk); an incomplete one is sent as it
+ * stands (said) only once its program is gone. */
 static int push_file(CURL *curl, const char *path, const struct push_opts *o, int need_complete)
 {
     struct flamme_profile p;

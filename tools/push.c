@@ -261,7 +261,9 @@ static int still_settling(const char *path)
     struct timespec now;
     if (stat(path, &st) != 0 || clock_gettime(CLOCK_REALTIME, &now) != 0)
         return 1;
-    return now.tv_sec - st.st_mtim.tv_sec < SETTLE_S;
+    double age = (double)(now.tv_sec - st.st_mtim.tv_sec) +
+                 (double)(now.tv_nsec - st.st_mtim.tv_nsec) / 1e9;
+    return age < SETTLE_S;
 }
 
 /* 1 if process pid may still write a profile that began at start_ns

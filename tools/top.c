@@ -141,7 +141,8 @@ static int just_created(const char *path)
     close(fd);
     struct timespec now;
     if (n < 0 || st.st_size >= FLAMME_HEADER_SIZE || clock_gettime(CLOCK_REALTIME, &now) != 0 ||
-        now.tv_sec - st.st_mtim.tv_sec >= 2)
+        (double)(now.tv_sec - st.st_mtim.tv_sec) +
+                (double)(now.tv_nsec - st.st_mtim.tv_nsec) / 1e9 >= 2.0)
         return 0;
     return memcmp(head, FLAMME_MAGIC, (size_t)n) == 0;
 }

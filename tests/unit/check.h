@@ -6,6 +6,7 @@
  */
 #ifndef FLAMME_TESTS_CHECK_H
 #define FLAMME_TESTS_CHECK_H
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -22,6 +23,17 @@ static int check_failed_in_test, check_passed, check_failed;
 #define RUN(name) do { check_failed_in_test = 0; name(); \
     if (check_failed_in_test) { check_failed++; fprintf(stderr, "not ok %s\n", #name); } \
     else { check_passed++; printf("ok %s\n", #name); } } while (0)
+/* One step of xorshift64 (13, 7, 17) on *state: the tests' reproducible
+ * random numbers, each file with its own seed. */
+static inline uint64_t check_xorshift(uint64_t *state)
+{
+    uint64_t x = *state;
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    return *state = x;
+}
+
 #define CHECK_DONE() (printf("unit %s: %d passed, %d failed\n", __FILE__, check_passed, check_failed), \
     check_failed ? 1 : 0)
 

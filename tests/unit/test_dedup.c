@@ -17,10 +17,7 @@ static uint64_t rng_state = 0x1234567887654321ull;
 
 static uint64_t rnd(void)
 {
-    rng_state ^= rng_state << 13;
-    rng_state ^= rng_state >> 7;
-    rng_state ^= rng_state << 17;
-    return rng_state;
+    return check_xorshift(&rng_state);
 }
 
 TEST(frames_dense_and_stable)

@@ -22,10 +22,7 @@ static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
 
 static uint64_t rnd(void)
 {
-    rng_state ^= rng_state << 13;
-    rng_state ^= rng_state >> 7;
-    rng_state ^= rng_state << 17;
-    return rng_state;
+    return check_xorshift(&rng_state);
 }
 
 /* Addresses 0x1000 + 16 * k (k < NADDR) name frame k; a return address is

@@ -33,10 +33,7 @@ static int by_key_seq(const void *a, const void *b)
 static uint64_t rng = 88172645463325252ull;
 static uint64_t next(void)
 {
-    rng ^= rng << 13;
-    rng ^= rng >> 7;
-    rng ^= rng << 17;
-    return rng;
+    return check_xorshift(&rng);
 }
 
 /* Sorts n elements made of runs of about run_len ascending keys (keys

@@ -27,4 +27,10 @@ int flamme_cmd_top(int argc, char **argv);
  * status to return (1, 2). A child that cannot exec cmd exits 127. */
 pid_t flamme_record_spawn(const char *verb, const char *out, char **cmd, int *rc);
 
+struct stat;
+/* (tools/push.c) Seconds since the data st describes last changed (its
+ * mtime against CLOCK_REALTIME, to the nanosecond); -1 if the clock cannot
+ * be read. Tells a profile still being written (push --watch, top FILE). */
+double flamme_file_age(const struct stat *st);
+
 #endif

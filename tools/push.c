@@ -253,17 +253,23 @@ static int push_profile(CURL *curl, const struct flamme_profile *p, const char *
  * holds then says nothing yet about whether it is a profile. */
 #define SETTLE_S 2
 
+double flamme_file_age(const struct stat *st)
+{
+    struct timespec now;
+    if (clock_gettime(CLOCK_REALTIME, &now) != 0)
+        return -1;
+    return (double)(now.tv_sec - st->st_mtim.tv_sec) +
+           (double)(now.tv_nsec - st->st_mtim.tv_nsec) / 1e9;
+}
+
 /* 1 if path's data changed less than SETTLE_S seconds ago (or its age
  * cannot be told), 0 if it has settled. */
 static int still_settling(const char *path)
 {
     struct stat st;
-    struct timespec now;
-    if (stat(path, &st) != 0 || clock_gettime(CLOCK_REALTIME, &now) != 0)
+    if (stat(path, &st) != 0)
         return 1;
-    double age = (double)(now.tv_sec - st.st_mtim.tv_sec) +
-                 (double)(now.tv_nsec - st.st_mtim.tv_nsec) / 1e9;
-    return age < SETTLE_S;
+    return flamme_file_age(&st) < SETTLE_S; /* -1 (no clock) included */
 }
 
 /* 1 if process pid may still write a profile that began at start_ns

@@ -139,10 +139,8 @@ static int just_created(const char *path)
     char head[8];
     ssize_t n = fstat(fd, &st) == 0 ? read(fd, head, sizeof head) : -1;
     close(fd);
-    struct timespec now;
-    if (n < 0 || st.st_size >= FLAMME_HEADER_SIZE || clock_gettime(CLOCK_REALTIME, &now) != 0 ||
-        (double)(now.tv_sec - st.st_mtim.tv_sec) +
-                (double)(now.tv_nsec - st.st_mtim.tv_nsec) / 1e9 >= 2.0)
+    double age = n < 0 ? -1 : flamme_file_age(&st);
+    if (n < 0 || st.st_size >= FLAMME_HEADER_SIZE || age < 0 || age >= 2.0)
         return 0;
     return memcmp(head, FLAMME_MAGIC, (size_t)n) == 0;
 }

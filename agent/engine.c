@@ -55,10 +55,12 @@ static long first_delay_ns(pid_t tid)
 /* ---------------------------------------------------------------- perf */
 
 /* Whether perf events overflow in kernel mode too (perf_event_paranoid <= 1,
- * or CAP_PERFMON): set by flamme_engine_init. The perf engine runs only
- * then: an event that excludes the kernel drops every overflow that falls
- * in a system call or a page fault, and the profile would lose the
- * thread's kernel time, which the timer engines count. */
+ * or CAP_PERFMON): set by flamme_engine_init. Without it (paranoid 2, an
+ * unprivileged user) the event excludes the kernel, and the kernel drops
+ * every overflow that falls in a system call or a page fault; but the
+ * event still counts the thread's kernel time, and each sample record
+ * carries that count (PERF_SAMPLE_READ), so the handler finds the periods
+ * the kernel took between two records (perf_consume). */
 static int perf_kernel = 1;
 
 /* Opens a task-clock event counting thread tid's CPU time, overflowing
@@ -77,8 +79,9 @@ static int perf_open(pid_t tid, long first)
     a.exclude_hv = 1;
     a.wakeup_events = 1;
     /* Records are bare headers: the wake-up matters, and the header's
-     * cpumode, which says whether the overflow fell in the kernel. */
-    a.sample_type = 0;
+     * cpumode, which says whether the overflow fell in the kernel. Without
+     * kernel overflows, the count too (read_format 0: one u64). */
+    a.sample_type = perf_kernel ? 0 : PERF_SAMPLE_READ;
     return (int)syscall(SYS_perf_event_open, &a, tid, -1, -1, PERF_FLAG_FD_CLOEXEC);
 }
 
@@ -122,6 +125,7 @@ static int perf_route(struct flamme_slot *s, int fd, pid_t tid, long first)
     s->perf_used = 0;
     s->perf_first = (int)(first < 10000 ? 10000 : first); /* the hrtimer's least period */
     s->perf_given = 0;
+    s->perf_count = 0;
     s->perf_mark = (int64_t)flamme_cpu_ns_sigsafe(thread_cpu_clock(tid)) + s->perf_first - period_ns();
     s->perf_map_len = (size_t)page * PERF_MMAP_PAGES;
     struct f_owner_ex owner = {F_OWNER_TID, tid};
@@ -225,22 +229,23 @@ int flamme_engine_init(void)
         auto_perf = !strcmp(want, "auto");
         return 0;
     }
-    int e = errno;
-    /* User space only (perf_event_paranoid 2): the timer engine, which
-     * counts kernel time, so that the rate never changes the answer. */
+    /* User space only (perf_event_paranoid 2, an unprivileged user): perf
+     * still, as its samples fall anywhere between ticks (CPU timers fire
+     * at ticks only, and a tick is where the scheduler switches threads:
+     * a spin waiting for a preempted thread takes the tick's whole weight);
+     * the kernel's periods come from the event's count (perf_consume). */
     perf_kernel = 0;
     fd = perf_open(self, period_ns());
     if (fd >= 0) {
         close(fd);
-        if (!strcmp(want, "perf"))
-            flamme_agent_warn(1, "perf events may not sample the kernel here (see "
-                                 "/proc/sys/kernel/perf_event_paranoid), so kernel time would be "
-                                 "lost; using the timer engine");
-    } else if (!strcmp(want, "perf")) {
+        flamme_engine = FLAMME_ENGINE_PERF;
+        auto_perf = !strcmp(want, "auto");
+        return 0;
+    }
+    if (!strcmp(want, "perf"))
         flamme_agent_warn(1, "perf_event_open refused (%s; see /proc/sys/kernel/perf_event_paranoid); "
                              "using the timer engine",
-                          strerror(e));
-    }
+                          strerror(errno));
     flamme_engine = FLAMME_ENGINE_TIMER;
     return 0;
 }
@@ -442,6 +447,11 @@ void flamme_engine_review(struct flamme_slot *s, int baseline_only)
     perf_moved++;
 }
 
+int flamme_engine_kernel_counted(void)
+{
+    return flamme_engine == FLAMME_ENGINE_PERF && !perf_kernel;
+}
+
 void flamme_engine_stop(void)
 {
     if (flamme_engine == FLAMME_ENGINE_ITIMER && atomic_exchange(&itimer_armed, 0)) {
@@ -451,24 +461,31 @@ void flamme_engine_stop(void)
     }
 }
 
-/* Counts the overflows the kernel recorded in the event's buffer since the
- * last call (one sample record each, plus those a LOST record counts) and
- * marks them consumed, so the buffer never fills and wake-ups continue.
+/* Counts the overflows the kernel recorded in slot s's event buffer since
+ * the last call (one sample record each, plus those a LOST record counts)
+ * and marks them consumed, so the buffer never fills and wake-ups continue.
  * A wake-up signal can stand for several overflows (while the signal was
  * blocked), and several queued signals for overflows already counted: the
  * count, not the signal, is the sample's weight (0: nothing new). *kernel:
  * how many of them fell in kernel mode (a record's cpumode; lost ones
- * count as user). */
-static unsigned perf_consume(struct perf_event_mmap_page *mp, unsigned *kernel)
+ * count as user). *dropped: without kernel overflows (perf_kernel 0), the
+ * periods the kernel took that no record stands for: the thread's CPU time
+ * between the last record of the previous call and the last of this one,
+ * in periods, beyond the records; 0 when the count is not known yet or the
+ * period is not set (`first`: the records came every first-delay then). */
+static unsigned perf_consume(struct flamme_slot *s, int first, unsigned *kernel,
+                             unsigned *dropped)
 {
+    struct perf_event_mmap_page *mp = s->perf_meta;
     /* Pairs with the kernel's write of data_head: the records below it are
      * written. */
     uint64_t head = __atomic_load_n(&mp->data_head, __ATOMIC_ACQUIRE);
     uint64_t tail = mp->data_tail;
     const unsigned char *data = (const unsigned char *)mp + mp->data_offset;
     uint64_t size = mp->data_size;
-    uint64_t n = 0, k = 0;
+    uint64_t n = 0, k = 0, count = 0;
     *kernel = 0;
+    *dropped = 0;
     if (!size) { /* a kernel before 4.1 (no data_size): count the signal */
         __atomic_store_n(&mp->data_tail, head, __ATOMIC_RELEASE);
         return 1;
@@ -480,6 +497,10 @@ static unsigned perf_consume(struct perf_event_mmap_page *mp, unsigned *kernel)
         if (h->type == PERF_RECORD_SAMPLE) {
             n++;
             k += (h->misc & PERF_RECORD_MISC_CPUMODE_MASK) == PERF_RECORD_MISC_KERNEL;
+            /* Records are 8-byte aligned and the buffer a multiple of 8:
+             * the value never wraps. */
+            if (!perf_kernel && h->size >= sizeof *h + 8 && (tail + sizeof *h) % size + 8 <= size)
+                count = *(const uint64_t *)(data + (tail + sizeof *h) % size);
         }
         else if (h->type == PERF_RECORD_LOST && h->size >= sizeof *h + 16 &&
                  (tail % size) + sizeof *h + 16 <= size)
@@ -488,6 +509,15 @@ static unsigned perf_consume(struct perf_event_mmap_page *mp, unsigned *kernel)
     }
     /* Pairs with the kernel's read of data_tail: the space may be reused. */
     __atomic_store_n(&mp->data_tail, head, __ATOMIC_RELEASE);
+    if (count) {
+        uint64_t p = (uint64_t)period_ns();
+        if (s->perf_count && !first && count > s->perf_count) {
+            uint64_t periods = (count - s->perf_count + p / 2) / p;
+            if (periods > n)
+                *dropped = (unsigned)(periods - n < (1u << 24) ? periods - n : 1u << 24);
+        }
+        s->perf_count = count;
+    }
     if (n > PERF_MAX_UNCONSUMED * 4) {
         k = k * PERF_MAX_UNCONSUMED * 4 / n;
         n = PERF_MAX_UNCONSUMED * 4;
@@ -521,7 +551,8 @@ int flamme_engine_accept_sigsafe(struct flamme_slot *s, const siginfo_t *si, uns
             s->perf_first = 0;
         }
         if (s->perf_meta) {
-            *weight = perf_consume(s->perf_meta, kernel);
+            unsigned dropped;
+            *weight = perf_consume(s, first, kernel, &dropped);
             /* The overflows the event counted against its limit: all of
              * them, before the first-period scaling below shrinks the
              * weight. */
@@ -537,6 +568,12 @@ int flamme_engine_accept_sigsafe(struct flamme_slot *s, const siginfo_t *si, uns
                 *kernel = (unsigned)(*kernel * w / n);
                 *weight = (unsigned)w;
             }
+            /* The kernel's periods that made no record (no kernel
+             * overflows): they go to the stack the thread is on at this
+             * sample, within a period of its return to user space, flagged
+             * as the kernel's. Not overflows: the limit does not count them. */
+            *weight += dropped;
+            *kernel += dropped;
             s->perf_given += *weight;
             /* The event reached its limit and disabled itself (POLL_HUP, or
              * as many overflows as the limit since the last refresh): the

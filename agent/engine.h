@@ -63,6 +63,10 @@ void flamme_engine_review(struct flamme_slot *s, int baseline_only);
  * "<n> <tid>..." (the first 16 tids) to buf. Writer thread. */
 unsigned flamme_engine_moved(char *buf, size_t size);
 
+/* Whether the perf engine runs with events that cannot overflow in kernel
+ * mode, finding the kernel's periods from their count instead. Any thread. */
+int flamme_engine_kernel_counted(void);
+
 /* Process-wide stop (itimer), after every slot was disarmed. */
 void flamme_engine_stop(void);
 

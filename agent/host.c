@@ -129,6 +129,8 @@ static void host_end_info(flamme_pw *pw, int last)
                  (unsigned long long)gc_pauses);
         flamme_pw_info(pw, "gc_major_hooks_paused_ms_n", buf);
     }
+    if (flamme_engine_kernel_counted())
+        flamme_pw_info(pw, "engine_kernel", "counted");
     char moved[256];
     if (flamme_engine_moved(moved, sizeof moved))
         flamme_pw_info(pw, "engine_moved_to_timer", moved);

@@ -48,6 +48,9 @@ struct flamme_slot {
     int64_t perf_mark;         /* perf engine, handler-private: thread CPU ns from which perf_given counts
                                   (the last refresh; at arming, one period before the first overflow) */
     uint64_t perf_given;       /* perf engine, handler-private: weight given since perf_mark */
+    uint64_t perf_count;       /* perf engine without kernel sampling, handler-private: the event's
+                                  count (the thread's CPU ns, kernel included) in the last sample record
+                                  consumed, 0 before the first (engine.c, perf_consume) */
     int sig_blocked;           /* the sample signal blocked in the thread: no timer */
     int unblocked;             /* started with it blocked, unblocked by the agent */
     uintptr_t start_routine;   /* what pthread_create was asked to run (0 for main) */

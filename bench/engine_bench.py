@@ -23,7 +23,9 @@ asserts nothing.
   the perf engine's weight that is a `[kernel]` leaf. One run each: the
   differences include the program's own variation from run to run, except
   timer=record and perf=record: --engine timer / perf run under perf
-  record, both views of one run (flamme's own samples left out of perf's).
+  record, both views of one run (flamme's own samples left out of perf's);
+  perf-user=record: --engine perf as user nobody, whose events may not
+  sample the kernel (root, perf_event_paranoid 2 only).
 Usage: engine_bench.py [--build DIR] [--rounds N] [--only gc,budget,agree]
                        [--programs atomq,yielder,...]
 """
@@ -272,9 +274,9 @@ def bench_agreement(ctx, programs=None):
           " the kernel; goals: perf~timer <= 2, each ~ perf record <= 3; timer=record and"
           " perf=record: that engine run under perf record, both views of one run, free of the"
           " program's own variation)")
-    print("  %-10s %-5s %-22s %-22s %-22s %-22s %-22s %-22s %8s" % (
+    print("  %-10s %-5s %-22s %-22s %-22s %-22s %-22s %-22s %-22s %8s" % (
         "program", "build", "perf~timer", "auto~timer", "perf~record", "timer~record",
-        "timer=record", "perf=record", "[kernel]"))
+        "timer=record", "perf=record", "perf-user=record", "[kernel]"))
     for suite, prog, args, comps in AGREE:
         if programs and prog not in programs:
             continue
@@ -304,9 +306,16 @@ def bench_agreement(ctx, programs=None):
             ref = perf_record_leaves(ctx, exe, [exe] + args, env)
             ref = renamed(ref) if ref else None
             same = {}
-            for eng in ("timer", "perf"):
+            for eng in ("timer", "perf", "perf-user"):
                 prof = os.path.join(ctx.work, "agree-same-%s.flm" % eng)
-                ref1 = perf_record_leaves(ctx, exe, ef.record_cmd(ctx.build, exe, args, prof, 999, eng),
+                user = None
+                if eng == "perf-user":
+                    if os.geteuid() != 0 or not shutil.which("setpriv") or ef.paranoid() != 2:
+                        continue
+                    user = 65534  # nobody: perf events that may not sample the kernel
+                    os.chmod(ctx.work, 0o777)
+                ref1 = perf_record_leaves(ctx, exe, ef.record_cmd(ctx.build, exe, args, prof, 999,
+                                                                  eng.split("-")[0], user=user),
                                           env)
                 if ref1:
                     same[eng] = (renamed(ref1), renamed(ef.leaf_shares(collapse(ctx.build, prof))))
@@ -316,10 +325,11 @@ def bench_agreement(ctx, programs=None):
                     return "-"
                 pp, leaf = ef.disagreement(a, b)
                 return "%5.1f %s" % (pp, (leaf or "")[:16])
-            print("  %-10s %-5s %-22s %-22s %-22s %-22s %-22s %-22s %7.1f%%" % (
+            print("  %-10s %-5s %-22s %-22s %-22s %-22s %-22s %-22s %-22s %7.1f%%" % (
                 prog, comp, fmt(sh["perf"], sh["timer"]), fmt(sh["auto"], sh["timer"]),
                 fmt(sh["perf"], ref), fmt(sh["timer"], ref),
-                *(fmt(same[e][1], same[e][0]) if e in same else "-" for e in ("timer", "perf")),
+                *(fmt(same[e][1], same[e][0]) if e in same else "-"
+                  for e in ("timer", "perf", "perf-user")),
                 kern))
 
 

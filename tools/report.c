@@ -211,6 +211,11 @@ static void print_budget(const struct flamme_profile *p)
         printf("  %lld samples came inside one of the program's signal handlers, on its alternate\n"
                "  signal stack with no room for a walk: only the function that ran; truncated\n",
                atoll(v));
+    v = flamme_profile_info(p, "engine_kernel");
+    if (v && !strcmp(v, "counted"))
+        printf("  perf events could not sample the kernel here (perf_event_paranoid 2): kernel time\n"
+               "  is counted in full, as [kernel] on each thread's next user-space sample (within a\n"
+               "  period of the system call or page fault), not always under the code that entered it\n");
     v = flamme_profile_info(p, "engine_moved_to_timer");
     if (v && atoi(v) > 0) {
         const char *tids = strchr(v, ' ');

@@ -46,6 +46,15 @@ def record_cmd(build, exe, args, prof, hz=999, engine=None, user=None):
     return cmd + ["--", exe] + list(args)
 
 
+def paranoid():
+    """/proc/sys/kernel/perf_event_paranoid, or None."""
+    try:
+        with open("/proc/sys/kernel/perf_event_paranoid") as f:
+            return int(f.read())
+    except (OSError, ValueError):
+        return None
+
+
 _own = {}
 
 

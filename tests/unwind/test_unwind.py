@@ -359,12 +359,23 @@ def test_gcalloc(build, program, compiler, check, tmp_path):
         i = s.frames.index("Gcalloc (init)")
         return i + 1 < len(s.frames) and not s.frames[i + 1].startswith("Gcalloc.")
 
+    # Domain 1 likewise, at the poll point of its own loop between rounds
+    # (Stdlib.Domain.body;Gcalloc.(fun);caml_call_gc;...) and in the
+    # Stdlib's code as it ends (Stdlib.Domain.body;Stdlib.Domain.do_at_exit):
+    # 1-2 of ~80 GC samples in 3 of 22 runs (5.3.0 no-fp); CI once found 2
+    # of 59, and the 97% below failed.
+    def outside_domain_rounds(s):
+        if "Stdlib.Domain.body" not in s.frames:
+            return True
+        i = s.frames.index("Stdlib.Domain.body")
+        return (i + 1 < len(s.frames) and not s.frames[i + 1].startswith("Gcalloc.")) or (
+            i + 2 < len(s.frames) and not s.frames[i + 2].startswith("Gcalloc."))
+
     def ocaml_gc(s, d):
         return s.label.startswith(d) and not (s.complete() and (
-            "caml_start_program" not in s.frames or (d == "main" and outside_rounds(s))))
+            "caml_start_program" not in s.frames or
+            (outside_rounds(s) if d == "main" else outside_domain_rounds(s))))
     for dom in ("main", "domain 1"):
-        # 97%, not 99%: domain 1 had 3 of 151 GC samples outside one_round
-        # once on 5.1.0 fp, not understood yet (issue 8).
         placed(check, st, label, "GC work in %s" % dom, has(*GC_FUNS), ["Gcalloc.one_round"],
                20, lambda s, d=dom: ocaml_gc(s, d), share=0.97)
     placed(check, st, label, "Gcalloc.make", has("Gcalloc.make"), ["Gcalloc.trees"], 50)

@@ -11,8 +11,8 @@
  *   FLAMME_QUIET   1: no informational lines on stderr (errors still printed)
  *   FLAMME_EXCL    1 (set by `flamme record`): never overwrite an existing
  *                  output; a second process of the same run writes OUTPUT.<pid>
- *   FLAMME_ENGINE  auto|perf|timer|itimer (default auto: timer up to 100 Hz,
- *                  perf above)
+ *   FLAMME_ENGINE  auto|perf|timer|itimer (default auto: perf where its events
+ *                  may sample the kernel; else timer up to 100 Hz, perf above)
  *   FLAMME_MODE    cpu|wall (default cpu); wall samples every thread on the
  *                  wall clock, blocked ones included
  *   FLAMME_AUTOSTART 0: a preloaded agent waits for Flamme.start (default 1)

@@ -23,7 +23,8 @@
 
 enum flamme_engine flamme_engine;
 
-/* Highest rate auto serves with the timer engine. */
+/* Highest rate auto serves with the timer engine where perf events may
+ * not overflow in the kernel. */
 #define AUTO_TIMER_MAX_HZ 100
 
 const char *flamme_engine_name(void)
@@ -212,14 +213,13 @@ int flamme_engine_init(void)
         flamme_engine = FLAMME_ENGINE_ITIMER;
         return 0;
     }
-    /* POSIX CPU timers deliver up to one signal per kernel tick (HZ is 250
-     * or more on common kernels), and cost nothing on context switches,
-     * unlike a perf event per thread; so auto uses them at modest rates and
-     * perf only where timers cannot keep up. */
-    if (!strcmp(want, "auto") && flamme_cfg.hz <= AUTO_TIMER_MAX_HZ) {
-        flamme_engine = FLAMME_ENGINE_TIMER;
-        return 0;
-    }
+    /* auto: perf at any rate where its events may overflow in the kernel.
+     * POSIX CPU timers cost nothing on context switches, but fire at ticks
+     * only, and a tick is not a random instant: measured, a multi-domain
+     * program's stop-the-world spin gets twice its share at 99 Hz (see
+     * doc/design.md, "What CPU timers see"). The threads that switch so
+     * often that perf would cost them more than their work are moved to a
+     * timer (flamme_engine_review). */
     pid_t self = (pid_t)syscall(SYS_gettid);
     perf_kernel = 1;
     int fd = perf_open(self, period_ns());
@@ -229,11 +229,15 @@ int flamme_engine_init(void)
         auto_perf = !strcmp(want, "auto");
         return 0;
     }
-    /* User space only (perf_event_paranoid 2, an unprivileged user): perf
-     * still, as its samples fall anywhere between ticks (CPU timers fire
-     * at ticks only, and a tick is where the scheduler switches threads:
-     * a spin waiting for a preempted thread takes the tick's whole weight);
-     * the kernel's periods come from the event's count (perf_consume). */
+    /* Up to 100 Hz without kernel overflows, the timers: they put a system
+     * call's time on its caller, which the count below cannot. */
+    if (!strcmp(want, "auto") && flamme_cfg.hz <= AUTO_TIMER_MAX_HZ) {
+        flamme_engine = FLAMME_ENGINE_TIMER;
+        return 0;
+    }
+    /* User space only (perf_event_paranoid 2, an unprivileged user) above
+     * 100 Hz: perf still, as its samples fall anywhere between ticks; the
+     * kernel's periods come from the event's count (perf_consume). */
     perf_kernel = 0;
     fd = perf_open(self, period_ns());
     if (fd >= 0) {

@@ -6,11 +6,13 @@
  *           CLOCK_MONOTONIC (wall mode); at most one expiry per tick, with
  *           overruns counted into the sample's weight
  *   itimer  process-wide setitimer(ITIMER_PROF) (portable, cpu mode only)
- * Every engine counts all of a thread's CPU time, user and kernel: perf runs
- * only where its events may overflow in kernel mode (else timer instead).
- * Chosen at start (FLAMME_ENGINE, default auto: timer up to 100 Hz, where it
- * is exact and cheapest, perf above when the kernel allows it, else timer;
- * with perf, auto moves a thread that context-switches often to a timer).
+ * Every engine counts all of a thread's CPU time, user and kernel: where
+ * perf events may not overflow in kernel mode, perf finds the kernel's
+ * periods from its events' count.
+ * Chosen at start (FLAMME_ENGINE, default auto: perf at any rate where its
+ * events may sample the kernel; else timer up to 100 Hz, perf above when the
+ * kernel allows events at all; with perf, auto moves a thread that
+ * context-switches often to a timer).
  * Arm/disarm run in any thread (start, thread start and exit); the _sigsafe function
  * runs in the handler.
  */

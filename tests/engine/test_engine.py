@@ -13,7 +13,7 @@ counts (issue 8, points 4-6), on programs built with every compiler
   shortened.
 - kern: three phases of equal CPU time, user only, page faults of a
   growing heap, stat(2) calls (tests/engine/kern.ml). Under --engine perf,
-  --engine timer, and auto at 99 and 999 Hz (timer and perf): each phase's
+  --engine timer, and auto at 99 and 999 Hz (perf: root may sample the kernel): each phase's
   share of the weight matches its share of the thread's CPU time (user and
   kernel) within 3 pp (+3 samples), the top-20 leaves (a `[kernel]` leaf
   counting for the function that entered the kernel; each run's phases
@@ -26,9 +26,9 @@ counts (issue 8, points 4-6), on programs built with every compiler
   user nobody): at perf_event_paranoid 2, --engine perf and auto at 999 Hz
   use the perf engine, which counts the kernel's periods from the event's
   count (the phases' shares still match their CPU time, kernel included;
-  `flamme report` says where that time goes); at 3 or more, the timer
-  engine, and --engine perf says why (default compiler only: the subject
-  is the engine).
+  `flamme report` says where that time goes), auto at 99 Hz the timer
+  engine; at 3 or more, the timer engine, and --engine perf says why
+  (default compiler only: the subject is the engine).
 - handoff: four systhreads that hand the runtime lock over at every
   Thread.yield. auto at 999 Hz (perf) moves them to CPU timers, the report
   says so, and their top-20 leaves agree with --engine timer's within 15 pp
@@ -305,7 +305,8 @@ def moved_tids(rep):
 def kern_runs(build, exe, comp, check, work, prefix="", user=None):
     """Records kern under each of KERN_RUNS (under --engine perf only, as
     USER, when USER is given) and checks each profile and every pair."""
-    runs = KERN_RUNS if user is None else (("perf", "perf", 999), ("auto", None, 999))
+    runs = KERN_RUNS if user is None else (("perf", "perf", 999), ("auto", None, 999),
+                                           ("auto", None, 99))
     # perf_event_paranoid 2 lets a user's events count the kernel's time
     # but not overflow there; 3 and more (Debian's and Ubuntu's patches)
     # refuse them.
@@ -322,7 +323,16 @@ def kern_runs(build, exe, comp, check, work, prefix="", user=None):
             continue
         m = re.search(r"engine (\w+)", r.stderr)
         used = m.group(1) if m else "?"
-        if user is not None and user_perf:
+        if user is None and eng is None:
+            # Root may sample the kernel: auto uses perf at any rate (CPU
+            # timers fire at ticks, which are not random instants).
+            check(used == "perf", what + ": auto uses the perf engine where it may sample the"
+                  " kernel", r.stderr.strip()[-300:])
+        elif user_perf and eng is None and hz <= 100:
+            check(used == "timer", what + ": without kernel sampling, auto up to 100 Hz uses the"
+                  " timer engine (it puts a system call's time on its caller)",
+                  r.stderr.strip()[-300:])
+        elif user_perf:
             check(used == "perf", what + ": perf events without kernel sampling: the perf engine"
                   " (the kernel's time from the event's count)", r.stderr.strip()[-300:])
         elif user is not None:
@@ -345,7 +355,8 @@ def kern_runs(build, exe, comp, check, work, prefix="", user=None):
         # Kernel time placed on the next user-mode sample: a few samples
         # carry each phase's kernel periods, in whichever function they
         # fall; the runs agree on how much, not on where.
-        ph = kern_phases(collapse(build, prof), kernel_apart=user_perf)
+        counted = used == "perf" and user_perf
+        ph = kern_phases(collapse(build, prof), kernel_apart=counted)
         wsum = sum(ph[p][0] for p in KERN_PHASES) or 1
         csum = sum(cpu[p][0] for p in KERN_PHASES)
         # 3 pp, plus 3 samples: where the phase's first and last fall
@@ -372,7 +383,7 @@ def kern_runs(build, exe, comp, check, work, prefix="", user=None):
         # next user-mode sample, wherever in the loop that falls.
         ocaml = sum(w for f, w in files[2].items() if f.startswith(("Kern.", "caml")))
         top = max(files[2], key=files[2].get) if files[2] else ""
-        if not user_perf:
+        if not counted:
             check(files[1] and ocaml <= 0.1 * files[1] and not top.startswith(("Kern.", "caml")),
                   what + ": the system calls' [kernel] sits under the libc function that made them"
                   " (<= 10% under OCaml or runtime code)", str(files[2]))
@@ -399,10 +410,17 @@ def kern_runs(build, exe, comp, check, work, prefix="", user=None):
             check(touch[1] and touch[2].get("Kern.touch", 0) >= 0.7 * touch[1],
                   what + ": >= 70% of the page faults' [kernel] sits right under Kern.touch",
                   str(touch[2]))
-        runs_seen["%s %d Hz" % (label, hz)] = (ph, {p: 100.0 * cpu[p][0] / csum for p in cpu}, nrec)
+        runs_seen["%s %d Hz" % (label, hz)] = (ph, {p: 100.0 * cpu[p][0] / csum for p in cpu}, nrec,
+                                               counted)
     keys = sorted(runs_seen)
     for i, a in enumerate(keys):
         for b in keys[i + 1:]:
+            if runs_seen[a][3] != runs_seen[b][3]:
+                # Timers (as kernel-sampling perf) put a system call's time
+                # on its caller, the counting perf engine on its loop.
+                print("  %s%s kern: %s and %s place kernel time differently: not compared"
+                      % (prefix, comp, a, b))
+                continue
             share = {p: (runs_seen[a][1][p] + runs_seen[b][1][p]) / 2 for p in KERN_PHASES}
             pp, leaf = ef.disagreement(phase_leaf_shares(runs_seen[a][0], share),
                                        phase_leaf_shares(runs_seen[b][0], share))

@@ -25,7 +25,9 @@ asserts nothing.
   timer=record and perf=record: --engine timer / perf run under perf
   record, both views of one run (flamme's own samples left out of perf's);
   perf-user=record: --engine perf as user nobody, whose events may not
-  sample the kernel (root, perf_event_paranoid 2 only).
+  sample the kernel (root, perf_event_paranoid 2 only); auto@99=record:
+  the default (auto, 99 Hz) on a run 6 times as long (the program's first
+  argument scaled), under perf record at 999 Hz.
 Usage: engine_bench.py [--build DIR] [--rounds N] [--only gc,budget,agree]
                        [--programs atomq,yielder,...]
 """
@@ -274,9 +276,9 @@ def bench_agreement(ctx, programs=None):
           " the kernel; goals: perf~timer <= 2, each ~ perf record <= 3; timer=record and"
           " perf=record: that engine run under perf record, both views of one run, free of the"
           " program's own variation)")
-    print("  %-10s %-5s %-22s %-22s %-22s %-22s %-22s %-22s %-22s %8s" % (
+    print("  %-10s %-5s %-22s %-22s %-22s %-22s %-22s %-22s %-22s %-22s %8s" % (
         "program", "build", "perf~timer", "auto~timer", "perf~record", "timer~record",
-        "timer=record", "perf=record", "perf-user=record", "[kernel]"))
+        "timer=record", "perf=record", "perf-user=record", "auto@99=record", "[kernel]"))
     for suite, prog, args, comps in AGREE:
         if programs and prog not in programs:
             continue
@@ -306,17 +308,22 @@ def bench_agreement(ctx, programs=None):
             ref = perf_record_leaves(ctx, exe, [exe] + args, env)
             ref = renamed(ref) if ref else None
             same = {}
-            for eng in ("timer", "perf", "perf-user"):
+            for eng in ("timer", "perf", "perf-user", "auto@99"):
                 prof = os.path.join(ctx.work, "agree-same-%s.flm" % eng)
-                user = None
+                user, hz, a = None, 999, args
+                if eng == "auto@99":
+                    # The default: 99 Hz, auto. A run 6 times as long, for
+                    # as many samples as the others.
+                    hz, a = 99, ["%g" % (6 * float(x)) for x in args[:1]] + list(args[1:])
                 if eng == "perf-user":
                     if os.geteuid() != 0 or not shutil.which("setpriv") or ef.paranoid() != 2:
                         continue
                     user = 65534  # nobody: perf events that may not sample the kernel
                     os.chmod(ctx.work, 0o777)
-                ref1 = perf_record_leaves(ctx, exe, ef.record_cmd(ctx.build, exe, args, prof, 999,
-                                                                  eng.split("-")[0], user=user),
-                                          env)
+                ref1 = perf_record_leaves(ctx, exe, ef.record_cmd(ctx.build, exe, a, prof, hz,
+                                                                  {"auto@99": None}.get(
+                                                                      eng, eng.split("-")[0]),
+                                                                  user=user), env)
                 if ref1:
                     same[eng] = (renamed(ref1), renamed(ef.leaf_shares(collapse(ctx.build, prof))))
 
@@ -325,11 +332,11 @@ def bench_agreement(ctx, programs=None):
                     return "-"
                 pp, leaf = ef.disagreement(a, b)
                 return "%5.1f %s" % (pp, (leaf or "")[:16])
-            print("  %-10s %-5s %-22s %-22s %-22s %-22s %-22s %-22s %-22s %7.1f%%" % (
+            print("  %-10s %-5s %-22s %-22s %-22s %-22s %-22s %-22s %-22s %-22s %7.1f%%" % (
                 prog, comp, fmt(sh["perf"], sh["timer"]), fmt(sh["auto"], sh["timer"]),
                 fmt(sh["perf"], ref), fmt(sh["timer"], ref),
                 *(fmt(same[e][1], same[e][0]) if e in same else "-"
-                  for e in ("timer", "perf", "perf-user")),
+                  for e in ("timer", "perf", "perf-user", "auto@99")),
                 kern))
 
 

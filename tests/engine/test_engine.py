@@ -391,10 +391,13 @@ def kern_runs(build, exe, comp, check, work, prefix="", user=None):
         # it on a quiet machine, 6-18% measured while the 2-core VM ran
         # others' tests (its own system time says how much).
         csys = 100.0 * cpu["compute"][1] / cpu["compute"][0] if cpu["compute"][0] else 0.0
+        # Plus 2 periods: at 99 Hz the phase has ~30 samples, and perf
+        # (auto as root) flags each one that falls in a clock read: CI
+        # once had 2 of 30.
         climit = max(5.0, csys + 3.0)
-        check(ph["compute"][1] <= climit / 100.0 * max(ph["compute"][0], 1),
+        check(ph["compute"][1] <= climit / 100.0 * max(ph["compute"][0], 1) + 2,
               what + ": the user-only phase is [kernel] no more than its own system time (its"
-              " clock reads; + 3 pp, at least 5%%): <= %.1f%%" % climit,
+              " clock reads; + 3 pp, at least 5%%, + 2 periods): <= %.1f%%" % climit,
               "%d of %d" % (ph["compute"][1], ph["compute"][0]))
         if used == "perf":
             # Page faults: [kernel] right under the function that touched

@@ -11,15 +11,15 @@ counts (issue 8, points 4-6), on programs built with every compiler
   (+1 period: where the first and last periods fall), the handler's own
   time not counted; `flamme report` says how many samples the budget
   shortened.
-- kern: three phases of equal CPU time, user only, page faults of a
-  growing heap, stat(2) calls (tests/engine/kern.ml). Under --engine perf,
-  --engine timer, and auto at 99 and 999 Hz (perf: root may sample the kernel): each phase's
-  share of the weight matches its share of the thread's CPU time (user and
-  kernel) within 3 pp (+3 samples), the top-20 leaves (a `[kernel]` leaf
-  counting for the function that entered the kernel; each run's phases
-  weighed alike, as their length varies from run to run) agree across
-  engines and rates within 5 pp, or the sampling noise of a run with few
-  samples (the benchmark prints how close), and the kernel's time is a
+- kern: three phases of equal CPU time, user only, page faults of a growing
+  heap, stat(2) calls (tests/engine/kern.ml). Under --engine perf, --engine
+  timer, and auto at 99 and 999 Hz (perf: root may sample the kernel): each
+  phase's share of the weight matches its share of the thread's CPU time
+  (user and kernel) within 3 pp (+3 samples), the top-20 leaves (a
+  `[kernel]` leaf counting for the function that entered the kernel; each
+  run's phases weighed alike, as their length varies from run to run) agree
+  across engines and rates within 5 pp, or the sampling noise of a run with
+  few samples (the benchmark prints how close), and the kernel's time is a
   `[kernel]` leaf under the function that entered it: the page faults under
   Kern.touch (perf, which knows each period's mode), the system calls under
   libc's stat wrapper (every engine). Without kernel sampling rights (as
@@ -303,8 +303,9 @@ def moved_tids(rep):
 
 
 def kern_runs(build, exe, comp, check, work, prefix="", user=None):
-    """Records kern under each of KERN_RUNS (under --engine perf only, as
-    USER, when USER is given) and checks each profile and every pair."""
+    """Records kern under each of KERN_RUNS (as USER, when USER is given:
+    --engine perf at 999 Hz and auto at 999 and 99 Hz) and checks each
+    profile and every pair that places kernel time alike."""
     runs = KERN_RUNS if user is None else (("perf", "perf", 999), ("auto", None, 999),
                                            ("auto", None, 99))
     # perf_event_paranoid 2 lets a user's events count the kernel's time

@@ -86,6 +86,19 @@ static int perf_open(pid_t tid, long first)
     return (int)syscall(SYS_perf_event_open, &a, tid, -1, -1, PERF_FLAG_FD_CLOEXEC);
 }
 
+/* Whether a perf event can be opened on thread self with the kernel's
+ * overflows (kernel 1) or without them (0); sets perf_kernel to match.
+ * On failure errno says why. */
+static int perf_probe(pid_t self, int kernel)
+{
+    perf_kernel = kernel;
+    int fd = perf_open(self, period_ns());
+    if (fd < 0)
+        return 0;
+    close(fd);
+    return 1;
+}
+
 /* Bytes mapped per perf event: the metadata page plus one data page. The
  * kernel signals (POLL_IN) after each sample record it writes there; the
  * handler marks the records consumed by moving data_tail, a plain store, so
@@ -221,29 +234,16 @@ int flamme_engine_init(void)
      * often that perf would cost them more than their work are moved to a
      * timer (flamme_engine_review). */
     pid_t self = (pid_t)syscall(SYS_gettid);
-    perf_kernel = 1;
-    int fd = perf_open(self, period_ns());
-    if (fd >= 0) {
-        close(fd);
+    int is_auto = !strcmp(want, "auto");
+    /* Without kernel overflows (perf_event_paranoid 2, an unprivileged
+     * user): up to 100 Hz auto keeps the timers, which put a system call's
+     * time on its caller; above, and when asked, perf still, as its samples
+     * fall anywhere between ticks, the kernel's periods from the event's
+     * count (perf_consume). */
+    if (perf_probe(self, 1) ||
+        (!(is_auto && flamme_cfg.hz <= AUTO_TIMER_MAX_HZ) && perf_probe(self, 0))) {
         flamme_engine = FLAMME_ENGINE_PERF;
-        auto_perf = !strcmp(want, "auto");
-        return 0;
-    }
-    /* Up to 100 Hz without kernel overflows, the timers: they put a system
-     * call's time on its caller, which the count below cannot. */
-    if (!strcmp(want, "auto") && flamme_cfg.hz <= AUTO_TIMER_MAX_HZ) {
-        flamme_engine = FLAMME_ENGINE_TIMER;
-        return 0;
-    }
-    /* User space only (perf_event_paranoid 2, an unprivileged user) above
-     * 100 Hz: perf still, as its samples fall anywhere between ticks; the
-     * kernel's periods come from the event's count (perf_consume). */
-    perf_kernel = 0;
-    fd = perf_open(self, period_ns());
-    if (fd >= 0) {
-        close(fd);
-        flamme_engine = FLAMME_ENGINE_PERF;
-        auto_perf = !strcmp(want, "auto");
+        auto_perf = is_auto;
         return 0;
     }
     if (!strcmp(want, "perf"))

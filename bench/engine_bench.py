@@ -270,6 +270,15 @@ def perf_record_leaves(ctx, exe, cmd, env=None):
     return {k: 100.0 * v / total for k, v in shares.items()} if total else None
 
 
+# The columns that see one run both ways (flamme under perf record):
+# (column, --engine or None for auto, Hz, uid to run as, factor on the
+# program's first argument). perf-user: user nobody, whose perf events may
+# not sample the kernel (root, perf_event_paranoid 2 only). auto@99: the
+# default, on a run 6 times as long for as many samples as the others.
+SAME_RUN = (("timer", "timer", 999, None, 1), ("perf", "perf", 999, None, 1),
+            ("perf-user", "perf", 999, 65534, 1), ("auto@99", None, 99, None, 6))
+
+
 def bench_agreement(ctx, programs=None):
     print("Engine agreement (999 Hz; largest difference among the top-20 leaf self-times, in"
           " percentage points, and its leaf; a [kernel] leaf counts for the function that entered"
@@ -308,24 +317,17 @@ def bench_agreement(ctx, programs=None):
             ref = perf_record_leaves(ctx, exe, [exe] + args, env)
             ref = renamed(ref) if ref else None
             same = {}
-            for eng in ("timer", "perf", "perf-user", "auto@99"):
-                prof = os.path.join(ctx.work, "agree-same-%s.flm" % eng)
-                user, hz, a = None, 999, args
-                if eng == "auto@99":
-                    # The default: 99 Hz, auto. A run 6 times as long, for
-                    # as many samples as the others.
-                    hz, a = 99, ["%g" % (6 * float(x)) for x in args[:1]] + list(args[1:])
-                if eng == "perf-user":
+            for col, eng, hz, user, scale in SAME_RUN:
+                if user is not None:
                     if os.geteuid() != 0 or not shutil.which("setpriv") or ef.paranoid() != 2:
                         continue
-                    user = 65534  # nobody: perf events that may not sample the kernel
                     os.chmod(ctx.work, 0o777)
-                ref1 = perf_record_leaves(ctx, exe, ef.record_cmd(ctx.build, exe, a, prof, hz,
-                                                                  {"auto@99": None}.get(
-                                                                      eng, eng.split("-")[0]),
+                a = ["%g" % (scale * float(x)) for x in args[:1]] + list(args[1:])
+                prof = os.path.join(ctx.work, "agree-same-%s.flm" % col)
+                ref1 = perf_record_leaves(ctx, exe, ef.record_cmd(ctx.build, exe, a, prof, hz, eng,
                                                                   user=user), env)
                 if ref1:
-                    same[eng] = (renamed(ref1), renamed(ef.leaf_shares(collapse(ctx.build, prof))))
+                    same[col] = (renamed(ref1), renamed(ef.leaf_shares(collapse(ctx.build, prof))))
 
             def fmt(a, b):
                 if b is None:
@@ -335,8 +337,7 @@ def bench_agreement(ctx, programs=None):
             print("  %-10s %-5s %-22s %-22s %-22s %-22s %-22s %-22s %-22s %-22s %7.1f%%" % (
                 prog, comp, fmt(sh["perf"], sh["timer"]), fmt(sh["auto"], sh["timer"]),
                 fmt(sh["perf"], ref), fmt(sh["timer"], ref),
-                *(fmt(same[e][1], same[e][0]) if e in same else "-"
-                  for e in ("timer", "perf", "perf-user", "auto@99")),
+                *(fmt(same[c[0]][1], same[c[0]][0]) if c[0] in same else "-" for c in SAME_RUN),
                 kern))
 
 

@@ -268,6 +268,9 @@ int flamme_agent_stop(struct flamme_totals *t, char *err, size_t errlen)
         return -1;
     }
     running = 0;
+    /* The stopping thread's sample still due (the timer engine's dither):
+     * other threads' are lost, like the rest of their last period. */
+    flamme_thread_flush_self();
     /* Pairs with the handler's acquire load: no sample is pushed after the
      * handlers in flight finish. */
     atomic_store_explicit(&flamme_agent_sampling, 0, memory_order_release);

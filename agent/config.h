@@ -49,6 +49,7 @@ struct flamme_config {
     int autostart;
     int stats;
     int sample_blocked;
+    int dither; /* timer engine: samples at random instants of the thread's CPU time, not at ticks */
     int budget_pct;
 };
 

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <linux/perf_event.h>
 #include <stdatomic.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
@@ -157,18 +158,94 @@ static int perf_route(struct flamme_slot *s, int fd, pid_t tid, long first)
 
 /* ---------------------------------------------------------------- timer */
 
+/* The kernel checks POSIX CPU timers at its ticks only, so each expiry
+ * reaches the thread at a tick, and a tick is not a random instant: the
+ * scheduler rotates threads there, and what a thread does just before it
+ * is preempted (a stop-the-world spin waiting for the domain that is not
+ * running) got twice its share (doc/design.md, "What CPU timers see").
+ * Dither: the expiry only says the thread runs. The samples are a chain of
+ * due points in the thread's own CPU time, a period apart from a random
+ * start, each taken by a one-shot monotonic timer set for when the thread
+ * would reach it if it kept its CPU, and set again for what is left when
+ * it did not; each sample stands for the periods of CPU time since the
+ * last (dither_take_sigsafe), so every period is counted once wherever the
+ * samples fall. Length of a tick in ns (clock_getres of the coarse clock,
+ * which advances once a tick), 0: no dither (wall mode, FLAMME_DITHER=0). */
+static long tick_ns;
 
-static int timer_arm(struct flamme_slot *s)
+/* A thread's chain (slot field dither_state): not started (until its
+ * first expiry, or after a failure to set the timer); running (the timer
+ * is set for the next check); asleep (a check found the thread asleep in a
+ * system call: its next expiry starts the chain again). */
+enum { DITHER_OFF, DITHER_RUN, DITHER_SLEEP };
+static unsigned dither_take_sigsafe(struct flamme_slot *s, int64_t now);
+
+/* Creates a timer on clock clk that sends the sample signal to s's thread
+ * with value `value` (which tells the handler which timer it is). Returns
+ * 0 or -1 (errno). */
+static int thread_timer(struct flamme_slot *s, clockid_t clk, void *value, timer_t *out)
 {
     struct sigevent sev;
     memset(&sev, 0, sizeof sev);
     sev.sigev_notify = SIGEV_THREAD_ID;
     sev.sigev_signo = flamme_sample_sig;
-    sev.sigev_value.sival_ptr = s;
+    sev.sigev_value.sival_ptr = value;
     sev._sigev_un._tid = s->tid;
-    clockid_t clk = flamme_cfg.wall ? CLOCK_MONOTONIC : thread_cpu_clock(s->tid);
-    if (timer_create(clk, &sev, &s->timer) != 0)
+    return timer_create(clk, &sev, out);
+}
+
+/* Makes s's dither timer (CPU mode) unless the slot has one from an
+ * earlier arming: only s's thread deletes it (dither_drop), as its handler
+ * sets it, and another thread's delete could free its id for a timer of
+ * the program's that the handler would then set. Returns 0 or -1 (errno). */
+static int dither_create(struct flamme_slot *s)
+{
+    s->dither_state = DITHER_OFF;
+    s->dither_acct = 0;
+    /* One left by a thread that had the slot before: its handler is gone. */
+    if (s->dither_ok && s->dither_tid != s->tid) {
+        s->dither_ok = 0;
+        timer_delete(s->dither_timer);
+    }
+    if (!tick_ns || s->dither_ok)
+        return 0;
+    if (thread_timer(s, CLOCK_MONOTONIC, &s->dither_timer, &s->dither_timer) != 0)
         return -1;
+    s->dither_rng = (uint64_t)s->tid * 0x9E3779B97F4A7C15ull ^ flamme_now_sigsafe();
+    s->dither_tid = s->tid;
+    s->dither_ok = 1;
+    return 0;
+}
+
+/* Stops s's dither timer at a disarm: deletes it from s's own thread (its
+ * handler cannot run: the signal is blocked there, or the thread is the
+ * one that disarms), else only stops it (a signal already on its way finds
+ * sampling stopped or no pending sample). */
+static void dither_drop(struct flamme_slot *s)
+{
+    if (!s->dither_ok)
+        return;
+    if (s->tid == (pid_t)syscall(SYS_gettid)) {
+        s->dither_ok = 0;
+        timer_delete(s->dither_timer);
+        return;
+    }
+    struct itimerspec off;
+    memset(&off, 0, sizeof off);
+    timer_settime(s->dither_timer, 0, &off, NULL);
+}
+
+static int timer_arm(struct flamme_slot *s)
+{
+    clockid_t clk = flamme_cfg.wall ? CLOCK_MONOTONIC : thread_cpu_clock(s->tid);
+    if (thread_timer(s, clk, s, &s->timer) != 0)
+        return -1;
+    if (dither_create(s) != 0) {
+        int e = errno;
+        timer_delete(s->timer);
+        errno = e;
+        return -1;
+    }
     long p = period_ns(), first = first_delay_ns(s->tid);
     struct itimerspec its = {
         .it_interval = {p / 1000000000L, p % 1000000000L},
@@ -203,6 +280,10 @@ static pid_t moved_tids[MOVED_TIDS];
 int flamme_engine_init(void)
 {
     const char *want = flamme_cfg.engine;
+    struct timespec res;
+    if (!flamme_cfg.wall && flamme_cfg.dither && clock_getres(CLOCK_MONOTONIC_COARSE, &res) == 0 &&
+        res.tv_sec == 0 && res.tv_nsec > 0)
+        tick_ns = res.tv_nsec;
     if (flamme_cfg.wall) {
         if (strcmp(want, "auto") && strcmp(want, "timer"))
             flamme_agent_warn(1, "wall-clock mode needs the timer engine; using it instead of %s",
@@ -349,6 +430,7 @@ void flamme_engine_disarm(struct flamme_slot *s)
     case FLAMME_ENGINE_PERF:
         if (s->perf_fallback) {
             timer_delete(s->timer);
+            dither_drop(s);
             /* Moved off perf by a review: its buffer is still mapped. */
             perf_unmap_own(s);
             break;
@@ -358,10 +440,21 @@ void flamme_engine_disarm(struct flamme_slot *s)
         break;
     case FLAMME_ENGINE_TIMER:
         timer_delete(s->timer);
+        dither_drop(s);
         break;
     case FLAMME_ENGINE_ITIMER:
         break;
     }
+}
+
+unsigned flamme_engine_take_due(struct flamme_slot *s)
+{
+    if (!s->dither_ok || !s->dither_acct)
+        return 0;
+    unsigned w = dither_take_sigsafe(s, (int64_t)flamme_cpu_ns_sigsafe(CLOCK_THREAD_CPUTIME_ID));
+    s->dither_state = DITHER_OFF;
+    s->dither_acct = 0;
+    return w;
 }
 
 /* Switch-ins per CPU-second past which auto moves a thread off perf. The
@@ -389,7 +482,8 @@ unsigned flamme_engine_moved(char *buf, size_t size)
 
 int flamme_engine_reviews(void)
 {
-    return flamme_engine == FLAMME_ENGINE_PERF && auto_perf;
+    return (flamme_engine == FLAMME_ENGINE_PERF && auto_perf) ||
+           (flamme_engine == FLAMME_ENGINE_TIMER && tick_ns);
 }
 
 /* Thread tid's CPU ns and switch-ins (/proc/self/task/TID/schedstat:
@@ -418,7 +512,10 @@ static int read_schedstat(pid_t tid, uint64_t *cpu_ns, uint64_t *switches)
 
 void flamme_engine_review(struct flamme_slot *s, int baseline_only)
 {
-    if (!flamme_engine_reviews() || s->perf_fallback || s->perf_fd < 0 ||
+    /* A thread on a CPU timer with dither: the review says whether it
+     * switches too often for a chain (dither_expiry_sigsafe). */
+    int timer = flamme_engine == FLAMME_ENGINE_TIMER;
+    if (!flamme_engine_reviews() || (!timer && (s->perf_fallback || s->perf_fd < 0)) ||
         (baseline_only && s->review_cpu_ns))
         return;
     uint64_t cpu, sw;
@@ -434,8 +531,15 @@ void flamme_engine_review(struct flamme_slot *s, int baseline_only)
         return;
     __atomic_store_n(&s->review_cpu_ns, cpu, __ATOMIC_RELAXED);
     s->review_switches = sw;
-    if (dsw * 1000000000ull <= (uint64_t)FLAMME_MAX_SWITCH_RATE * dcpu)
+    int fast = dsw * 1000000000ull > (uint64_t)FLAMME_MAX_SWITCH_RATE * dcpu;
+    /* Relaxed: a hint the handler reads at the thread's next expiry. */
+    if (timer) {
+        __atomic_store_n(&s->dither_switcher, fast, __ATOMIC_RELAXED);
         return;
+    }
+    if (!fast)
+        return;
+    __atomic_store_n(&s->dither_switcher, 1, __ATOMIC_RELAXED);
     /* The timer first: its signals carry s itself (SI_TIMER), which the
      * handler takes whatever perf_fallback says, so the thread's CPU time
      * is counted from here on. A perf signal still queued after the switch
@@ -530,7 +634,125 @@ static unsigned perf_consume(struct flamme_slot *s, int first, unsigned *kernel,
     return (unsigned)n;
 }
 
-int flamme_engine_accept_sigsafe(struct flamme_slot *s, const siginfo_t *si, unsigned *weight,
+/* How far before its due CPU time a check may find the thread and still
+ * take the sample. */
+#define DITHER_SLACK_NS 20000
+/* The least time the dither timer is set for: a thread that ran less than
+ * half of it between two checks did not run its program (what it used was
+ * its wake-up and this handler, a few us). */
+#define DITHER_MIN_NS 50000
+/* A random wall delay for a new instant: a period, or a tick if shorter. */
+static int64_t dither_step(void)
+{
+    long p = period_ns();
+    return p < tick_ns ? p : tick_ns;
+}
+
+static int64_t dither_draw_sigsafe(struct flamme_slot *s)
+{
+    uint64_t x = s->dither_rng;
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    s->dither_rng = x;
+    return 1 + (int64_t)(x % (uint64_t)dither_step());
+}
+
+/* Arms s's dither timer to fire in ns of wall time (at least DITHER_MIN_NS),
+ * the thread's CPU time being cpu. Returns 0 or -1. */
+static int dither_arm_sigsafe(struct flamme_slot *s, int64_t cpu, int64_t ns)
+{
+    if (ns < DITHER_MIN_NS)
+        ns = DITHER_MIN_NS;
+    s->dither_cpu = cpu;
+    s->dither_delay = ns;
+    struct itimerspec its = {.it_value = {ns / 1000000000L, ns % 1000000000L}};
+    return timer_settime(s->dither_timer, 0, &its, NULL);
+}
+
+/* The whole periods of CPU time the thread ran between the last sample's
+ * account and now (thread CPU ns), which a sample at now stands for:
+ * whenever it is taken, every period is counted once. */
+static unsigned dither_take_sigsafe(struct flamme_slot *s, int64_t now)
+{
+    int64_t p = period_ns();
+    if (now <= s->dither_acct)
+        return 0;
+    int64_t n = (now - s->dither_acct) / p;
+    s->dither_acct += n * p;
+    return (unsigned)n;
+}
+
+/* A CPU timer expiry of *weight periods reached s's thread, at a tick: it
+ * runs. The first starts the account (with the expiry's periods); one
+ * that finds the chain not running starts it, its due point a random part
+ * of a step away if the old one passed. A thread that switches too often
+ * for a chain (flamme_engine_review: it sleeps before most due points, and
+ * its samples would go to the longest of its bursts) is sampled here, at
+ * the tick, as good an instant as any within its short bursts. Returns 1
+ * with the sample's weight (0: none now; the periods stay in the
+ * account). */
+static int dither_expiry_sigsafe(struct flamme_slot *s, unsigned *weight)
+{
+    unsigned w = *weight;
+    *weight = 0;
+    int switcher = __atomic_load_n(&s->dither_switcher, __ATOMIC_RELAXED);
+    if (s->dither_state == DITHER_RUN && !switcher)
+        return 1;
+    int64_t now = (int64_t)flamme_cpu_ns_sigsafe(CLOCK_THREAD_CPUTIME_ID);
+    if (!s->dither_acct)
+        s->dither_acct = now - (int64_t)w * period_ns();
+    if (switcher) {
+        s->dither_state = DITHER_OFF; /* a check still on its way is ignored */
+        *weight = dither_take_sigsafe(s, now);
+        return 1;
+    }
+    int64_t at = dither_draw_sigsafe(s);
+    if (s->dither_state == DITHER_OFF || s->dither_due - now <= DITHER_SLACK_NS)
+        s->dither_due = now + at;
+    if (dither_arm_sigsafe(s, now, s->dither_due - now) != 0) {
+        s->dither_state = DITHER_OFF;
+        *weight = dither_take_sigsafe(s, now);
+        return 1;
+    }
+    s->dither_state = DITHER_RUN;
+    return 1;
+}
+
+/* s's dither timer fired, set for when the thread would reach its due
+ * point (in its CPU time) if it kept its CPU. At or past it, the sample is
+ * taken where the thread is, for every period since the last one, and the
+ * due point moves a period on. Before it (the thread waited for a CPU
+ * meanwhile, and this signal waited for it) the timer is set again for
+ * what is left. A check that finds the thread asleep in a system call
+ * (this signal woke it) puts the chain to sleep until the thread's next
+ * expiry, rather than wake it again. Returns 1 with the sample's weight
+ * (0: not now). */
+static int dither_fired_sigsafe(struct flamme_slot *s, int in_syscall, unsigned *weight)
+{
+    *weight = 0;
+    if (s->dither_state != DITHER_RUN)
+        return 1;
+    int64_t now = (int64_t)flamme_cpu_ns_sigsafe(CLOCK_THREAD_CPUTIME_ID);
+    if (now - s->dither_cpu < s->dither_delay / 2 && in_syscall) {
+        s->dither_state = DITHER_SLEEP;
+        return 1;
+    }
+    if (now >= s->dither_due - DITHER_SLACK_NS) {
+        *weight = dither_take_sigsafe(s, now);
+        s->dither_due += period_ns();
+        if (s->dither_due - now <= DITHER_SLACK_NS)
+            s->dither_due = now + dither_draw_sigsafe(s);
+    }
+    if (dither_arm_sigsafe(s, now, s->dither_due - now) != 0) {
+        s->dither_state = DITHER_OFF;
+        *weight += dither_take_sigsafe(s, now);
+    }
+    return 1;
+}
+
+int flamme_engine_accept_sigsafe(struct flamme_slot *s, const siginfo_t *si, int in_syscall,
+                                 unsigned *weight,
                                  unsigned *kernel)
 {
     *weight = 1;
@@ -607,12 +829,18 @@ int flamme_engine_accept_sigsafe(struct flamme_slot *s, const siginfo_t *si, uns
         return 1;
     case FLAMME_ENGINE_TIMER:
     timer:
-        if (si->si_code != SI_TIMER || si->si_value.sival_ptr != s)
+        if (si->si_code != SI_TIMER)
+            return 0;
+        if (si->si_value.sival_ptr == &s->dither_timer)
+            return dither_fired_sigsafe(s, in_syscall, weight);
+        if (si->si_value.sival_ptr != s)
             return 0;
         /* Expiries merged into this one signal (the kernel delivers at most
          * one per tick): weigh the sample by all of them. */
         if (si->si_overrun > 0)
             *weight += (unsigned)si->si_overrun;
+        if (s->dither_ok)
+            return dither_expiry_sigsafe(s, weight);
         return 1;
     case FLAMME_ENGINE_ITIMER:
         return si->si_code == SI_KERNEL;

@@ -3,8 +3,11 @@
  *   perf    per-thread perf_event task-clock (cpu mode), period in ns: the
  *           asked rate even above the kernel tick (HZ=250 here)
  *   timer   per-thread timer_create on the thread's CPU clock (cpu mode) or
- *           CLOCK_MONOTONIC (wall mode); at most one expiry per tick, with
- *           overruns counted into the sample's weight
+ *           CLOCK_MONOTONIC (wall mode); at most one expiry per tick. In cpu
+ *           mode a second, one-shot CLOCK_MONOTONIC timer per thread takes
+ *           the samples at due points of its CPU time instead of at ticks
+ *           (the dither, engine.c; FLAMME_DITHER=0: at the expiry, its
+ *           overruns counted into the sample's weight)
  *   itimer  process-wide setitimer(ITIMER_PROF) (portable, cpu mode only)
  * Every engine counts all of a thread's CPU time, user and kernel: where
  * perf events may not overflow in kernel mode, perf finds the kernel's
@@ -43,6 +46,11 @@ int flamme_engine_arm(struct flamme_slot *s);
 
 /* Stops sampling s's thread; any thread. Idempotent. */
 void flamme_engine_disarm(struct flamme_slot *s);
+
+/* The periods of a sample the timer engine's dither put off and has not
+ * taken yet (0: none), which the caller must place; clears them. The
+ * calling thread is s's, with the sample signal blocked. */
+unsigned flamme_engine_take_due(struct flamme_slot *s);
 
 /* Whether flamme_engine_review has work: auto chose perf. */
 int flamme_engine_reviews(void);
@@ -83,8 +91,11 @@ void flamme_engine_stop(void);
  * FLAMME_KERNEL_UNKNOWN (the timers: their expiry is checked at a tick
  * that does not say where it fell). Either way the signal arrives when the
  * thread returns to user space: kernel periods land on the user stack that
- * entered the kernel. async-signal-safe: yes. */
-int flamme_engine_accept_sigsafe(struct flamme_slot *s, const siginfo_t *si, unsigned *weight,
+ * entered the kernel. in_syscall: the interrupted pc is at a system
+ * call's return (the thread was in the kernel, maybe asleep there).
+ * async-signal-safe: yes. */
+int flamme_engine_accept_sigsafe(struct flamme_slot *s, const siginfo_t *si, int in_syscall,
+                                 unsigned *weight,
                                  unsigned *kernel);
 
 #endif

@@ -169,6 +169,13 @@ static int after_syscall_sigsafe(uintptr_t pc)
            ((pc & 0xfff) >= 2 && c[-2] == 0x0f && c[-1] == 0x05);
 }
 
+/* after_syscall_sigsafe of the pc the signal interrupted. */
+static int in_syscall_sigsafe(void *ucv)
+{
+    const ucontext_t *uc = ucv;
+    return after_syscall_sigsafe((uintptr_t)uc->uc_mcontext.gregs[REG_RIP]);
+}
+
 /* The kernel's part of a sample of weight periods taken at pc, from what
  * the engine said (kernel, maybe FLAMME_KERNEL_UNKNOWN); adds
  * FLAMME_SAMPLE_SYSCALL to *flags in wall mode. Leaving a system call: in
@@ -254,7 +261,8 @@ static void flamme_sigprof(int sig, siginfo_t *si, void *ucv)
     int saved_errno = errno;
     struct flamme_slot *s = flamme_thread_self_sigsafe();
     unsigned weight, kernel;
-    if (sig != flamme_sample_sig || !flamme_engine_accept_sigsafe(s, si, &weight, &kernel)) {
+    if (sig != flamme_sample_sig ||
+        !flamme_engine_accept_sigsafe(s, si, in_syscall_sigsafe(ucv), &weight, &kernel)) {
         if (!s || !s->unblocked)
             forward(sig, si, ucv);
         errno = saved_errno;
@@ -399,6 +407,11 @@ static __attribute__((noinline)) void walk_sample_sigsafe(struct flamme_slot *s,
     }
     sflags |= wflags;
     sflags |= flamme_gc_flags_sigsafe();
+    if (s->dither_ok && s->last_frames) {
+        s->last_n = n <= FLAMME_LAST_FRAMES ? n : 0;
+        memcpy(s->last_frames, frames, s->last_n * sizeof *frames);
+        s->last_flags = sflags;
+    }
     commit_split(s, rec, n, sflags, t0, weight, kernel, domain);
     uint64_t b =
         flamme_budget_charge_sigsafe(&bc, walked, (wflags & FLAMME_SAMPLE_TRUNCATED) != 0) /
@@ -427,6 +440,21 @@ static __attribute__((noinline)) void pc_sample_sigsafe(struct flamme_slot *s, v
     commit_split(s, rec, 1, flags, flamme_now_sigsafe(), weight, kernel, s->last_domain);
 }
 
+
+void flamme_handler_flush_nosig(struct flamme_slot *s, unsigned weight)
+{
+    /* Pairs with the release store in flamme_agent_start/stop. */
+    if (!weight || !s->ring || !atomic_load_explicit(&flamme_agent_sampling, memory_order_acquire))
+        return;
+    uint64_t *rec = s->last_n ? flamme_ring_reserve_sigsafe(s->ring, s->last_n + FLAMME_SAMPLE_HDR_WORDS)
+                              : NULL;
+    if (!rec) {
+        atomic_fetch_add_explicit(&s->lost, 1, memory_order_relaxed);
+        return;
+    }
+    memcpy(rec + FLAMME_SAMPLE_HDR_WORDS, s->last_frames, s->last_n * sizeof *rec);
+    commit_sample(s, rec, s->last_n, s->last_flags, flamme_now_sigsafe(), weight, s->last_domain);
+}
 
 int flamme_blocked_begin_nosig(uintptr_t callee, uintptr_t ret, uintptr_t sp, uintptr_t fp)
 {

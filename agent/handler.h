@@ -51,6 +51,15 @@ void flamme_handler_cost_reset(void);
  * no room left there for a walk. Any thread. */
 uint64_t flamme_handler_pc_only(void);
 
+/* The thread of slot s ends (or sampling stops) with a sample due that
+ * the dithered timer engine did not take yet (weight periods, from
+ * flamme_engine_take_due): commits them on the frames of the thread's last
+ * sample, the nearest stack known; counted as lost when it has none. The
+ * calling thread is s's, in normal context with the sample signal blocked.
+ * Not async-signal-safe. */
+struct flamme_slot;
+void flamme_handler_flush_nosig(struct flamme_slot *s, unsigned weight);
+
 /* Wall mode, around a blocking call (agent/blocking.c), with the sample signal blocked
  * in the calling thread: begin walks the caller's stack (callee = the
  * blocking function's address, ret/sp/fp = the caller's return address,

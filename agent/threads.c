@@ -93,13 +93,17 @@ void flamme_threads_atfork_child(void)
     /* Timers are not inherited: a timer id or perf fd number in a slot may
      * by now be one of the child's own, which a disarm must not touch. */
     int hwm = atomic_load_explicit(&flamme_slots_hwm, memory_order_acquire);
-    for (int i = 0; i < hwm; i++)
+    for (int i = 0; i < hwm; i++) {
         atomic_store_explicit(&flamme_slots[i].armed, 0, memory_order_relaxed);
+        flamme_slots[i].dither_ok = 0;
+    }
 }
 
 /* What arm_locked maps for a slot: the stack memo, then the rows' memo
- * (the memo's size keeps it 64-byte aligned). */
-#define SLOT_MAP_BYTES (FLAMME_MEMO_BYTES + sizeof(struct flamme_cfi_cache))
+ * (the memo's size keeps it 64-byte aligned), then the last sample's
+ * frames. */
+#define SLOT_MAP_BYTES                                                                             \
+    (FLAMME_MEMO_BYTES + sizeof(struct flamme_cfi_cache) + FLAMME_LAST_FRAMES * sizeof(uint64_t))
 _Static_assert(FLAMME_MEMO_BYTES % 64 == 0, "the rows' memo follows the stack memo aligned");
 
 /* Arms s unless already armed; warns once per process on failure.
@@ -117,6 +121,7 @@ static void arm_locked(struct flamme_slot *s)
         if (m != MAP_FAILED) {
             flamme_memo_init(&s->memo, m);
             s->cfi_cache = (struct flamme_cfi_cache *)((char *)m + FLAMME_MEMO_BYTES);
+            s->last_frames = (uint64_t *)(s->cfi_cache + 1);
         }
     }
     if (!s->ring) {
@@ -186,6 +191,10 @@ struct flamme_slot *flamme_thread_register(int is_main, uintptr_t start_routine,
     s->stack_lo = s->stack_hi = 0;
     s->blocked_rec = NULL;
     s->memo.len = 0;
+    s->last_n = 0;
+    s->dither_state = 0;
+    s->dither_acct = 0;
+    s->dither_switcher = 0;
     atomic_store(&s->in_call, 0);
     atomic_store(&s->arm_pending, 0);
     pthread_attr_t attr;
@@ -263,6 +272,7 @@ void flamme_slot_release(struct flamme_slot *s)
         munmap(s->memo.frame, SLOT_MAP_BYTES);
     memset(&s->memo, 0, sizeof s->memo);
     s->cfi_cache = NULL;
+    s->last_frames = NULL;
     atomic_store_explicit(&s->writer_debt_ns, 0, memory_order_relaxed);
     /* Pairs with the acquire CAS in claim_slot. */
     atomic_store_explicit(&s->state, FLAMME_SLOT_FREE, memory_order_release);
@@ -276,18 +286,37 @@ void flamme_threads_recycle_dead(void)
             flamme_slot_release(&flamme_slots[i]);
 }
 
+/* Blocks the sample signal in the calling thread; *old gets the mask. */
+static void block_sample_sig(sigset_t *old)
+{
+    sigset_t prof;
+    sigemptyset(&prof);
+    sigaddset(&prof, flamme_sample_sig);
+    pthread_sigmask(SIG_BLOCK, &prof, old);
+}
+
+void flamme_thread_flush_self(void)
+{
+    struct flamme_slot *s = flamme_thread_self_sigsafe();
+    if (!s)
+        return;
+    sigset_t old;
+    block_sample_sig(&old);
+    flamme_handler_flush_nosig(s, flamme_engine_take_due(s));
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+}
+
 void flamme_thread_unregister(struct flamme_slot *s)
 {
     if (!s)
         return;
-    sigset_t prof, old;
-    sigemptyset(&prof);
-    sigaddset(&prof, flamme_sample_sig);
-    pthread_sigmask(SIG_BLOCK, &prof, &old);
+    sigset_t old;
+    block_sample_sig(&old);
     tls_slot = NULL; /* a sample signal still pending finds no slot and is ignored */
     /* A cancellation inside a blocking call skips its release: the
      * snapshot must not outlive the ring (the writer frees it). */
     s->blocked_rec = NULL;
+    flamme_handler_flush_nosig(s, flamme_engine_take_due(s));
     int cs = arm_lock_take();
     flamme_engine_disarm(s);
     arm_unlock(cs);

@@ -28,6 +28,8 @@
 #define FLAMME_MAX_THREADS 4096
 #define FLAMME_SLOT_RANGES 8
 #define FLAMME_SCRATCH_WORDS 512
+/* Frames of a thread's last sample kept for its final one (see last_frames). */
+#define FLAMME_LAST_FRAMES 256
 
 enum { FLAMME_SLOT_FREE = 0, FLAMME_SLOT_CLAIMED, FLAMME_SLOT_LIVE, FLAMME_SLOT_DEAD };
 
@@ -105,6 +107,24 @@ struct flamme_slot {
     _Atomic uint64_t ring_busy_skipped; /* handler: samples skipped for it (statistics) */
     uintptr_t stack_lo, stack_hi; /* the thread's system stack */
     timer_t timer;
+    /* Timer engine: the one-shot monotonic timer that moves each sample off
+     * the tick (engine.c, "dither"), and its handler-private state. */
+    timer_t dither_timer;
+    int dither_ok;             /* dither_timer exists, made for thread dither_tid */
+    pid_t dither_tid;
+    int dither_state;          /* engine.c: DITHER_OFF, _RUN, _SLEEP */
+    int dither_switcher;       /* the last review found the thread switching too often for a chain
+                                  (atomic, relaxed: the writer sets it, the handler reads it) */
+    int64_t dither_acct;       /* thread CPU ns up to which samples stood for periods (0: none yet) */
+    int64_t dither_due;        /* thread CPU ns of the next due point */
+    int64_t dither_cpu;        /* thread CPU ns when the dither timer was set */
+    int64_t dither_delay;      /* ns it was set for */
+    uint64_t dither_rng;
+    /* Timer engine with dither, handler-private: the last sample's frames
+     * (FLAMME_LAST_FRAMES words, mapped with the memo), where a due sample
+     * goes when the thread ends before it is taken (flamme_handler_flush_nosig). */
+    uint64_t *last_frames;
+    uint32_t last_n, last_flags;
     struct flamme_ring *ring;  /* mapped at the first arming (release; the writer acquires) */
     _Atomic uint64_t lost;     /* handler: +1 per sample dropped (relaxed; writer reads deltas) */
     _Atomic uint64_t taken;    /* handler: +1 per sample written (relaxed, statistics) */
@@ -180,6 +200,10 @@ void flamme_threads_review_engine(void);
 
 /* The calling thread's slot, or NULL. async-signal-safe: yes. */
 struct flamme_slot *flamme_thread_self_sigsafe(void);
+
+/* Places the calling thread's sample that the timer engine's dither put
+ * off, if any (flamme_handler_flush_nosig). Normal context, any thread. */
+void flamme_thread_flush_self(void);
 
 /* flamme_now_sigsafe, the monotonic clock in ns: common/clock.h. */
 

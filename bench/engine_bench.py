@@ -24,6 +24,8 @@ asserts nothing.
   differences include the program's own variation from run to run, except
   timer=record and perf=record: --engine timer / perf run under perf
   record, both views of one run (flamme's own samples left out of perf's);
+  tick=record: the timer engine without its dither (FLAMME_DITHER=0: each
+  sample at the tick where its CPU timer fired), the same way;
   perf-user=record: --engine perf as user nobody, whose events may not
   sample the kernel (root, perf_event_paranoid 2 only); auto@99=record:
   the default (auto, 99 Hz) on a run 6 times as long (the program's first
@@ -275,19 +277,21 @@ def perf_record_leaves(ctx, exe, cmd, env=None):
 # program's first argument). perf-user: user nobody, whose perf events may
 # not sample the kernel (root, perf_event_paranoid 2 only). auto@99: the
 # default, on a run 6 times as long for as many samples as the others.
-SAME_RUN = (("timer", "timer", 999, None, 1), ("perf", "perf", 999, None, 1),
-            ("perf-user", "perf", 999, 65534, 1), ("auto@99", None, 99, None, 6))
+SAME_RUN = (("timer", "timer", 999, None, 1, {}), ("tick", "timer", 999, None, 1, {"FLAMME_DITHER": "0"}),
+            ("perf", "perf", 999, None, 1, {}), ("perf-user", "perf", 999, 65534, 1, {}),
+            ("auto@99", None, 99, None, 6, {}))
 
 
 def bench_agreement(ctx, programs=None):
     print("Engine agreement (999 Hz; largest difference among the top-20 leaf self-times, in"
           " percentage points, and its leaf; a [kernel] leaf counts for the function that entered"
-          " the kernel; goals: perf~timer <= 2, each ~ perf record <= 3; timer=record and"
-          " perf=record: that engine run under perf record, both views of one run, free of the"
-          " program's own variation)")
-    print("  %-10s %-5s %-22s %-22s %-22s %-22s %-22s %-22s %-22s %-22s %8s" % (
+          " the kernel; goals: perf~timer <= 2, each ~ perf record <= 3; timer=record,"
+          " tick=record (timer, FLAMME_DITHER=0) and perf=record: that engine run under perf"
+          " record, both views of one run, free of the program's own variation)")
+    print("  %-10s %-5s %-22s %-22s %-22s %-22s %-22s %-22s %-22s %-22s %-22s %8s" % (
         "program", "build", "perf~timer", "auto~timer", "perf~record", "timer~record",
-        "timer=record", "perf=record", "perf-user=record", "auto@99=record", "[kernel]"))
+        "timer=record", "tick=record", "perf=record", "perf-user=record", "auto@99=record",
+        "[kernel]"))
     for suite, prog, args, comps in AGREE:
         if programs and prog not in programs:
             continue
@@ -317,7 +321,7 @@ def bench_agreement(ctx, programs=None):
             ref = perf_record_leaves(ctx, exe, [exe] + args, env)
             ref = renamed(ref) if ref else None
             same = {}
-            for col, eng, hz, user, scale in SAME_RUN:
+            for col, eng, hz, user, scale, extra in SAME_RUN:
                 if user is not None:
                     if os.geteuid() != 0 or not shutil.which("setpriv") or ef.paranoid() != 2:
                         continue
@@ -325,7 +329,7 @@ def bench_agreement(ctx, programs=None):
                 a = ["%g" % (scale * float(x)) for x in args[:1]] + list(args[1:])
                 prof = os.path.join(ctx.work, "agree-same-%s.flm" % col)
                 ref1 = perf_record_leaves(ctx, exe, ef.record_cmd(ctx.build, exe, a, prof, hz, eng,
-                                                                  user=user), env)
+                                                                  user=user), dict(env, **extra))
                 if ref1:
                     same[col] = (renamed(ref1), renamed(ef.leaf_shares(collapse(ctx.build, prof))))
 
@@ -334,7 +338,7 @@ def bench_agreement(ctx, programs=None):
                     return "-"
                 pp, leaf = ef.disagreement(a, b)
                 return "%5.1f %s" % (pp, (leaf or "")[:16])
-            print("  %-10s %-5s %-22s %-22s %-22s %-22s %-22s %-22s %-22s %-22s %7.1f%%" % (
+            print("  %-10s %-5s %-22s %-22s %-22s %-22s %-22s %-22s %-22s %-22s %-22s %7.1f%%" % (
                 prog, comp, fmt(sh["perf"], sh["timer"]), fmt(sh["auto"], sh["timer"]),
                 fmt(sh["perf"], ref), fmt(sh["timer"], ref),
                 *(fmt(same[c[0]][1], same[c[0]][0]) if c[0] in same else "-" for c in SAME_RUN),

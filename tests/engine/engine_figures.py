@@ -25,6 +25,7 @@ PROGRAMS = {
     "stitch": ([os.path.join(HERE, "stitch.ml")], ()),
     "memo": ([os.path.join(HERE, "memo_stubs.c"), os.path.join(HERE, "memo.ml")], ()),
     "memo_fx": ([os.path.join(HERE, "memo_fx.ml")], ()),
+    "ticks": ([os.path.join(HERE, "ticks_stubs.c"), os.path.join(HERE, "ticks.ml")], ()),
 }
 
 

@@ -114,6 +114,42 @@ def test_deepfx(build, ocaml, compiler, check, tmp_path, hz):
           "%s deepfx %d Hz: report gives the agent's start-up CPU" % (comp, hz), rep[:600])
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("hz", [99, 999])
+def test_ticks(build, ocaml, compiler, check, tmp_path, hz):
+    """A program in step with the kernel's tick (ticks.ml: the first tenth
+    of every tick in after_tick): the timer engine's CPU timers fire at
+    ticks only, yet it finds after_tick's 10%, as its samples are taken at
+    random instants of the thread's CPU time after them (the dither). With
+    FLAMME_DITHER=0 they are taken at the ticks, and after_tick is hardly
+    ever seen: the program does what the test needs."""
+    comp = compiler.name
+    exe = ef.build_program(ocaml, "ticks")
+    seconds = "3" if hz == 99 else "1"
+
+    def after_share(env, what):
+        prof = str(tmp_path / ("ticks-%s.flm" % what))
+        r = record_hz(build, exe, [seconds], prof, hz, engine="timer", env=env, cwd=tmp_path)
+        ok = r.returncode == 0 and "ticks:" in r.stdout
+        check(ok, "%s ticks %d Hz %s: runs under flamme" % (comp, hz, what), r.stderr.strip()[-300:])
+        if not ok:
+            return None
+        st = collapse(build, prof)
+        pct = 100.0 * flammetest.share(st, lambda fr: any(f.endswith("after_tick") for f in fr))
+        print("  %s ticks %d Hz %s: after_tick %.1f%% of %d (%s)"
+              % (comp, hz, what, pct, flammetest.total(st), r.stdout.strip()))
+        return pct
+
+    pct = after_share(None, "timer")
+    if pct is not None:
+        check(4 <= pct <= 18, "%s ticks %d Hz: the timer engine gives after_tick ~10%% of the time"
+              % (comp, hz), "%.1f%%" % pct)
+    pct = after_share({"FLAMME_DITHER": "0"}, "at-ticks")
+    if pct is not None:
+        check(pct < 3, "%s ticks %d Hz: with FLAMME_DITHER=0 the samples are at ticks (after_tick "
+              "hardly seen)" % (comp, hz), "%.1f%%" % pct)
+
+
 def recorded_report(build, ocaml, comp, check, tmp_path, name, args):
     """Records engine program NAME with ARGS at 999 Hz (it prints "NAME: "
     when it ends well); returns (profile, its `flamme report`, the samples

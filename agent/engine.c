@@ -423,9 +423,14 @@ static void perf_close(struct flamme_slot *s)
 
 void flamme_engine_disarm(struct flamme_slot *s)
 {
-    /* Exactly one caller (the exiting thread or the exit handler) wins. */
-    if (!atomic_exchange_explicit(&s->armed, 0, memory_order_acq_rel))
+    /* Exactly one caller (the exiting thread or the exit handler) wins. A
+     * stop from another thread could only stop s's dither timer: its own
+     * thread, exiting, deletes it here (callers hold arm_lock, so a stop
+     * cannot touch the timer meanwhile). */
+    if (!atomic_exchange_explicit(&s->armed, 0, memory_order_acq_rel)) {
+        dither_drop(s);
         return;
+    }
     switch (flamme_engine) {
     case FLAMME_ENGINE_PERF:
         if (s->perf_fallback) {

@@ -689,27 +689,33 @@ static unsigned dither_take_sigsafe(struct flamme_slot *s, int64_t now)
 }
 
 /* A CPU timer expiry of *weight periods reached s's thread, at a tick: it
- * runs. The first starts the account (with the expiry's periods); one
- * that finds the chain not running starts it, its due point a random part
- * of a step away if the old one passed. A thread that switches too often
- * for a chain (flamme_engine_review: it sleeps before most due points, and
- * its samples would go to the longest of its bursts) is sampled here, at
- * the tick, as good an instant as any within its short bursts. Returns 1
- * with the sample's weight (0: none now; the periods stay in the
- * account). */
+ * runs. The first is sampled here, with its periods, and starts the
+ * account and the chain: a thread that ends before its first due point
+ * still has a sample, whose frames a later flush can reuse
+ * (flamme_handler_flush_nosig). One that finds the chain not running
+ * starts it, its due point a random part of a step away if the old one
+ * passed. A thread that switches too often for a chain
+ * (flamme_engine_review: it sleeps before most due points, and its
+ * samples would go to the longest of its bursts) is sampled here, at the
+ * tick, as good an instant as any within its short bursts. Returns 1 with
+ * the sample's weight (0: none now; the periods stay in the account). */
 static int dither_expiry_sigsafe(struct flamme_slot *s, unsigned *weight)
 {
-    unsigned w = *weight;
-    *weight = 0;
+    unsigned first = 0;
     int switcher = __atomic_load_n(&s->dither_switcher, __ATOMIC_RELAXED);
-    if (s->dither_state == DITHER_RUN && !switcher)
+    if (s->dither_state == DITHER_RUN && !switcher && s->dither_acct) {
+        *weight = 0;
         return 1;
+    }
     int64_t now = (int64_t)flamme_cpu_ns_sigsafe(CLOCK_THREAD_CPUTIME_ID);
-    if (!s->dither_acct)
-        s->dither_acct = now - (int64_t)w * period_ns();
+    if (!s->dither_acct) {
+        s->dither_acct = now;
+        first = *weight;
+    }
+    *weight = first;
     if (switcher) {
         s->dither_state = DITHER_OFF; /* a check still on its way is ignored */
-        *weight = dither_take_sigsafe(s, now);
+        *weight += dither_take_sigsafe(s, now);
         return 1;
     }
     int64_t at = dither_draw_sigsafe(s);
@@ -717,7 +723,7 @@ static int dither_expiry_sigsafe(struct flamme_slot *s, unsigned *weight)
         s->dither_due = now + at;
     if (dither_arm_sigsafe(s, now, s->dither_due - now) != 0) {
         s->dither_state = DITHER_OFF;
-        *weight = dither_take_sigsafe(s, now);
+        *weight += dither_take_sigsafe(s, now);
         return 1;
     }
     s->dither_state = DITHER_RUN;

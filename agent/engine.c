@@ -647,7 +647,7 @@ static unsigned perf_consume(struct flamme_slot *s, int first, unsigned *kernel,
  * its wake-up and this handler, a few us). */
 #define DITHER_MIN_NS 50000
 /* A random wall delay for a new instant: a period, or a tick if shorter. */
-static int64_t dither_step(void)
+static int64_t dither_step_sigsafe(void)
 {
     long p = period_ns();
     return p < tick_ns ? p : tick_ns;
@@ -660,7 +660,7 @@ static int64_t dither_draw_sigsafe(struct flamme_slot *s)
     x ^= x >> 7;
     x ^= x << 17;
     s->dither_rng = x;
-    return 1 + (int64_t)(x % (uint64_t)dither_step());
+    return 1 + (int64_t)(x % (uint64_t)dither_step_sigsafe());
 }
 
 /* Arms s's dither timer to fire in ns of wall time (at least DITHER_MIN_NS),
@@ -688,7 +688,11 @@ static unsigned dither_take_sigsafe(struct flamme_slot *s, int64_t now)
     return (unsigned)n;
 }
 
-/* A CPU timer expiry of *weight periods reached s's thread, at a tick: it
+/* (Both dither functions stay out of flamme_engine_accept_sigsafe's frame:
+ * the perf engine's signals, which never call them, can come on a
+ * program's alternate stack inside its own handler, before the handler's
+ * room check.)
+ * A CPU timer expiry of *weight periods reached s's thread, at a tick: it
  * runs. The first is sampled here, with its periods, and starts the
  * account and the chain: a thread that ends before its first due point
  * still has a sample, whose frames a later flush can reuse
@@ -699,7 +703,7 @@ static unsigned dither_take_sigsafe(struct flamme_slot *s, int64_t now)
  * samples would go to the longest of its bursts) is sampled here, at the
  * tick, as good an instant as any within its short bursts. Returns 1 with
  * the sample's weight (0: none now; the periods stay in the account). */
-static int dither_expiry_sigsafe(struct flamme_slot *s, unsigned *weight)
+static __attribute__((noinline)) int dither_expiry_sigsafe(struct flamme_slot *s, unsigned *weight)
 {
     unsigned first = 0;
     int switcher = __atomic_load_n(&s->dither_switcher, __ATOMIC_RELAXED);
@@ -739,7 +743,8 @@ static int dither_expiry_sigsafe(struct flamme_slot *s, unsigned *weight)
  * (this signal woke it) puts the chain to sleep until the thread's next
  * expiry, rather than wake it again. Returns 1 with the sample's weight
  * (0: not now). */
-static int dither_fired_sigsafe(struct flamme_slot *s, int in_syscall, unsigned *weight)
+static __attribute__((noinline)) int dither_fired_sigsafe(struct flamme_slot *s, int in_syscall,
+                                                           unsigned *weight)
 {
     *weight = 0;
     if (s->dither_state != DITHER_RUN)

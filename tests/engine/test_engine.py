@@ -118,11 +118,12 @@ def test_deepfx(build, ocaml, compiler, check, tmp_path, hz):
 @pytest.mark.parametrize("hz", [99, 999])
 def test_ticks(build, ocaml, compiler, check, tmp_path, hz):
     """A program in step with the kernel's tick (ticks.ml: the first tenth
-    of every tick in after_tick): the timer engine's CPU timers fire at
-    ticks only, yet it finds after_tick's 10%, as its samples are taken at
-    random instants of the thread's CPU time after them (the dither). With
-    FLAMME_DITHER=0 they are taken at the ticks, and after_tick is hardly
-    ever seen: the program does what the test needs."""
+    of every tick in after_tick, ~10% of its CPU time, which it measures
+    itself): the timer engine's CPU timers fire at ticks only, yet it gives
+    after_tick its share, as its samples are taken at random instants of
+    the thread's CPU time after them (the dither). With FLAMME_DITHER=0
+    they are taken at the ticks, and after_tick is hardly ever seen: the
+    program does what the test needs."""
     comp = compiler.name
     exe = ef.build_program(ocaml, "ticks")
     seconds = "3" if hz == 99 else "1"
@@ -130,24 +131,31 @@ def test_ticks(build, ocaml, compiler, check, tmp_path, hz):
     def after_share(env, what):
         prof = str(tmp_path / ("ticks-%s.flm" % what))
         r = record_hz(build, exe, [seconds], prof, hz, engine="timer", env=env, cwd=tmp_path)
-        ok = r.returncode == 0 and "ticks:" in r.stdout
+        m = re.search(r"after_tick ([0-9.]+)% of the CPU time", r.stdout)
+        ok = r.returncode == 0 and m is not None
         check(ok, "%s ticks %d Hz %s: runs under flamme" % (comp, hz, what), r.stderr.strip()[-300:])
         if not ok:
-            return None
+            return None, None
         st = collapse(build, prof)
         pct = 100.0 * flammetest.share(st, lambda fr: any(f.endswith("after_tick") for f in fr))
         print("  %s ticks %d Hz %s: after_tick %.1f%% of %d (%s)"
               % (comp, hz, what, pct, flammetest.total(st), r.stdout.strip()))
-        return pct
+        return pct, float(m.group(1))
 
-    pct = after_share(None, "timer")
+    pct, own = after_share(None, "timer")
     if pct is not None:
-        check(4 <= pct <= 18, "%s ticks %d Hz: the timer engine gives after_tick ~10%% of the time"
-              % (comp, hz), "%.1f%%" % pct)
-    pct = after_share({"FLAMME_DITHER": "0"}, "at-ticks")
+        check(abs(pct - own) <= max(3.0, 0.4 * own),
+              "%s ticks %d Hz: the timer engine gives after_tick its share of the CPU time "
+              "(within 3 pp or 40%%)" % (comp, hz), "%.1f%% for %.1f%%" % (pct, own))
+    pct, own = after_share({"FLAMME_DITHER": "0"}, "at-ticks")
     if pct is not None:
-        check(pct < 3, "%s ticks %d Hz: with FLAMME_DITHER=0 the samples are at ticks (after_tick "
-              "hardly seen)" % (comp, hz), "%.1f%%" % pct)
+        if own < 5.0:
+            print("  %s ticks %d Hz at-ticks: after_tick had %.1f%% of the CPU time (the machine "
+                  "is busy): too little to tell ticks apart" % (comp, hz, own))
+        else:
+            check(pct < own / 3, "%s ticks %d Hz: with FLAMME_DITHER=0 the samples are at ticks "
+                  "(after_tick under a third of its share)" % (comp, hz), "%.1f%% for %.1f%%"
+                  % (pct, own))
 
 
 def recorded_report(build, ocaml, comp, check, tmp_path, name, args):

@@ -1,7 +1,8 @@
 /*
  * tests/engine/ticks_stubs.c — the clocks tests/engine/ticks.ml keeps step
  * with the kernel's tick by: the coarse monotonic clock, which the kernel
- * advances once a tick, and the fine one. Owner: the engine suite.
+ * advances once a tick, and the fine one; and the thread's CPU clock, by
+ * which it measures its own phases. Owner: the engine suite.
  */
 #include <time.h>
 #include <caml/mlvalues.h>
@@ -26,4 +27,11 @@ value ticks_fine_ns(value unit)
 {
     (void)unit;
     return ns_of(CLOCK_MONOTONIC);
+}
+
+/* CLOCK_THREAD_CPUTIME_ID in ns (0 if the clock fails). */
+value ticks_cpu_ns(value unit)
+{
+    (void)unit;
+    return ns_of(CLOCK_THREAD_CPUTIME_ID);
 }

@@ -164,10 +164,10 @@ static int perf_route(struct flamme_slot *s, int fd, pid_t tid, long first)
  * is preempted (a stop-the-world spin waiting for the domain that is not
  * running) got twice its share (doc/design.md, "What CPU timers see").
  * Dither: the expiry only says the thread runs. The samples are a chain of
- * due points in the thread's own CPU time, a period apart from a random
- * start, each taken by a one-shot monotonic timer set for when the thread
- * would reach it if it kept its CPU, and set again for what is left when
- * it did not; each sample stands for the periods of CPU time since the
+ * due points in the thread's own CPU time, a period apart on average
+ * from a random start, each taken by a one-shot monotonic timer set for
+ * when the thread would reach it if it kept its CPU, and set again for
+ * what is left when it did not; each sample stands for the periods of CPU time since the
  * last (dither_take_sigsafe), so every period is counted once wherever the
  * samples fall. Length of a tick in ns (clock_getres of the coarse clock,
  * which advances once a tick), 0: no dither (wall mode, FLAMME_DITHER=0). */
@@ -653,14 +653,19 @@ static int64_t dither_step_sigsafe(void)
     return p < tick_ns ? p : tick_ns;
 }
 
-static int64_t dither_draw_sigsafe(struct flamme_slot *s)
+static int64_t dither_rand_sigsafe(struct flamme_slot *s)
 {
     uint64_t x = s->dither_rng;
     x ^= x << 13;
     x ^= x >> 7;
     x ^= x << 17;
     s->dither_rng = x;
-    return 1 + (int64_t)(x % (uint64_t)dither_step_sigsafe());
+    return (int64_t)(x >> 1);
+}
+
+static int64_t dither_draw_sigsafe(struct flamme_slot *s)
+{
+    return 1 + dither_rand_sigsafe(s) % dither_step_sigsafe();
 }
 
 /* Arms s's dither timer to fire in ns of wall time (at least DITHER_MIN_NS),
@@ -737,9 +742,9 @@ static __attribute__((noinline)) int dither_expiry_sigsafe(struct flamme_slot *s
 /* s's dither timer fired, set for when the thread would reach its due
  * point (in its CPU time) if it kept its CPU. At or past it, the sample is
  * taken where the thread is, for every period since the last one, and the
- * due point moves a period on. Before it (the thread waited for a CPU
- * meanwhile, and this signal waited for it) the timer is set again for
- * what is left. A check that finds the thread asleep in a system call
+ * due point moves on by a period on average. Before it (the thread waited
+ * for a CPU meanwhile, and this signal waited for it) the timer is set
+ * again for what is left. A check that finds the thread asleep in a system call
  * (this signal woke it) puts the chain to sleep until the thread's next
  * expiry, rather than wake it again. Returns 1 with the sample's weight
  * (0: not now). */
@@ -756,7 +761,11 @@ static __attribute__((noinline)) int dither_fired_sigsafe(struct flamme_slot *s,
     }
     if (now >= s->dither_due - DITHER_SLACK_NS) {
         *weight = dither_take_sigsafe(s, now);
-        s->dither_due += period_ns();
+        /* A period on average, drawn from [p/2, 3p/2): a fixed period
+         * locks onto a program that repeats at a tick (tests/engine
+         * ticks.ml: 4 periods a tick at 999 Hz), as each of its samples
+         * then falls at the same place of the tick. */
+        s->dither_due += period_ns() / 2 + dither_rand_sigsafe(s) % period_ns();
         if (s->dither_due - now <= DITHER_SLACK_NS)
             s->dither_due = now + dither_draw_sigsafe(s);
     }

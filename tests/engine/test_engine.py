@@ -409,6 +409,12 @@ def kern_runs(build, exe, comp, check, work, prefix="", user=None):
         # a loaded machine).
         nrec = ef.report_records(rep) or 1
         tol = 3.0 + 300.0 / nrec
+        # Counted kernel periods go to the next user-mode record, few in
+        # phases 90% in the kernel: under CI's parallel load the touch
+        # phase lost 4.0 and 5.2 pp to the files phase in two of four runs
+        # (quiet reruns: within 0.3 pp); a broken count is off by tens.
+        if counted:
+            tol += 3.0
         for p in KERN_PHASES:
             got, want = 100.0 * ph[p][0] / wsum, 100.0 * cpu[p][0] / csum
             ksh = 100.0 * ph[p][1] / ph[p][0] if ph[p][0] else 0.0

@@ -8,7 +8,6 @@
 #include <stdio.h>
 #include <linux/perf_event.h>
 #include <stdatomic.h>
-#include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
@@ -235,6 +234,13 @@ static void dither_drop(struct flamme_slot *s)
     timer_settime(s->dither_timer, 0, &off, NULL);
 }
 
+/* Threads given a CPU timer in CPU mode, and those of them a review ever
+ * found switching too often for a dither chain (flamme_engine_timer_info).
+ * timer_threads: any arming thread (relaxed add, read by the writer at the
+ * end); timer_switchers: writer only (reviews). */
+static atomic_uint timer_threads;
+static unsigned timer_switchers;
+
 static int timer_arm(struct flamme_slot *s)
 {
     clockid_t clk = flamme_cfg.wall ? CLOCK_MONOTONIC : thread_cpu_clock(s->tid);
@@ -246,6 +252,8 @@ static int timer_arm(struct flamme_slot *s)
         errno = e;
         return -1;
     }
+    if (!flamme_cfg.wall)
+        atomic_fetch_add_explicit(&timer_threads, 1, memory_order_relaxed);
     long p = period_ns(), first = first_delay_ns(s->tid);
     struct itimerspec its = {
         .it_interval = {p / 1000000000L, p % 1000000000L},
@@ -539,12 +547,20 @@ void flamme_engine_review(struct flamme_slot *s, int baseline_only)
     int fast = dsw * 1000000000ull > (uint64_t)FLAMME_MAX_SWITCH_RATE * dcpu;
     /* Relaxed: a hint the handler reads at the thread's next expiry. */
     if (timer) {
+        if (fast && !s->switcher_seen && tick_ns) {
+            s->switcher_seen = 1;
+            timer_switchers++;
+        }
         __atomic_store_n(&s->dither_switcher, fast, __ATOMIC_RELAXED);
         return;
     }
     if (!fast)
         return;
     __atomic_store_n(&s->dither_switcher, 1, __ATOMIC_RELAXED);
+    if (tick_ns) {
+        s->switcher_seen = 1;
+        timer_switchers++;
+    }
     /* The timer first: its signals carry s itself (SI_TIMER), which the
      * handler takes whatever perf_fallback says, so the thread's CPU time
      * is counted from here on. A perf signal still queued after the switch
@@ -558,6 +574,17 @@ void flamme_engine_review(struct flamme_slot *s, int baseline_only)
     if (perf_moved < MOVED_TIDS)
         moved_tids[perf_moved] = s->tid;
     perf_moved++;
+}
+
+int flamme_engine_timer_info(char *buf, size_t size)
+{
+    if (!atomic_load_explicit(&timer_threads, memory_order_relaxed))
+        return 0;
+    if (tick_ns)
+        snprintf(buf, size, "dither %u", timer_switchers);
+    else
+        snprintf(buf, size, "tick");
+    return 1;
 }
 
 int flamme_engine_kernel_counted(void)

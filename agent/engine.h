@@ -73,6 +73,13 @@ void flamme_engine_review(struct flamme_slot *s, int baseline_only);
  * "<n> <tid>..." (the first 16 tids) to buf. Writer thread. */
 unsigned flamme_engine_moved(char *buf, size_t size);
 
+/* How the CPU timers of this run sampled, for INFO engine_timer
+ * (doc/format.md): writes "dither <n>" (n: threads a review found
+ * switching too often for a chain, sampled at expiries) or "tick"
+ * (FLAMME_DITHER=0, or no tick resolution known) to buf. Returns 0 when no
+ * thread had a CPU timer in CPU mode (nothing written). Writer thread. */
+int flamme_engine_timer_info(char *buf, size_t size);
+
 /* Whether the perf engine runs with events that cannot overflow in kernel
  * mode, finding the kernel's periods from their count instead. Any thread. */
 int flamme_engine_kernel_counted(void);

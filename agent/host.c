@@ -131,6 +131,8 @@ static void host_end_info(flamme_pw *pw, int last)
     }
     if (flamme_engine_kernel_counted())
         flamme_pw_info(pw, "engine_kernel", "counted");
+    if (flamme_engine_timer_info(buf, sizeof buf))
+        flamme_pw_info(pw, "engine_timer", buf);
     char moved[256];
     if (flamme_engine_moved(moved, sizeof moved))
         flamme_pw_info(pw, "engine_moved_to_timer", moved);

@@ -195,6 +195,7 @@ struct flamme_slot *flamme_thread_register(int is_main, uintptr_t start_routine,
     s->dither_state = 0;
     s->dither_acct = 0;
     s->dither_switcher = 0;
+    s->switcher_seen = 0;
     atomic_store(&s->in_call, 0);
     atomic_store(&s->arm_pending, 0);
     pthread_attr_t attr;

@@ -216,6 +216,16 @@ static void print_budget(const struct flamme_profile *p)
         printf("  perf events could not sample the kernel here (perf_event_paranoid 2): kernel time\n"
                "  is counted in full, as [kernel] on each thread's next user-space sample (within a\n"
                "  period of the system call or page fault), not always under the code that entered it\n");
+    v = flamme_profile_info(p, "engine_timer");
+    if (v && !strcmp(v, "tick"))
+        printf("  CPU timers sampled at the kernel's ticks (FLAMME_DITHER=0): a tick is not a random\n"
+               "  instant, and code that runs in step with it is over- or under-counted\n");
+    else if (v && !strncmp(v, "dither", 6))
+        printf("  CPU timers sampled at random points of each thread's CPU time, not at ticks%s\n",
+               atoi(v + 6) > 0 ? ";" : "");
+    if (v && !strncmp(v, "dither", 6) && atoi(v + 6) > 0)
+        printf("  %d threads that context-switched too often for that were sampled at ticks\n",
+               atoi(v + 6));
     v = flamme_profile_info(p, "engine_moved_to_timer");
     if (v && atoi(v) > 0) {
         const char *tids = strchr(v, ' ');

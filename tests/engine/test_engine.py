@@ -136,6 +136,10 @@ def test_ticks(build, ocaml, compiler, check, tmp_path, hz):
         check(ok, "%s ticks %d Hz %s: runs under flamme" % (comp, hz, what), r.stderr.strip()[-300:])
         if not ok:
             return None, None
+        said = ("at random points of each thread's CPU time" if env is None
+                else "CPU timers sampled at the kernel's ticks")
+        check(said in report(build, prof), "%s ticks %d Hz %s: `flamme report` says how the CPU "
+              "timers sampled" % (comp, hz, what), "no '%s'" % said)
         st = collapse(build, prof)
         pct = 100.0 * flammetest.share(st, lambda fr: any(f.endswith("after_tick") for f in fr))
         print("  %s ticks %d Hz %s: after_tick %.1f%% of %d (%s)"

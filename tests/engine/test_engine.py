@@ -538,6 +538,12 @@ def test_handoff(build, ocaml, compiler, check, tmp_path):
         m = re.search(r"engine (\w+)", r.stderr)
         rep = report(build, prof)
         moved = MOVED.search(rep)
+        if label == "timer":
+            at_ticks = re.search(r"(\d+) threads that context-switched too often for that were "
+                                 r"sampled at ticks", rep)
+            check(at_ticks is not None and int(at_ticks.group(1)) >= 3,
+                  "%s: the report says the >= 3 yielding threads were sampled at ticks, not "
+                  "dithered" % what, at_ticks.group(0) if at_ticks else "no such line")
         res[label] = (m.group(1) if m else "?", int(moved.group(1)) if moved else 0,
                       ef.leaf_shares(collapse(build, prof)), ef.report_records(rep) or 1)
     if res["auto"][0] != "perf":

@@ -224,9 +224,9 @@ static void print_budget(const struct flamme_profile *p)
         printf("  CPU timers sampled at random points of each thread's CPU time, not at ticks%s\n",
                atoi(v + 6) > 0 ? ";" : "");
     if (v && !strncmp(v, "dither", 6) && atoi(v + 6) > 0)
-        printf("  %d threads that context-switched too often for that were sampled at ticks: their\n"
-               "  time going to sleep in the kernel is under-counted, their own code over-counted\n"
-               "  (doc/design.md, \"What the ticks miss\"; --engine perf, where it works, does not)\n",
+        printf("  %d threads that context-switched too often for that were sampled at ticks, which\n"
+               "  never fall in part of a switch: their own code gets a few points more than its\n"
+               "  share (doc/design.md, \"What the ticks miss\")\n",
                atoi(v + 6));
     v = flamme_profile_info(p, "engine_moved_to_timer");
     if (v && atoi(v) > 0) {

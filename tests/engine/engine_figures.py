@@ -21,7 +21,7 @@ PROGRAMS = {
     "gcloop": ([os.path.join(HERE, "gcloop.ml")], ()),
     "deepfx": ([CPUTIME, os.path.join(HERE, "deepfx.ml")], ()),
     "kern": ([CPUTIME, os.path.join(HERE, "kern_stubs.c"), os.path.join(HERE, "kern.ml")], ()),
-    "handoff": ([os.path.join(HERE, "handoff.ml")], ("unix", "threads")),
+    "handoff": ([CPUTIME, os.path.join(HERE, "handoff.ml")], ("unix", "threads")),
     "stitch": ([os.path.join(HERE, "stitch.ml")], ()),
     "memo": ([os.path.join(HERE, "memo_stubs.c"), os.path.join(HERE, "memo.ml")], ()),
     "memo_fx": ([os.path.join(HERE, "memo_fx.ml")], ()),

@@ -30,7 +30,15 @@ asserts nothing.
   sample the kernel (root, perf_event_paranoid 2 only); auto@99=record:
   the default (auto, 99 Hz) on a run 6 times as long (the program's first
   argument scaled), under perf record at 999 Hz.
-Usage: engine_bench.py [--build DIR] [--rounds N] [--only gc,budget,agree]
+- Against the program's own clock: ticks (after_tick, ~10% of each tick),
+  handoff (systhreads handing the runtime lock over at every yield: work)
+  and kern (compute, page-touching and file-system phases) measure their
+  own split with their threads' CPU clocks; per engine (timer, timer at
+  ticks, perf, auto at 999 and 99 Hz), the profile's share minus the
+  program's, lowest and highest over the rounds. perf record is no
+  reference there: on handoff its own work at each context switch is CPU
+  time no sample sees (doc/design.md, "What the ticks miss").
+Usage: engine_bench.py [--build DIR] [--rounds N] [--only gc,budget,agree,truth]
                        [--programs atomq,yielder,...]
 """
 import argparse
@@ -345,12 +353,80 @@ def bench_agreement(ctx, programs=None):
                 kern))
 
 
+# Programs that measure their own split of CPU time with the thread's CPU
+# clock, the truth no sampler gives: (program, arguments, what is compared,
+# the program's own figure from its output, the profile's figure from its
+# stacks as a fraction of all samples). kern: the phase whose share is the
+# furthest off, its figures.
+def _own(pattern):
+    return lambda out: float(re.search(pattern, out).group(1))
+
+
+def _kern_own(out):
+    cpu = {m.group(1): float(m.group(2)) for m in re.finditer(r"kern: phase (\w+) cpu ([0-9.]+)", out)}
+    total = sum(cpu.values()) or 1.0
+    return {k: 100.0 * v / total for k, v in cpu.items()}
+
+
+def _kern_prof(st):
+    return {ph: 100.0 * flammetest.share(st, lambda fr, ph=ph: any(f == "Kern." + ph for f in fr))
+            for ph in ("compute", "touch", "files")}
+
+
+TRUTH = (
+    ("ticks", ["1"], "after_tick", _own(r"after_tick ([0-9.]+)% of the CPU time"),
+     lambda st: 100.0 * flammetest.share(st, lambda fr: any(f.endswith("after_tick") for f in fr))),
+    ("handoff", ["4"], "Handoff.work", _own(r"own: work ([0-9.]+)%"),
+     lambda st: 100.0 * flammetest.share(st, flammetest.has_frame("work"))),
+    ("kern", ["40"], "phases", _kern_own, _kern_prof),
+)
+# (column, --engine or None for auto, Hz, extra environment).
+TRUTH_RUNS = (("timer", "timer", 999, {}), ("tick", "timer", 999, {"FLAMME_DITHER": "0"}),
+              ("perf", "perf", 999, {}), ("auto", None, 999, {}), ("auto@99", None, 99, {}))
+
+
+def bench_truth(ctx, rounds):
+    print("Against the program's own clock (programs that measure their split of CPU time"
+          " with their threads' CPU clocks; each cell: the profile's share of all samples minus"
+          " the program's own share, in percentage points, over %d rounds; kern: the phase"
+          " furthest off)" % rounds)
+    print("  %-8s %-5s %-13s %-8s %s" % ("program", "build", "what", "own %",
+                                         " ".join("%-16s" % c[0] for c in TRUTH_RUNS)))
+    for prog, args, what, own_of, prof_of in TRUTH:
+        for comp in COMPILERS:
+            try:
+                exe = ctx.exe(comp, prog)
+            except (FileNotFoundError, RuntimeError) as e:
+                print("  %-8s %-5s %s" % (prog, comp, str(e).splitlines()[0]))
+                continue
+            owns, cells = [], []
+            for col, eng, hz, extra in TRUTH_RUNS:
+                gaps = []
+                for _ in range(rounds):
+                    prof = os.path.join(ctx.work, "truth.flm")
+                    r = record(ctx, exe, args, prof, hz=hz, engine=eng, env=extra)[0]
+                    if r.returncode != 0:
+                        break
+                    own, got = own_of(r.stdout), prof_of(collapse(ctx.build, prof))
+                    if isinstance(own, dict):  # kern: the phase furthest off
+                        ph = max(own, key=lambda k: abs(got.get(k, 0.0) - own[k]))
+                        owns.append(own[ph])
+                        gaps.append(got.get(ph, 0.0) - own[ph])
+                    else:
+                        owns.append(own)
+                        gaps.append(got - own)
+                cells.append("%+.1f..%+.1f" % (min(gaps), max(gaps)) if gaps else "failed")
+            print("  %-8s %-5s %-13s %-8s %s" % (prog, comp, what,
+                                                 "%.1f" % statistics.median(owns) if owns else "-",
+                                                 " ".join("%-16s" % c for c in cells)))
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--build", default="build")
     ap.add_argument("--cache", default=flammetest.CACHE, help="where make deps put the OCaml compilers")
     ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--only", default="", help="comma-separated: gc, budget, agree")
+    ap.add_argument("--only", default="", help="comma-separated: gc, budget, agree, truth")
     ap.add_argument("--programs", default="", help="agree: only these programs (comma-separated)")
     a = ap.parse_args()
     only = set(a.only.split(",")) if a.only else None
@@ -361,6 +437,8 @@ def main():
             bench_gc_hooks(ctx, a.rounds)
         if want("budget"):
             bench_budget(ctx, a.rounds)
+        if want("truth"):
+            bench_truth(ctx, a.rounds)
         if want("agree"):
             bench_agreement(ctx, set(a.programs.split(",")) if a.programs else None)
     return 0

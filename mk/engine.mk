@@ -18,4 +18,4 @@ bench-engine: $(BUILD)/libflamme.so $(BUILD)/flamme $(ENG_BENCH_EXES)
 BENCH_TARGETS += bench-engine
 
 HELP_LINES += "make engine-test   flamme's own share of samples, CPU budget at any depth, engine agreement" \
-              "make bench-engine  GC hook cost, deep-stack slowdown, engine agreement per program"
+              "make bench-engine  GC hook cost, deep-stack slowdown, engines against programs that time themselves, engine agreement per program"

@@ -3,8 +3,9 @@
    Thread.yield), a mutex-guarded total between them: a thread switch every
    few tens of microseconds of CPU. Work and the hand-off are separate
    functions, so a profile's leaves say how the CPU time splits; each
-   thread measures that split itself with its CPU clock, and the program
-   prints work's share ("own: work N%").
+   thread measures its time in work and its whole time in serve with its
+   CPU clock, and the program prints work's share of the latter ("own:
+   work N%").
    Usage: handoff.exe [SCALE] *)
 
 external thread_cputime : unit -> float = "fid_thread_cputime"
@@ -22,24 +23,23 @@ let[@inline never] hand_off v =
   Mutex.unlock lock;
   Thread.yield ()
 
-(* CPU seconds each thread spent in work and in hand_off. *)
-let in_work = Array.make 4 0. and in_hand = Array.make 4 0.
+(* CPU seconds each thread spent in work and in all of serve. *)
+let in_work = Array.make 4 0. and in_serve = Array.make 4 0.
 
 let[@inline never] serve id () =
+  let start = thread_cputime () in
   for i = 1 to steps do
     let t0 = thread_cputime () in
     let v = work 10000 (id * i) in
-    let t1 = thread_cputime () in
-    hand_off v;
-    let t2 = thread_cputime () in
-    in_work.(id) <- in_work.(id) +. (t1 -. t0);
-    in_hand.(id) <- in_hand.(id) +. (t2 -. t1)
-  done
+    in_work.(id) <- in_work.(id) +. (thread_cputime () -. t0);
+    hand_off v
+  done;
+  in_serve.(id) <- thread_cputime () -. start
 
 let () =
   let others = List.init 3 (fun id -> Thread.create (serve (id + 1)) ()) in
   serve 0 ();
   List.iter Thread.join others;
-  let w = Array.fold_left ( +. ) 0. in_work and h = Array.fold_left ( +. ) 0. in_hand in
+  let w = Array.fold_left ( +. ) 0. in_work and all = Array.fold_left ( +. ) 0. in_serve in
   Printf.printf "handoff: total %d own: work %.1f%% of %.3f s\n" (!total land 0xffff)
-    (if w +. h > 0. then 100. *. w /. (w +. h) else 0.) (w +. h)
+    (if all > 0. then 100. *. w /. all else 0.) all

@@ -523,17 +523,16 @@ def test_handoff(build, ocaml, compiler, check, tmp_path):
     so), and the profile agrees with the timer engine's; --engine perf is
     left as asked. The program measures each thread's CPU time in work and
     in the hand-off itself: with the timer engine and auto (the threads on
-    CPU timers, sampled at ticks) work's share of the work and hand-off
-    samples is held to that, from 8 pp below to 18 pp above: ticks give
-    it 6-12 pp more (three compilers, scale 4, two rounds on a quiet
-    machine), as part of a switch's CPU time is never under a tick
+    CPU timers, sampled at ticks) work's share of the samples is held to
+    that, from 8 pp below to 18 pp above: ticks gave it 1-12 pp more
+    (bench-engine, "Against the program's own clock"; perf record alone
+    1-2), as part of a switch's CPU time is never under a tick
     (doc/design.md, "What the ticks miss"); sampling these threads as
     other threads are, with a chain of checks, gave work a fifth of its
     share."""
     comp = compiler.name
     exe = ef.build_program(ocaml, "handoff")
     in_work = flammetest.has_frame("work")
-    in_either = lambda fr: in_work(fr) or flammetest.has_frame("hand_off")(fr)
     res = {}
     for label, eng in (("timer", "timer"), ("auto", None), ("perf", "perf")):
         what = "%s handoff %s 999 Hz" % (comp, label)
@@ -549,8 +548,8 @@ def test_handoff(build, ocaml, compiler, check, tmp_path):
         own = re.search(r"own: work ([0-9.]+)%", r.stdout)
         st = collapse(build, prof)
         if label != "perf" and own:
-            pct = 100.0 * flammetest.share(st, in_work, in_either)
-            print("  %s: work %.1f%% of work and hand-off samples; the program measured %s%%"
+            pct = 100.0 * flammetest.share(st, in_work)
+            print("  %s: work %.1f%% of the samples; the program measured %s%%"
                   % (what, pct, own.group(1)))
             gap = pct - float(own.group(1))
             check(-8.0 <= gap <= 18.0,

@@ -162,13 +162,13 @@ def test_ticks(build, ocaml, compiler, check, tmp_path, hz):
                   % (pct, own))
 
 
-def recorded_report(build, ocaml, comp, check, tmp_path, name, args):
+def recorded_report(build, ocaml, comp, check, tmp_path, name, args, env=None):
     """Records engine program NAME with ARGS at 999 Hz (it prints "NAME: "
-    when it ends well); returns (profile, its `flamme report`, the samples
-    that replayed frames from their thread's last whole stack), or None
-    when the program failed."""
+    when it ends well), with ENV; returns (profile, its `flamme report`,
+    the samples that replayed frames from their thread's last whole
+    stack), or None when the program failed."""
     prof = str(tmp_path / (name + ".flm"))
-    r = record_hz(build, ef.build_program(ocaml, name), args, prof, 999, cwd=tmp_path)
+    r = record_hz(build, ef.build_program(ocaml, name), args, prof, 999, env=env, cwd=tmp_path)
     check(r.returncode == 0 and name + ": " in r.stdout, "%s %s: runs under flamme" % (comp, name),
           r.stderr.strip()[-300:])
     if r.returncode != 0:
@@ -180,15 +180,19 @@ def recorded_report(build, ocaml, comp, check, tmp_path, name, args):
 
 @pytest.mark.slow
 def test_stitch(build, ocaml, compiler, check, tmp_path):
-    """Deep recursion at 999 Hz under the default budget: a walk stops where
-    it meets the thread's last whole stack (agent/memo.h) and takes the
-    older frames from there when the stack below that frame is still the
-    same, and only then. stitch.ml alternates recursions 3000 frames deep
-    that never call each other, two of them the same frames at the same
-    addresses under different callers."""
+    """Deep recursion at 999 Hz: a walk stops where it meets the thread's
+    last whole stack (agent/memo.h) and takes the older frames from there
+    when the stack below that frame is still the same, and only then.
+    stitch.ml alternates recursions 3000 frames deep that never call each
+    other, two of them the same frames at the same addresses under
+    different callers. At FLAMME_BUDGET=20: under the default 2% the
+    writer's CPU time, which the machine's state moves (two CI runs on
+    2026-11-27: 0.021-0.023 s, 56-58% whole; 84-95% on a quiet machine),
+    decides how many walks are whole, which is bench-compiler's business."""
     comp = compiler.name
     depth = 3000
-    got = recorded_report(build, ocaml, comp, check, tmp_path, "stitch", ["1.0", str(depth)])
+    got = recorded_report(build, ocaml, comp, check, tmp_path, "stitch", ["1.0", str(depth)],
+                          env={"FLAMME_BUDGET": "20"})
     if not got:
         return
     prof, rep, joined = got
@@ -219,11 +223,12 @@ def test_stitch(build, ocaml, compiler, check, tmp_path):
           % (comp, total, shortened, joined, whole, mixed, exact, spins, depth))
     check(total >= 500, "%s stitch: enough samples (%d)" % (comp, total))
     # Each phase's first sample walks the whole stack; the next ones replay
-    # all but a few leaf frames: 84-95% whole on a quiet machine (without
-    # the memo or the completion before it, 29-37%).
-    check(joined >= total // 2, "%s stitch: most samples joined their thread's last whole stack"
-          % comp, "%d of %d\n%s" % (joined, total, rep[:1500]))
-    check(whole >= 0.65 * total, "%s stitch: >= 65%% of the samples reach a thread root" % comp,
+    # all but a few leaf frames: 99.8-100% joined and whole in six runs
+    # (at the default budget without the memo or the completion before
+    # it, 29-37% were whole).
+    check(joined >= 0.9 * total, "%s stitch: >= 90%% of the samples joined their thread's last "
+          "whole stack" % comp, "%d of %d\n%s" % (joined, total, rep[:1500]))
+    check(whole >= 0.9 * total, "%s stitch: >= 90%% of the samples reach a thread root" % comp,
           "%d of %d\n%s" % (whole, total, rep[:1500]))
     check(mixed == 0, "%s stitch: no stack mixes two phases" % comp, "%d samples" % mixed)
     check(spins > 0 and exact == spins,

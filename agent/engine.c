@@ -234,10 +234,11 @@ static void dither_drop(struct flamme_slot *s)
     timer_settime(s->dither_timer, 0, &off, NULL);
 }
 
-/* Threads given a CPU timer in CPU mode, and those of them a review ever
- * found switching too often for a dither chain (flamme_engine_timer_info).
- * timer_threads: any arming thread (relaxed add, read by the writer at the
- * end); timer_switchers: writer only (reviews). */
+/* CPU timers armed in CPU mode (a count of armings: only whether there
+ * was one is used), and the threads a review ever found switching too
+ * often for a dither chain (flamme_engine_timer_info). timer_threads: any
+ * arming thread (relaxed add, read by the writer at the end);
+ * timer_switchers: writer only (reviews, flamme_threads_review_engine). */
 static atomic_uint timer_threads;
 static unsigned timer_switchers;
 

@@ -186,9 +186,10 @@ def test_stitch(build, ocaml, compiler, check, tmp_path):
     stitch.ml alternates recursions 3000 frames deep that never call each
     other, two of them the same frames at the same addresses under
     different callers. At FLAMME_BUDGET=20: under the default 2% the
-    writer's CPU time, which the machine's state moves (two CI runs on
-    2026-11-27: 0.021-0.023 s, 56-58% whole; 84-95% on a quiet machine),
-    decides how many walks are whole, which is bench-compiler's business."""
+    writer's CPU time, which the machine's state moves (2026-11-27, one CI
+    run and one local run: 0.021-0.023 s of writer CPU, 56-58% whole;
+    84-95% on a quiet machine), decides how many walks are whole, which is
+    bench-compiler's business."""
     comp = compiler.name
     depth = 3000
     got = recorded_report(build, ocaml, comp, check, tmp_path, "stitch", ["1.0", str(depth)],
@@ -527,7 +528,7 @@ def test_handoff(build, ocaml, compiler, check, tmp_path):
     triple their kernel time, so auto moves them to CPU timers (and says
     so), and the profile agrees with the timer engine's; --engine perf is
     left as asked. The program measures each thread's CPU time in work and
-    in the hand-off itself: with the timer engine and auto (the threads on
+    in its whole loop itself: with the timer engine and auto (the threads on
     CPU timers, sampled at ticks) work's share of the samples is held to
     that, from 8 pp below to 18 pp above: ticks gave it 1-12 pp more
     (bench-engine, "Against the program's own clock"; perf record alone
@@ -552,6 +553,9 @@ def test_handoff(build, ocaml, compiler, check, tmp_path):
         m = re.search(r"engine (\w+)", r.stderr)
         own = re.search(r"own: work ([0-9.]+)%", r.stdout)
         st = collapse(build, prof)
+        if label != "perf":
+            check(own is not None, "%s: the program prints its own split" % what,
+                  r.stdout.strip()[-300:])
         if label != "perf" and own:
             pct = 100.0 * flammetest.share(st, in_work)
             print("  %s: work %.1f%% of the samples; the program measured %s%%"

@@ -407,7 +407,11 @@ def bench_truth(ctx, rounds):
                     r = record(ctx, exe, args, prof, hz=hz, engine=eng, env=extra)[0]
                     if r.returncode != 0:
                         break
-                    own, got = own_of(r.stdout), prof_of(collapse(ctx.build, prof))
+                    try:
+                        own = own_of(r.stdout)
+                    except (AttributeError, ValueError):  # the program printed no split
+                        break
+                    got = prof_of(collapse(ctx.build, prof))
                     if isinstance(own, dict):  # kern: the phase furthest off
                         ph = max(own, key=lambda k: abs(got.get(k, 0.0) - own[k]))
                         owns.append(own[ph])

@@ -234,12 +234,12 @@ static void dither_drop(struct flamme_slot *s)
     timer_settime(s->dither_timer, 0, &off, NULL);
 }
 
-/* CPU timers armed in CPU mode (a count of armings: only whether there
- * was one is used), and the threads a review ever found switching too
- * often for a dither chain (flamme_engine_timer_info). timer_threads: any
- * arming thread (relaxed add, read by the writer at the end);
- * timer_switchers: writer only (reviews, flamme_threads_review_engine). */
-static atomic_uint timer_threads;
+/* Whether a CPU timer was armed in CPU mode, and the threads a review
+ * ever found switching too often for a dither chain
+ * (flamme_engine_timer_info). timer_used: set by any arming thread
+ * (relaxed, read by the writer at the end); timer_switchers: writer only
+ * (reviews, flamme_threads_review_engine). */
+static atomic_int timer_used;
 static unsigned timer_switchers;
 
 static int timer_arm(struct flamme_slot *s)
@@ -254,7 +254,7 @@ static int timer_arm(struct flamme_slot *s)
         return -1;
     }
     if (!flamme_cfg.wall)
-        atomic_fetch_add_explicit(&timer_threads, 1, memory_order_relaxed);
+        atomic_store_explicit(&timer_used, 1, memory_order_relaxed);
     long p = period_ns(), first = first_delay_ns(s->tid);
     struct itimerspec its = {
         .it_interval = {p / 1000000000L, p % 1000000000L},
@@ -524,6 +524,16 @@ static int read_schedstat(pid_t tid, uint64_t *cpu_ns, uint64_t *switches)
     return 0;
 }
 
+/* Counts s's thread once among those sampled at expiries for switching
+ * too often (when there is a dither to leave). Writer thread. */
+static void count_switcher(struct flamme_slot *s)
+{
+    if (tick_ns && !s->switcher_seen) {
+        s->switcher_seen = 1;
+        timer_switchers++;
+    }
+}
+
 void flamme_engine_review(struct flamme_slot *s, int baseline_only)
 {
     /* A thread on a CPU timer with dither: the review says whether it
@@ -548,20 +558,15 @@ void flamme_engine_review(struct flamme_slot *s, int baseline_only)
     int fast = dsw * 1000000000ull > (uint64_t)FLAMME_MAX_SWITCH_RATE * dcpu;
     /* Relaxed: a hint the handler reads at the thread's next expiry. */
     if (timer) {
-        if (fast && !s->switcher_seen && tick_ns) {
-            s->switcher_seen = 1;
-            timer_switchers++;
-        }
+        if (fast)
+            count_switcher(s);
         __atomic_store_n(&s->dither_switcher, fast, __ATOMIC_RELAXED);
         return;
     }
     if (!fast)
         return;
     __atomic_store_n(&s->dither_switcher, 1, __ATOMIC_RELAXED);
-    if (tick_ns) {
-        s->switcher_seen = 1;
-        timer_switchers++;
-    }
+    count_switcher(s);
     /* The timer first: its signals carry s itself (SI_TIMER), which the
      * handler takes whatever perf_fallback says, so the thread's CPU time
      * is counted from here on. A perf signal still queued after the switch
@@ -579,7 +584,7 @@ void flamme_engine_review(struct flamme_slot *s, int baseline_only)
 
 int flamme_engine_timer_info(char *buf, size_t size)
 {
-    if (!atomic_load_explicit(&timer_threads, memory_order_relaxed))
+    if (!atomic_load_explicit(&timer_used, memory_order_relaxed))
         return 0;
     if (tick_ns)
         snprintf(buf, size, "dither %u", timer_switchers);

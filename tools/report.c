@@ -220,14 +220,16 @@ static void print_budget(const struct flamme_profile *p)
     if (v && !strcmp(v, "tick"))
         printf("  CPU timers sampled at the kernel's ticks (FLAMME_DITHER=0): a tick is not a random\n"
                "  instant, and code that runs in step with it is over- or under-counted\n");
-    else if (v && !strncmp(v, "dither", 6))
+    else if (v && !strncmp(v, "dither", 6)) {
+        int switchers = atoi(v + 6);
         printf("  CPU timers sampled at random points of each thread's CPU time, not at ticks%s\n",
-               atoi(v + 6) > 0 ? ";" : "");
-    if (v && !strncmp(v, "dither", 6) && atoi(v + 6) > 0)
-        printf("  %d threads that context-switched too often for that were sampled at ticks, which\n"
-               "  never fall in part of a switch: their own code gets a few points more than its\n"
-               "  share (doc/design.md, \"What the ticks miss\")\n",
-               atoi(v + 6));
+               switchers > 0 ? ";" : "");
+        if (switchers > 0)
+            printf("  %d threads that context-switched too often for that were sampled at ticks, "
+                   "which\n  never fall in part of a switch: their own code gets a few points more "
+                   "than its\n  share (doc/design.md, \"What the ticks miss\")\n",
+                   switchers);
+    }
     v = flamme_profile_info(p, "engine_moved_to_timer");
     if (v && atoi(v) > 0) {
         const char *tids = strchr(v, ' ');

@@ -355,29 +355,23 @@ def bench_agreement(ctx, programs=None):
 
 # Programs that measure their own split of CPU time with the thread's CPU
 # clock, the truth no sampler gives: (program, arguments, what is compared,
-# the program's own figure from its output, the profile's figure from its
-# stacks as a fraction of all samples). kern: the phase whose share is the
-# furthest off, its figures.
-def _own(pattern):
-    return lambda out: float(re.search(pattern, out).group(1))
-
-
+# the program's own figure from its output (None: not printed), the
+# profile's figure from its stacks as a fraction of all samples). kern:
+# the phase whose share is the furthest off, its figures.
 def _kern_own(out):
-    cpu = {m.group(1): float(m.group(2)) for m in re.finditer(r"kern: phase (\w+) cpu ([0-9.]+)", out)}
-    total = sum(cpu.values()) or 1.0
-    return {k: 100.0 * v / total for k, v in cpu.items()}
+    cpu = {ph: c for ph, (c, _) in ef.kern_own(out).items()}
+    total = sum(cpu.values())
+    return {k: 100.0 * v / total for k, v in cpu.items()} if total else None
 
 
 def _kern_prof(st):
-    return {ph: 100.0 * flammetest.share(st, lambda fr, ph=ph: any(f == "Kern." + ph for f in fr))
-            for ph in ("compute", "touch", "files")}
+    return {ph: 100.0 * flammetest.share(st, lambda fr, ph=ph: "Kern." + ph in fr)
+            for ph in ef.KERN_PHASES}
 
 
 TRUTH = (
-    ("ticks", ["1"], "after_tick", _own(r"after_tick ([0-9.]+)% of the CPU time"),
-     lambda st: 100.0 * flammetest.share(st, lambda fr: any(f.endswith("after_tick") for f in fr))),
-    ("handoff", ["4"], "Handoff.work", _own(r"own: work ([0-9.]+)%"),
-     lambda st: 100.0 * flammetest.share(st, flammetest.has_frame("work"))),
+    ("ticks", ["1"], "after_tick", ef.ticks_own, ef.ticks_share),
+    ("handoff", ["4"], "Handoff.work", ef.handoff_own, ef.handoff_share),
     ("kern", ["40"], "phases", _kern_own, _kern_prof),
 )
 # (column, --engine or None for auto, Hz, extra environment).
@@ -407,9 +401,8 @@ def bench_truth(ctx, rounds):
                     r = record(ctx, exe, args, prof, hz=hz, engine=eng, env=extra)[0]
                     if r.returncode != 0:
                         break
-                    try:
-                        own = own_of(r.stdout)
-                    except (AttributeError, ValueError):  # the program printed no split
+                    own = own_of(r.stdout)
+                    if own is None:  # the program printed no split
                         break
                     got = prof_of(collapse(ctx.build, prof))
                     if isinstance(own, dict):  # kern: the phase furthest off

@@ -1,8 +1,9 @@
 """tests/engine/engine_figures.py — what the engine suite
 (tests/engine/test_engine.py) and its benchmark (bench/engine_bench.py)
-share: the engine programs and how to build them, and the figures read
-from their profiles (flamme's own share, leaf shares, how far two
-profiles' leaves disagree, the report's sample counts).
+share: the engine programs and how to build them, what the programs that
+time themselves print, and the figures read from their profiles
+(flamme's own share, leaf shares, how far two profiles' leaves disagree,
+the report's sample counts).
 
 Builds and runs go through tests/flammetest.py. No assertions here; no
 pytest either (the benchmark runs without it).
@@ -34,6 +35,40 @@ def build_program(make, name):
     flammetest.builder's); returns the executable's path."""
     sources, libs = PROGRAMS[name]
     return make("engine/" + name, sources, libs=libs)
+
+
+# What ticks.ml, handoff.ml and kern.ml measure of their own CPU time with
+# their threads' CPU clocks (the truth a profile is held to), from their
+# output, and the matching figures of a profile's stacks.
+KERN_PHASES = ("compute", "touch", "files")
+
+
+def ticks_own(out):
+    """after_tick's share (%) of ticks.ml's CPU time, or None."""
+    m = re.search(r"after_tick ([0-9.]+)% of the CPU time", out)
+    return float(m.group(1)) if m else None
+
+
+def ticks_share(st):
+    """The share (%) of the samples in after_tick."""
+    return 100.0 * flammetest.share(st, lambda fr: any(f.endswith("after_tick") for f in fr))
+
+
+def handoff_own(out):
+    """Handoff.work's share (%) of handoff.ml's loops' CPU time, or None."""
+    m = re.search(r"own: work ([0-9.]+)%", out)
+    return float(m.group(1)) if m else None
+
+
+def handoff_share(st):
+    """The share (%) of the samples in Handoff.work."""
+    return 100.0 * flammetest.share(st, flammetest.has_frame("work"))
+
+
+def kern_own(out):
+    """{phase: (CPU s, system s)} of kern.ml's phases."""
+    return {m.group(1): (float(m.group(2)), float(m.group(3)))
+            for m in re.finditer(r"kern: phase (\w+) cpu ([0-9.]+) sys ([0-9.]+)", out)}
 
 
 def record_cmd(build, exe, args, prof, hz=999, engine=None, user=None):

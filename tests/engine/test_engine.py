@@ -131,8 +131,8 @@ def test_ticks(build, ocaml, compiler, check, tmp_path, hz):
     def after_share(env, what):
         prof = str(tmp_path / ("ticks-%s.flm" % what))
         r = record_hz(build, exe, [seconds], prof, hz, engine="timer", env=env, cwd=tmp_path)
-        m = re.search(r"after_tick ([0-9.]+)% of the CPU time", r.stdout)
-        ok = r.returncode == 0 and m is not None
+        own = ef.ticks_own(r.stdout)
+        ok = r.returncode == 0 and own is not None
         check(ok, "%s ticks %d Hz %s: runs under flamme" % (comp, hz, what), r.stderr.strip()[-300:])
         if not ok:
             return None, None, 0
@@ -141,10 +141,10 @@ def test_ticks(build, ocaml, compiler, check, tmp_path, hz):
         check(said in report(build, prof), "%s ticks %d Hz %s: `flamme report` says how the CPU "
               "timers sampled" % (comp, hz, what), "no '%s'" % said)
         st = collapse(build, prof)
-        pct = 100.0 * flammetest.share(st, lambda fr: any(f.endswith("after_tick") for f in fr))
+        pct = ef.ticks_share(st)
         print("  %s ticks %d Hz %s: after_tick %.1f%% of %d (%s)"
               % (comp, hz, what, pct, flammetest.total(st), r.stdout.strip()))
-        return pct, float(m.group(1)), flammetest.total(st)
+        return pct, own, flammetest.total(st)
 
     pct, own, n = after_share(None, "timer")
     if pct is not None:
@@ -317,7 +317,7 @@ def test_memo_effects(build, ocaml, compiler, check, tmp_path):
               {"Memo_fx.spin_deep": deep, "Memo_fx.spin_shallow": shallow}, "Memo_fx.resume_at")
 
 
-KERN_PHASES = ("compute", "touch", "files")
+KERN_PHASES = ef.KERN_PHASES
 KERN_RUNS = (("perf", "perf", 999), ("timer", "timer", 999), ("auto", None, 99), ("auto", None, 999))
 
 
@@ -376,8 +376,7 @@ def kern_runs(build, exe, comp, check, work, prefix="", user=None):
         what = "%s%s kern %s %d Hz" % (prefix, comp, label, hz)
         prof = os.path.join(work, "kern-%s-%d.flm" % (label, hz))
         r = record_hz(build, exe, ["30"], prof, hz, engine=eng, user=user, cwd=work)
-        cpu = {m.group(1): (float(m.group(2)), float(m.group(3)))
-               for m in re.finditer(r"kern: phase (\w+) cpu ([0-9.]+) sys ([0-9.]+)", r.stdout)}
+        cpu = ef.kern_own(r.stdout)
         check(r.returncode == 0 and len(cpu) == 3, what + ": runs under flamme", r.stderr.strip()[-300:])
         if r.returncode != 0 or len(cpu) != 3:
             continue
@@ -543,7 +542,6 @@ def test_handoff(build, ocaml, compiler, check, tmp_path):
     share."""
     comp = compiler.name
     exe = ef.build_program(ocaml, "handoff")
-    in_work = flammetest.has_frame("work")
     res = {}
     for label, eng in (("timer", "timer"), ("auto", None), ("perf", "perf")):
         what = "%s handoff %s 999 Hz" % (comp, label)
@@ -556,20 +554,20 @@ def test_handoff(build, ocaml, compiler, check, tmp_path):
         if r.returncode != 0:
             return
         m = re.search(r"engine (\w+)", r.stderr)
-        own = re.search(r"own: work ([0-9.]+)%", r.stdout)
+        own = ef.handoff_own(r.stdout)
         st = collapse(build, prof)
         if label != "perf":
             check(own is not None, "%s: the program prints its own split" % what,
                   r.stdout.strip()[-300:])
-        if label != "perf" and own:
-            pct = 100.0 * flammetest.share(st, in_work)
-            print("  %s: work %.1f%% of the samples; the program measured %s%%"
-                  % (what, pct, own.group(1)))
-            gap = pct - float(own.group(1))
+        if label != "perf" and own is not None:
+            pct = ef.handoff_share(st)
+            print("  %s: work %.1f%% of the samples; the program measured %.1f%%"
+                  % (what, pct, own))
+            gap = pct - own
             check(-8.0 <= gap <= 18.0,
                   "%s: work's share of the samples from 8 pp below to 18 pp above its share of "
                   "the CPU time, as the program measured it" % what,
-                  "%.1f%% for %s%%" % (pct, own.group(1)))
+                  "%.1f%% for %.1f%%" % (pct, own))
         rep = report(build, prof)
         moved = MOVED.search(rep)
         if label == "timer":

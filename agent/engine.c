@@ -162,13 +162,13 @@ static int perf_route(struct flamme_slot *s, int fd, pid_t tid, long first)
  * scheduler rotates threads there, and what a thread does just before it
  * is preempted (a stop-the-world spin waiting for the domain that is not
  * running) got twice its share (doc/design.md, "What CPU timers see").
- * Dither: the expiry only says the thread runs. The samples are a chain of
- * due points in the thread's own CPU time, a period apart on average
- * from a random start, each taken by a one-shot monotonic timer set for
- * when the thread would reach it if it kept its CPU, and set again for
- * what is left when it did not; each sample stands for the periods of CPU time since the
- * last (dither_take_sigsafe), so every period is counted once wherever the
- * samples fall. Length of a tick in ns (clock_getres of the coarse clock,
+ * Dither: the expiry only says the thread runs. Each period of the
+ * thread's own CPU time has a mark at a random point of it, and the
+ * samples are a chain of due points at the marks, each taken by a one-shot
+ * monotonic timer set for when the thread would reach it if it kept its
+ * CPU, and set again for what is left when it did not; each sample stands
+ * for the periods whose marks it passed (dither_take_sigsafe), so every
+ * period is counted once wherever the samples fall. Length of a tick in ns (clock_getres of the coarse clock,
  * which advances once a tick), 0: no dither (wall mode, FLAMME_DITHER=0). */
 static long tick_ns;
 
@@ -349,6 +349,7 @@ int flamme_engine_arm(struct flamme_slot *s)
     /* Relaxed: the writer's unlocked pre-check in flamme_threads_review_engine. */
     __atomic_store_n(&s->review_cpu_ns, 0, __ATOMIC_RELAXED);
     s->review_switches = 0;
+    s->review_sleep_cpu_ns = s->review_sleeps = 0;
     switch (flamme_engine) {
     case FLAMME_ENGINE_PERF: {
         /* Few descriptors: past the cap a thread gets a CPU timer instead. */
@@ -524,6 +525,56 @@ static int read_schedstat(pid_t tid, uint64_t *cpu_ns, uint64_t *switches)
     return 0;
 }
 
+/* Thread tid's sleeps: its voluntary context switches
+ * (/proc/self/task/TID/status). Returns 0, or -1 if not readable. */
+static int read_sleeps(pid_t tid, uint64_t *sleeps)
+{
+    static const char key[] = "\nvoluntary_ctxt_switches:";
+    char path[64], buf[4096];
+    struct flamme_fd_id id;
+    snprintf(path, sizeof path, "/proc/self/task/%d/status", (int)tid);
+    int fd = flamme_open_high(path, O_RDONLY, &id);
+    if (fd < 0)
+        return -1;
+    size_t len = 0;
+    ssize_t n;
+    while (len < sizeof buf - 1 && (n = read(fd, buf + len, sizeof buf - 1 - len)) > 0)
+        len += (size_t)n;
+    flamme_close_checked(fd, &id);
+    buf[len] = 0;
+    const char *at = strstr(buf, key);
+    unsigned long long v;
+    if (!at || sscanf(at + sizeof key - 1, "%llu", &v) != 1)
+        return -1;
+    *sleeps = v;
+    return 0;
+}
+
+/* Whether s's thread, now at cpu ns of CPU time, went to sleep more than
+ * FLAMME_MAX_SWITCH_RATE times per CPU-second since its sleeps were last
+ * read (at its first review, or at the last one that asked). Only a thread
+ * that sleeps before most due points needs sampling at expiries: one
+ * preempted as often (a busy machine: another thread woken on its CPU
+ * thousands of times a second, for a few us each) keeps its CPU time
+ * between preemptions, and a chain's checks wait for it (seen: a thread in
+ * step with the tick counted as one, sampled at ticks for part of a run,
+ * while the rest of a test suite ran). A thread whose sleeps cannot be read
+ * is judged on its switches. The first reading after a long while counts
+ * its sleeps over that while: a thread that just began to sleep often is
+ * judged so one review later. Writer thread, under the arm lock. */
+static int sleeps_fast(struct flamme_slot *s, uint64_t cpu)
+{
+    uint64_t sleeps;
+    if (read_sleeps(s->tid, &sleeps) != 0)
+        return 1;
+    uint64_t was = s->review_sleep_cpu_ns, before = s->review_sleeps;
+    s->review_sleep_cpu_ns = cpu ? cpu : 1;
+    s->review_sleeps = sleeps;
+    if (!was || cpu <= was || sleeps < before)
+        return 0;
+    return (sleeps - before) * 1000000000ull > (uint64_t)FLAMME_MAX_SWITCH_RATE * (cpu - was);
+}
+
 /* Counts s's thread once among those sampled at expiries for switching
  * too often (when there is a dither to leave). Writer thread. */
 static void count_switcher(struct flamme_slot *s)
@@ -537,7 +588,7 @@ static void count_switcher(struct flamme_slot *s)
 void flamme_engine_review(struct flamme_slot *s, int baseline_only)
 {
     /* A thread on a CPU timer with dither: the review says whether it
-     * switches too often for a chain (dither_expiry_sigsafe). */
+     * sleeps too often for a chain (dither_expiry_sigsafe). */
     int timer = flamme_engine == FLAMME_ENGINE_TIMER;
     if (!flamme_engine_reviews() || (!timer && (s->perf_fallback || s->perf_fd < 0)) ||
         (baseline_only && s->review_cpu_ns))
@@ -548,6 +599,9 @@ void flamme_engine_review(struct flamme_slot *s, int baseline_only)
     if (!s->review_cpu_ns || cpu < s->review_cpu_ns || sw < s->review_switches) {
         __atomic_store_n(&s->review_cpu_ns, cpu ? cpu : 1, __ATOMIC_RELAXED);
         s->review_switches = sw;
+        /* The sleeps' first reading, where a dither chain is at stake. */
+        if (tick_ns)
+            (void)sleeps_fast(s, cpu);
         return;
     }
     uint64_t dcpu = cpu - s->review_cpu_ns, dsw = sw - s->review_switches;
@@ -556,17 +610,22 @@ void flamme_engine_review(struct flamme_slot *s, int baseline_only)
     __atomic_store_n(&s->review_cpu_ns, cpu, __ATOMIC_RELAXED);
     s->review_switches = sw;
     int fast = dsw * 1000000000ull > (uint64_t)FLAMME_MAX_SWITCH_RATE * dcpu;
+    /* Sleeps are at most switches: read only past the switches' limit. */
+    int sleepy = fast && tick_ns && sleeps_fast(s, cpu);
     /* Relaxed: a hint the handler reads at the thread's next expiry. */
     if (timer) {
-        if (fast)
+        if (sleepy)
             count_switcher(s);
-        __atomic_store_n(&s->dither_switcher, fast, __ATOMIC_RELAXED);
+        __atomic_store_n(&s->dither_switcher, sleepy, __ATOMIC_RELAXED);
         return;
     }
     if (!fast)
         return;
-    __atomic_store_n(&s->dither_switcher, 1, __ATOMIC_RELAXED);
-    count_switcher(s);
+    /* Moved for the perf event's cost at every switch-in, preempted or
+     * not; a chain where it does not sleep too often. */
+    __atomic_store_n(&s->dither_switcher, sleepy, __ATOMIC_RELAXED);
+    if (sleepy)
+        count_switcher(s);
     /* The timer first: its signals carry s itself (SI_TIMER), which the
      * handler takes whatever perf_fallback says, so the thread's CPU time
      * is counted from here on. A perf signal still queued after the switch
@@ -713,17 +772,41 @@ static int dither_arm_sigsafe(struct flamme_slot *s, int64_t cpu, int64_t ns)
     return timer_settime(s->dither_timer, 0, &its, NULL);
 }
 
-/* The whole periods of CPU time the thread ran between the last sample's
- * account and now (thread CPU ns), which a sample at now stands for:
- * whenever it is taken, every period is counted once. */
+/* Starts s's account at thread CPU time now: its first period begins
+ * there, its mark at a random point of it. */
+static void dither_open_sigsafe(struct flamme_slot *s, int64_t now)
+{
+    s->dither_acct = now;
+    s->dither_mark = now + dither_rand_sigsafe(s) % period_ns();
+}
+
+/* The periods a sample at thread CPU time now stands for: those whose mark
+ * it is the first sample at or after. Each period of the thread's CPU time
+ * has one mark, at a random point of it, so every period is counted once
+ * wherever the samples fall, and a sample's expected weight is the CPU
+ * time since the one before it over the period, wherever it is in the
+ * period. (Whole periods counted from a fixed grid instead weigh a sample
+ * early in its period 1.5 on average and one late in it 0.5: a program
+ * that repeats at the period, in step with the grid, gets its first 40%
+ * counted as 52%, or 32%, by where the grid fell.) */
 static unsigned dither_take_sigsafe(struct flamme_slot *s, int64_t now)
 {
     int64_t p = period_ns();
-    if (now <= s->dither_acct)
-        return 0;
-    int64_t n = (now - s->dither_acct) / p;
-    s->dither_acct += n * p;
-    return (unsigned)n;
+    unsigned n = 0;
+    if (now - s->dither_acct >= 2 * p) {
+        /* Periods wholly behind now: their marks are too. */
+        int64_t k = (now - s->dither_acct) / p - 1;
+        n = (unsigned)k;
+        s->dither_acct += k * p;
+        s->dither_mark = s->dither_acct + dither_rand_sigsafe(s) % p;
+    }
+    /* now is within two periods of dither_acct: at most twice. */
+    while (s->dither_mark <= now) {
+        n++;
+        s->dither_acct += p;
+        s->dither_mark = s->dither_acct + dither_rand_sigsafe(s) % p;
+    }
+    return n;
 }
 
 /* (Both dither functions stay out of flamme_engine_accept_sigsafe's frame:
@@ -735,8 +818,8 @@ static unsigned dither_take_sigsafe(struct flamme_slot *s, int64_t now)
  * account and the chain: a thread that ends before its first due point
  * still has a sample, whose frames a later flush can reuse
  * (flamme_handler_flush_nosig). One that finds the chain not running
- * starts it, its due point a random part of a step away if the old one
- * passed. A thread that switches too often for a chain
+ * starts it, its due point the current period's mark, or a random part of
+ * a step away if that passed. A thread that sleeps too often for a chain
  * (flamme_engine_review: it sleeps before most due points, and its
  * samples would go to the longest of its bursts) is sampled here, at the
  * tick, as good an instant as any within its short bursts. Returns 1 with
@@ -751,7 +834,7 @@ static __attribute__((noinline)) int dither_expiry_sigsafe(struct flamme_slot *s
     }
     int64_t now = (int64_t)flamme_cpu_ns_sigsafe(CLOCK_THREAD_CPUTIME_ID);
     if (!s->dither_acct) {
-        s->dither_acct = now;
+        dither_open_sigsafe(s, now);
         first = *weight;
     }
     *weight = first;
@@ -760,9 +843,12 @@ static __attribute__((noinline)) int dither_expiry_sigsafe(struct flamme_slot *s
         *weight += dither_take_sigsafe(s, now);
         return 1;
     }
-    int64_t at = dither_draw_sigsafe(s);
-    if (s->dither_state == DITHER_OFF || s->dither_due - now <= DITHER_SLACK_NS)
-        s->dither_due = now + at;
+    /* The current period's mark, or, when it passed while the chain was
+     * not running, a random part of a step away. */
+    if (s->dither_mark - now > DITHER_SLACK_NS)
+        s->dither_due = s->dither_mark;
+    else
+        s->dither_due = now + dither_draw_sigsafe(s);
     if (dither_arm_sigsafe(s, now, s->dither_due - now) != 0) {
         s->dither_state = DITHER_OFF;
         *weight += dither_take_sigsafe(s, now);
@@ -774,8 +860,8 @@ static __attribute__((noinline)) int dither_expiry_sigsafe(struct flamme_slot *s
 
 /* s's dither timer fired, set for when the thread would reach its due
  * point (in its CPU time) if it kept its CPU. At or past it, the sample is
- * taken where the thread is, for every period since the last one, and the
- * due point moves on by a period on average. Before it (the thread waited
+ * taken where the thread is, for the periods whose marks it passed, and the
+ * due point moves on to the next mark. Before it (the thread waited
  * for a CPU meanwhile, and this signal waited for it) the timer is set
  * again for what is left. A check that finds the thread asleep in a system call
  * (this signal woke it) puts the chain to sleep until the thread's next
@@ -793,14 +879,14 @@ static __attribute__((noinline)) int dither_fired_sigsafe(struct flamme_slot *s,
         return 1;
     }
     if (now >= s->dither_due - DITHER_SLACK_NS) {
-        *weight = dither_take_sigsafe(s, now);
-        /* A period on average, drawn from [p/2, 3p/2): a fixed period
-         * locks onto a program that repeats at a tick (tests/engine
-         * ticks.ml: 4 periods a tick at 999 Hz), as each of its samples
-         * then falls at the same place of the tick. */
-        s->dither_due += period_ns() / 2 + dither_rand_sigsafe(s) % period_ns();
-        if (s->dither_due - now <= DITHER_SLACK_NS)
-            s->dither_due = now + dither_draw_sigsafe(s);
+        /* A check a little early still counts the mark it was set for. */
+        *weight = dither_take_sigsafe(s, now > s->dither_due ? now : s->dither_due);
+        /* The next period's mark: one sample per period, each at a random
+         * point of it, the least spread a random instant allows (a period
+         * apart on average, a fixed period locks onto a program that
+         * repeats at a tick: tests/engine ticks.ml, 4 periods a tick at
+         * 999 Hz). */
+        s->dither_due = s->dither_mark;
     }
     if (dither_arm_sigsafe(s, now, s->dither_due - now) != 0) {
         s->dither_state = DITHER_OFF;

@@ -116,7 +116,8 @@ struct flamme_slot {
     int switcher_seen;         /* a review found it switching too often once (writer only) */
     int dither_switcher;       /* the last review found the thread switching too often for a chain
                                   (atomic, relaxed: the writer sets it, the handler reads it) */
-    int64_t dither_acct;       /* thread CPU ns up to which samples stood for periods (0: none yet) */
+    int64_t dither_acct;       /* thread CPU ns where the period not yet sampled for begins (0: none yet) */
+    int64_t dither_mark;       /* thread CPU ns of that period's mark, at a random point of it */
     int64_t dither_due;        /* thread CPU ns of the next due point */
     int64_t dither_cpu;        /* thread CPU ns when the dither timer was set */
     int64_t dither_delay;      /* ns it was set for */
@@ -135,8 +136,10 @@ struct flamme_slot {
     int32_t writer_domain;     /* writer-private: domain id announced */
     /* Under arm_lock (flamme_engine_arm, flamme_engine_review): the
      * thread's CPU ns and switch-ins (schedstat) at the last review; cpu 0:
-     * none yet. */
+     * none yet. And its CPU ns and sleeps (voluntary switches) when they
+     * were last read; sleep_cpu 0: not read. */
     uint64_t review_cpu_ns, review_switches;
+    uint64_t review_sleep_cpu_ns, review_sleeps;
 };
 
 extern struct flamme_slot flamme_slots[FLAMME_MAX_THREADS];

@@ -31,7 +31,8 @@ asserts nothing.
   the default (auto, 99 Hz) on a run 6 times as long (the program's first
   argument scaled), under perf record at 999 Hz.
 - Against the program's own clock: ticks (after_tick, ~10% of each tick),
-  handoff (systhreads handing the runtime lock over at every yield: work)
+  cycle (Cycle.first, the first 40% of every 1001001 ns of its CPU time:
+  in step with the period at 999 Hz), handoff (systhreads handing the runtime lock over at every yield: work)
   and kern (compute, page-touching and file-system phases) measure their
   own split with their threads' CPU clocks; per engine (timer, timer at
   ticks, perf, auto at 999 and 99 Hz), the profile's share minus the
@@ -371,6 +372,7 @@ def _kern_prof(st):
 
 TRUTH = (
     ("ticks", ["1"], "after_tick", ef.ticks_own, ef.ticks_share),
+    ("cycle", ["1001001", "1"], "Cycle.first", ef.cycle_own, ef.cycle_share),
     ("handoff", ["4"], "Handoff.work", ef.handoff_own, ef.handoff_share),
     ("kern", ["40"], "phases", _kern_own, _kern_prof),
 )

@@ -225,7 +225,7 @@ static void print_budget(const struct flamme_profile *p)
         printf("  CPU timers sampled at random points of each thread's CPU time, not at ticks%s\n",
                switchers > 0 ? ";" : "");
         if (switchers > 0)
-            printf("  %d threads that context-switched too often for that were sampled at ticks, "
+            printf("  %d threads that went to sleep too often for that were sampled at ticks, "
                    "which\n  never fall in part of a switch: their own code gets a few points more "
                    "than its\n  share (doc/design.md, \"What the ticks miss\")\n",
                    switchers);

@@ -27,6 +27,7 @@ PROGRAMS = {
     "memo": ([os.path.join(HERE, "memo_stubs.c"), os.path.join(HERE, "memo.ml")], ()),
     "memo_fx": ([os.path.join(HERE, "memo_fx.ml")], ()),
     "ticks": ([os.path.join(HERE, "ticks_stubs.c"), os.path.join(HERE, "ticks.ml")], ()),
+    "cycle": ([os.path.join(HERE, "ticks_stubs.c"), os.path.join(HERE, "cycle.ml")], ()),
 }
 
 
@@ -52,6 +53,17 @@ def ticks_own(out):
 def ticks_share(st):
     """The share (%) of the samples in after_tick."""
     return 100.0 * flammetest.share(st, lambda fr: any(f.endswith("after_tick") for f in fr))
+
+
+def cycle_own(out):
+    """first's share (%) of cycle.ml's CPU time, or None."""
+    m = re.search(r"cycle: \d+ cycles of \d+ ns, first ([0-9.]+)% of the CPU time", out)
+    return float(m.group(1)) if m else None
+
+
+def cycle_share(st):
+    """The share (%) of the samples in Cycle.first."""
+    return 100.0 * flammetest.share(st, lambda fr: any(f.endswith("Cycle.first") for f in fr))
 
 
 def handoff_own(out):

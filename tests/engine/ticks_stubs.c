@@ -2,7 +2,8 @@
  * tests/engine/ticks_stubs.c — the clocks tests/engine/ticks.ml keeps step
  * with the kernel's tick by: the coarse monotonic clock, which the kernel
  * advances once a tick, and the fine one; and the thread's CPU clock, by
- * which it measures its own phases. Owner: the engine suite.
+ * which it measures its own phases (and by which tests/engine/cycle.ml
+ * keeps step with the sampler's period). Owner: the engine suite.
  */
 #include <time.h>
 #include <caml/mlvalues.h>

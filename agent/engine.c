@@ -168,8 +168,9 @@ static int perf_route(struct flamme_slot *s, int fd, pid_t tid, long first)
  * monotonic timer set for when the thread would reach it if it kept its
  * CPU, and set again for what is left when it did not; each sample stands
  * for the periods whose marks it passed (dither_take_sigsafe), so every
- * period is counted once wherever the samples fall. Length of a tick in ns (clock_getres of the coarse clock,
- * which advances once a tick), 0: no dither (wall mode, FLAMME_DITHER=0). */
+ * period is counted once wherever the samples fall. Length of a tick in ns
+ * (clock_getres of the coarse clock, which advances once a tick), 0: no
+ * dither (wall mode, FLAMME_DITHER=0). */
 static long tick_ns;
 
 /* A thread's chain (slot field dither_state): not started (until its
@@ -235,7 +236,7 @@ static void dither_drop(struct flamme_slot *s)
 }
 
 /* Whether a CPU timer was armed in CPU mode, and the threads a review
- * ever found switching too often for a dither chain
+ * ever found sleeping too often for a dither chain
  * (flamme_engine_timer_info). timer_used: set by any arming thread
  * (relaxed, read by the writer at the end); timer_switchers: writer only
  * (reviews, flamme_threads_review_engine). */
@@ -787,8 +788,8 @@ static void dither_open_sigsafe(struct flamme_slot *s, int64_t now)
  * time since the one before it over the period, wherever it is in the
  * period. (Whole periods counted from a fixed grid instead weigh a sample
  * early in its period 1.5 on average and one late in it 0.5: a program
- * that repeats at the period, in step with the grid, gets its first 40%
- * counted as 52%, or 32%, by where the grid fell.) */
+ * that repeats at the period, in step with the grid, had its first 40%
+ * counted as 30.9-50.6% by where the grid fell, tests/engine/cycle.ml.) */
 static unsigned dither_take_sigsafe(struct flamme_slot *s, int64_t now)
 {
     int64_t p = period_ns();

@@ -75,7 +75,7 @@ unsigned flamme_engine_moved(char *buf, size_t size);
 
 /* How the CPU timers of this run sampled, for INFO engine_timer
  * (doc/format.md): writes "dither <n>" (n: threads a review found
- * switching too often for a chain, sampled at expiries) or "tick"
+ * sleeping too often for a chain, sampled at expiries) or "tick"
  * (FLAMME_DITHER=0, or no tick resolution known) to buf. Returns 0 when no
  * thread had a CPU timer in CPU mode (nothing written). Writer thread. */
 int flamme_engine_timer_info(char *buf, size_t size);

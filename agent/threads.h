@@ -113,8 +113,8 @@ struct flamme_slot {
     int dither_ok;             /* dither_timer exists, made for thread dither_tid */
     pid_t dither_tid;
     int dither_state;          /* engine.c: DITHER_OFF, _RUN, _SLEEP */
-    int switcher_seen;         /* a review found it switching too often once (writer only) */
-    int dither_switcher;       /* the last review found the thread switching too often for a chain
+    int switcher_seen;         /* a review found it sleeping too often once (writer only) */
+    int dither_switcher;       /* the last review found the thread sleeping too often for a chain
                                   (atomic, relaxed: the writer sets it, the handler reads it) */
     int64_t dither_acct;       /* thread CPU ns where the period not yet sampled for begins (0: none yet) */
     int64_t dither_mark;       /* thread CPU ns of that period's mark, at a random point of it */

@@ -141,6 +141,9 @@ static int perf_route(struct flamme_slot *s, int fd, pid_t tid, long first)
     s->perf_given = 0;
     s->perf_count = 0;
     s->perf_mark = (int64_t)flamme_cpu_ns_sigsafe(thread_cpu_clock(tid)) + s->perf_first - period_ns();
+    s->perf_set_cpu = s->perf_gap = 0;
+    if (!s->dither_rng) /* perf_next_sigsafe's draws */
+        s->dither_rng = (uint64_t)tid * 0x9E3779B97F4A7C15ull ^ flamme_now_sigsafe() ^ 1;
     s->perf_map_len = (size_t)page * PERF_MMAP_PAGES;
     struct f_owner_ex owner = {F_OWNER_TID, tid};
     if (fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_ASYNC) != 0 || fcntl(fd, F_SETSIG, flamme_sample_sig) != 0 ||
@@ -896,6 +899,40 @@ static __attribute__((noinline)) int dither_fired_sigsafe(struct flamme_slot *s,
     return 1;
 }
 
+/* After `overflows` overflows of s's perf event, with kernel overflows
+ * (each one makes a record, which stands for one period): sets the event's
+ * next overflow a random gap of the thread's CPU time away, from half a
+ * period to one and a half, a period on average, so the overflows fall at
+ * random points of the program. A fixed period locks onto a program that
+ * repeats in step with it (tests/engine/cycle.ml: 0% or 100% of the
+ * samples in Cycle.first for its 40%). Not the dither's marks: two marks
+ * can be a few us apart, closer than the handler's own latency, and the
+ * event then overflowed again and again before the handler set the next
+ * gap (1,983 records of weight 2,353 on cycle.ml for ~1,998 periods). The
+ * kernel restarts the event's countdown at this call, some us of the
+ * thread's CPU time after the overflow (the signal's delivery, the
+ * handler): the gap is shortened by that, or every period would be that
+ * much longer (1,913-1,932 records for 1,998 periods). Without kernel
+ * overflows the period stays fixed: perf_consume converts the event's
+ * count into periods. */
+static void perf_next_sigsafe(struct flamme_slot *s, unsigned overflows)
+{
+    int64_t p = period_ns();
+    int64_t now = (int64_t)flamme_cpu_ns_sigsafe(CLOCK_THREAD_CPUTIME_ID);
+    int64_t late = 0;
+    if (s->perf_set_cpu && now) {
+        late = now - (s->perf_set_cpu + (int64_t)overflows * s->perf_gap);
+        late = late < 0 ? 0 : late > p / 4 ? p / 4 : late;
+    }
+    int64_t gap = p / 2 + dither_rand_sigsafe(s) % p - late;
+    if (gap < 10000) /* the hrtimer's least period */
+        gap = 10000;
+    s->perf_gap = gap;
+    s->perf_set_cpu = now;
+    uint64_t g = (uint64_t)gap;
+    ioctl(s->perf_fd, PERF_EVENT_IOC_PERIOD, &g);
+}
+
 int flamme_engine_accept_sigsafe(struct flamme_slot *s, const siginfo_t *si, int in_syscall,
                                  unsigned *weight,
                                  unsigned *kernel)
@@ -920,10 +957,19 @@ int flamme_engine_accept_sigsafe(struct flamme_slot *s, const siginfo_t *si, int
             uint64_t p = (uint64_t)period_ns();
             ioctl(s->perf_fd, PERF_EVENT_IOC_PERIOD, &p); /* from now on, every period */
             s->perf_first = 0;
+            if (perf_kernel) { /* perf_next_sigsafe's reference */
+                s->perf_set_cpu = (int64_t)flamme_cpu_ns_sigsafe(CLOCK_THREAD_CPUTIME_ID);
+                s->perf_gap = (int64_t)p;
+            }
         }
         if (s->perf_meta) {
             unsigned dropped;
             *weight = perf_consume(s, first, kernel, &dropped);
+            /* Only after a new overflow: the call restarts the event's
+             * countdown, and a signal for records already counted would
+             * lose the CPU time since the last one. */
+            if (perf_kernel && !first && *weight)
+                perf_next_sigsafe(s, *weight);
             /* The overflows the event counted against its limit: all of
              * them, before the first-period scaling below shrinks the
              * weight. */

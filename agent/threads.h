@@ -50,6 +50,9 @@ struct flamme_slot {
     int64_t perf_mark;         /* perf engine, handler-private: thread CPU ns from which perf_given counts
                                   (the last refresh; at arming, one period before the first overflow) */
     uint64_t perf_given;       /* perf engine, handler-private: weight given since perf_mark */
+    int64_t perf_set_cpu;      /* perf engine with kernel overflows, handler-private: thread CPU ns
+                                  when the event's period was last set (0: not known) */
+    int64_t perf_gap;          /* ... and what it was set to (perf_next_sigsafe) */
     uint64_t perf_count;       /* perf engine without kernel sampling, handler-private: the event's
                                   count (the thread's CPU ns, kernel included) in the last sample record
                                   consumed, 0 before the first (engine.c, perf_consume) */

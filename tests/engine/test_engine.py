@@ -123,8 +123,9 @@ def check_own_share(check, what, pct, own, n, rel=0.0):
     (at 99 Hz ~300 samples: 5.2 pp for 10%)."""
     q = min(max(own / 100.0, 0.0), 1.0)
     tol = max(3.0, rel * own, 300.0 * (q * (1.0 - q) / max(n, 1)) ** 0.5)
+    rel_said = " %d%%," % round(100 * rel) if rel else ""
     check(abs(pct - own) <= tol, "%s (within %.1f pp: 3 pp,%s three standard errors)"
-          % (what, tol, " %d%%," % round(100 * rel) if rel else ""), "%.1f%% for %.1f%%" % (pct, own))
+          % (what, tol, rel_said), "%.1f%% for %.1f%%" % (pct, own))
 
 
 # What `flamme report` says of threads sampled at ticks for going to sleep
@@ -225,32 +226,44 @@ def test_ticks_busy(build, ocaml, compiler, check, tmp_path):
 
 
 @pytest.mark.slow
-def test_cycle(build, ocaml, compiler, check, tmp_path):
+@pytest.mark.parametrize("engine", ["timer", "perf"])
+def test_cycle(build, ocaml, compiler, check, tmp_path, engine):
     """A program in step with the sampling period in its own CPU time
     (cycle.ml: the first 40% of every period in Cycle.first, which it
-    measures itself): the timer engine gives Cycle.first its share. Its
-    samples fall at random points of the thread's CPU time, each standing
-    for the periods whose marks it passed; had the periods been counted on
-    a fixed grid, which stays in step with the program, a sample early in
-    its period would weigh 1.5 on average and one late 0.5, and
+    measures itself): each engine gives Cycle.first its share. The timer
+    engine's samples fall at random points of the thread's CPU time, each
+    standing for the periods whose marks it passed; had the periods been
+    counted on a fixed grid, which stays in step with the program, a sample
+    early in its period would weigh 1.5 on average and one late 0.5, and
     Cycle.first would get what the grid's place gave it (30.9-50.6% for
-    40.0% with the grid of build 96523c7)."""
+    40.0% with the grid of build 96523c7). The perf engine's overflows are
+    set for the same random marks; at a fixed period every sample falls at
+    one place of the cycle (0% or 100%, build 8228088)."""
     comp = compiler.name
     hz = 999
     exe = ef.build_program(ocaml, "cycle")
     prof = str(tmp_path / "cycle.flm")
-    r = record_hz(build, exe, [str(10 ** 9 // hz), "2"], prof, hz, engine="timer", cwd=tmp_path)
+    r = record_hz(build, exe, [str(10 ** 9 // hz), "2"], prof, hz, engine=engine, cwd=tmp_path)
     own = ef.cycle_own(r.stdout)
-    check(r.returncode == 0 and own is not None, "%s cycle: runs under flamme" % comp,
+    check(r.returncode == 0 and own is not None, "%s cycle %s: runs under flamme" % (comp, engine),
           r.stderr.strip()[-300:])
     if own is None:
         return
+    m = re.search(r"engine (\w+)", r.stderr)
+    used = m.group(1) if m else "?"
+    if used != engine:
+        # perf events refused here (--engine perf says why): nothing of
+        # the perf engine to judge.
+        check(engine == "perf" and "perf_event_open refused" in r.stderr,
+              "%s cycle: --engine %s used (or says why not)" % (comp, engine), r.stderr[-300:])
+        return
     st = collapse(build, prof)
     pct, n = ef.cycle_share(st), flammetest.total(st)
-    print("  %s cycle %d Hz: Cycle.first %.1f%% of %d (%s)" % (comp, hz, pct, n, r.stdout.strip()))
-    check(n >= 1000, "%s cycle: enough samples to judge (%d)" % (comp, n))
-    check_own_share(check, "%s cycle: the timer engine gives Cycle.first its share of the CPU "
-                    "time" % comp, pct, own, n)
+    print("  %s cycle %s %d Hz: Cycle.first %.1f%% of %d (%s)" % (comp, engine, hz, pct, n,
+                                                                 r.stdout.strip()))
+    check(n >= 1000, "%s cycle %s: enough samples to judge (%d)" % (comp, engine, n))
+    check_own_share(check, "%s cycle: the %s engine gives Cycle.first its share of the CPU time"
+                    % (comp, engine), pct, own, n)
 
 
 def recorded_report(build, ocaml, comp, check, tmp_path, name, args, env=None):

@@ -42,6 +42,13 @@ static long period_ns(void)
     return 1000000000L / flamme_cfg.hz;
 }
 
+/* Seeds s's random draws (dither_rand_sigsafe: the dither's marks, the perf
+ * engine's gaps) for thread tid; never 0, where xorshift would stay. */
+static void rng_seed(struct flamme_slot *s, pid_t tid)
+{
+    s->dither_rng = ((uint64_t)tid * 0x9E3779B97F4A7C15ull ^ flamme_now_sigsafe()) | 1;
+}
+
 /* A random first delay in [1, period] so threads don't fire in lockstep and
  * threads shorter than one period still get their fair chance. */
 static long first_delay_ns(pid_t tid)
@@ -63,6 +70,9 @@ static long first_delay_ns(pid_t tid)
  * carries that count (PERF_SAMPLE_READ), so the handler finds the periods
  * the kernel took between two records (perf_consume). */
 static int perf_kernel = 1;
+
+/* The least period of a task-clock event: its hrtimer's. */
+#define PERF_MIN_PERIOD_NS 10000
 
 /* Opens a task-clock event counting thread tid's CPU time, overflowing
  * first after `first` ns (the handler then sets the period, see perf_first
@@ -137,13 +147,13 @@ static int perf_route(struct flamme_slot *s, int fd, pid_t tid, long first)
         return -1;
     s->perf_meta = m;
     s->perf_used = 0;
-    s->perf_first = (int)(first < 10000 ? 10000 : first); /* the hrtimer's least period */
+    s->perf_first = (int)(first < PERF_MIN_PERIOD_NS ? PERF_MIN_PERIOD_NS : first);
     s->perf_given = 0;
     s->perf_count = 0;
     s->perf_mark = (int64_t)flamme_cpu_ns_sigsafe(thread_cpu_clock(tid)) + s->perf_first - period_ns();
     s->perf_set_cpu = s->perf_gap = 0;
     if (!s->dither_rng) /* perf_next_sigsafe's draws */
-        s->dither_rng = (uint64_t)tid * 0x9E3779B97F4A7C15ull ^ flamme_now_sigsafe() ^ 1;
+        rng_seed(s, tid);
     s->perf_map_len = (size_t)page * PERF_MMAP_PAGES;
     struct f_owner_ex owner = {F_OWNER_TID, tid};
     if (fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_ASYNC) != 0 || fcntl(fd, F_SETSIG, flamme_sample_sig) != 0 ||
@@ -214,7 +224,7 @@ static int dither_create(struct flamme_slot *s)
         return 0;
     if (thread_timer(s, CLOCK_MONOTONIC, &s->dither_timer, &s->dither_timer) != 0)
         return -1;
-    s->dither_rng = (uint64_t)s->tid * 0x9E3779B97F4A7C15ull ^ flamme_now_sigsafe();
+    rng_seed(s, s->tid);
     s->dither_tid = s->tid;
     s->dither_ok = 1;
     return 0;
@@ -505,53 +515,61 @@ int flamme_engine_reviews(void)
            (flamme_engine == FLAMME_ENGINE_TIMER && tick_ns);
 }
 
-/* Thread tid's CPU ns and switch-ins (/proc/self/task/TID/schedstat:
- * "cpu_ns wait_ns timeslices"). Returns 0, or -1 if not readable (a kernel
- * without schedstat: no review). */
-static int read_schedstat(pid_t tid, uint64_t *cpu_ns, uint64_t *switches)
+/* Reads /proc/self/task/TID/NAME of thread tid into buf (size bytes, NUL
+ * terminated). Returns its length, or -1 if not readable. Writer thread. */
+static ssize_t read_task_file(pid_t tid, const char *name, char *buf, size_t size)
 {
-    char path[64], buf[128];
+    char path[64];
     struct flamme_fd_id id;
-    snprintf(path, sizeof path, "/proc/self/task/%d/schedstat", (int)tid);
+    snprintf(path, sizeof path, "/proc/self/task/%d/%s", (int)tid, name);
     int fd = flamme_open_high(path, O_RDONLY, &id);
     if (fd < 0)
         return -1;
-    ssize_t n = read(fd, buf, sizeof buf - 1);
+    size_t len = 0;
+    ssize_t n;
+    while (len < size - 1 && (n = read(fd, buf + len, size - 1 - len)) > 0)
+        len += (size_t)n;
     flamme_close_checked(fd, &id);
-    if (n <= 0)
-        return -1;
-    buf[n] = 0;
+    buf[len] = 0;
+    return len ? (ssize_t)len : -1;
+}
+
+/* Thread tid's CPU ns and switch-ins (schedstat: "cpu_ns wait_ns
+ * timeslices"). Returns 0, or -1 if not readable (a kernel without
+ * schedstat: no review). */
+static int read_schedstat(pid_t tid, uint64_t *cpu_ns, uint64_t *switches)
+{
+    char buf[128];
     unsigned long long c, w, sw;
-    if (sscanf(buf, "%llu %llu %llu", &c, &w, &sw) != 3)
+    if (read_task_file(tid, "schedstat", buf, sizeof buf) < 0 ||
+        sscanf(buf, "%llu %llu %llu", &c, &w, &sw) != 3)
         return -1;
     *cpu_ns = c;
     *switches = sw;
     return 0;
 }
 
-/* Thread tid's sleeps: its voluntary context switches
- * (/proc/self/task/TID/status). Returns 0, or -1 if not readable. */
+/* Thread tid's sleeps: its voluntary context switches (status). Returns 0,
+ * or -1 if not readable. */
 static int read_sleeps(pid_t tid, uint64_t *sleeps)
 {
     static const char key[] = "\nvoluntary_ctxt_switches:";
-    char path[64], buf[4096];
-    struct flamme_fd_id id;
-    snprintf(path, sizeof path, "/proc/self/task/%d/status", (int)tid);
-    int fd = flamme_open_high(path, O_RDONLY, &id);
-    if (fd < 0)
+    char buf[4096];
+    if (read_task_file(tid, "status", buf, sizeof buf) < 0)
         return -1;
-    size_t len = 0;
-    ssize_t n;
-    while (len < sizeof buf - 1 && (n = read(fd, buf + len, sizeof buf - 1 - len)) > 0)
-        len += (size_t)n;
-    flamme_close_checked(fd, &id);
-    buf[len] = 0;
     const char *at = strstr(buf, key);
     unsigned long long v;
     if (!at || sscanf(at + sizeof key - 1, "%llu", &v) != 1)
         return -1;
     *sleeps = v;
     return 0;
+}
+
+/* Whether n events in cpu ns of a thread's CPU time are more than
+ * FLAMME_MAX_SWITCH_RATE per CPU-second. */
+static int rate_too_high(uint64_t n, uint64_t cpu)
+{
+    return n * 1000000000ull > (uint64_t)FLAMME_MAX_SWITCH_RATE * cpu;
 }
 
 /* Whether s's thread, now at cpu ns of CPU time, went to sleep more than
@@ -576,7 +594,7 @@ static int sleeps_fast(struct flamme_slot *s, uint64_t cpu)
     s->review_sleeps = sleeps;
     if (!was || cpu <= was || sleeps < before)
         return 0;
-    return (sleeps - before) * 1000000000ull > (uint64_t)FLAMME_MAX_SWITCH_RATE * (cpu - was);
+    return rate_too_high(sleeps - before, cpu - was);
 }
 
 /* Counts s's thread once among those sampled at expiries for switching
@@ -613,7 +631,7 @@ void flamme_engine_review(struct flamme_slot *s, int baseline_only)
         return;
     __atomic_store_n(&s->review_cpu_ns, cpu, __ATOMIC_RELAXED);
     s->review_switches = sw;
-    int fast = dsw * 1000000000ull > (uint64_t)FLAMME_MAX_SWITCH_RATE * dcpu;
+    int fast = rate_too_high(dsw, dcpu);
     /* Sleeps are at most switches: read only past the switches' limit. */
     int sleepy = fast && tick_ns && sleeps_fast(s, cpu);
     /* Relaxed: a hint the handler reads at the thread's next expiry. */
@@ -776,12 +794,13 @@ static int dither_arm_sigsafe(struct flamme_slot *s, int64_t cpu, int64_t ns)
     return timer_settime(s->dither_timer, 0, &its, NULL);
 }
 
-/* Starts s's account at thread CPU time now: its first period begins
- * there, its mark at a random point of it. */
-static void dither_open_sigsafe(struct flamme_slot *s, int64_t now)
+/* Starts the period of s's account at thread CPU time acct (its first at
+ * the first expiry, each next one a period later), its mark at a random
+ * point of it. */
+static void dither_period_sigsafe(struct flamme_slot *s, int64_t acct)
 {
-    s->dither_acct = now;
-    s->dither_mark = now + dither_rand_sigsafe(s) % period_ns();
+    s->dither_acct = acct;
+    s->dither_mark = acct + dither_rand_sigsafe(s) % period_ns();
 }
 
 /* The periods a sample at thread CPU time now stands for: those whose mark
@@ -801,14 +820,12 @@ static unsigned dither_take_sigsafe(struct flamme_slot *s, int64_t now)
         /* Periods wholly behind now: their marks are too. */
         int64_t k = (now - s->dither_acct) / p - 1;
         n = (unsigned)k;
-        s->dither_acct += k * p;
-        s->dither_mark = s->dither_acct + dither_rand_sigsafe(s) % p;
+        dither_period_sigsafe(s, s->dither_acct + k * p);
     }
     /* now is within two periods of dither_acct: at most twice. */
     while (s->dither_mark <= now) {
         n++;
-        s->dither_acct += p;
-        s->dither_mark = s->dither_acct + dither_rand_sigsafe(s) % p;
+        dither_period_sigsafe(s, s->dither_acct + p);
     }
     return n;
 }
@@ -838,7 +855,7 @@ static __attribute__((noinline)) int dither_expiry_sigsafe(struct flamme_slot *s
     }
     int64_t now = (int64_t)flamme_cpu_ns_sigsafe(CLOCK_THREAD_CPUTIME_ID);
     if (!s->dither_acct) {
-        dither_open_sigsafe(s, now);
+        dither_period_sigsafe(s, now);
         first = *weight;
     }
     *weight = first;
@@ -925,8 +942,8 @@ static void perf_next_sigsafe(struct flamme_slot *s, unsigned overflows)
         late = late < 0 ? 0 : late > p / 4 ? p / 4 : late;
     }
     int64_t gap = p / 2 + dither_rand_sigsafe(s) % p - late;
-    if (gap < 10000) /* the hrtimer's least period */
-        gap = 10000;
+    if (gap < PERF_MIN_PERIOD_NS)
+        gap = PERF_MIN_PERIOD_NS;
     s->perf_gap = gap;
     s->perf_set_cpu = now;
     uint64_t g = (uint64_t)gap;

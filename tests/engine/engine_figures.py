@@ -83,6 +83,13 @@ def kern_own(out):
             for m in re.finditer(r"kern: phase (\w+) cpu ([0-9.]+) sys ([0-9.]+)", out)}
 
 
+def engine_used(stderr):
+    """The engine `flamme record`'s summary line names ("engine perf"), or
+    "?" when it names none."""
+    m = re.search(r"engine (\w+)", stderr)
+    return m.group(1) if m else "?"
+
+
 def record_cmd(build, exe, args, prof, hz=999, engine=None, user=None):
     """The command of `flamme record -F HZ [--engine ENGINE] -o PROF -- EXE
     ARGS`, run as uid and gid USER if given (root only)."""

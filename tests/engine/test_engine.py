@@ -249,8 +249,7 @@ def test_cycle(build, ocaml, compiler, check, tmp_path, engine):
           r.stderr.strip()[-300:])
     if own is None:
         return
-    m = re.search(r"engine (\w+)", r.stderr)
-    used = m.group(1) if m else "?"
+    used = ef.engine_used(r.stderr)
     if used != engine:
         # perf events refused here (--engine perf says why): nothing of
         # the perf engine to judge.
@@ -479,8 +478,7 @@ def kern_runs(build, exe, comp, check, work, prefix="", user=None):
         check(r.returncode == 0 and len(cpu) == 3, what + ": runs under flamme", r.stderr.strip()[-300:])
         if r.returncode != 0 or len(cpu) != 3:
             continue
-        m = re.search(r"engine (\w+)", r.stderr)
-        used = m.group(1) if m else "?"
+        used = ef.engine_used(r.stderr)
         if user is None and eng is None:
             # Root may sample the kernel: auto uses perf at any rate (CPU
             # timers fire at ticks, which are not random instants).
@@ -652,7 +650,6 @@ def test_handoff(build, ocaml, compiler, check, tmp_path):
               r.stderr.strip()[-300:])
         if r.returncode != 0:
             return
-        m = re.search(r"engine (\w+)", r.stderr)
         own = ef.handoff_own(r.stdout)
         st = collapse(build, prof)
         if label != "perf":
@@ -675,7 +672,7 @@ def test_handoff(build, ocaml, compiler, check, tmp_path):
             check(at_ticks is not None and int(at_ticks.group(1)) >= 3,
                   "%s: the report says the >= 3 yielding threads were sampled at ticks, not "
                   "dithered" % what, at_ticks.group(0) if at_ticks else "no such line")
-        res[label] = (m.group(1) if m else "?", int(moved.group(1)) if moved else 0,
+        res[label] = (ef.engine_used(r.stderr), int(moved.group(1)) if moved else 0,
                       ef.leaf_shares(st), ef.report_records(rep) or 1)
     if res["auto"][0] != "perf":
         pytest.skip("%s handoff: auto at 999 Hz uses %s here (no perf events with kernel samples)"

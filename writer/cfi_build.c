@@ -180,6 +180,12 @@ struct regstate {
     int64_t ra_off;
     int save_how[FLAMME_CFI_NSAVED]; /* FLAMME_CFI_SAVED_DWREGS order */
     int64_t save_off[FLAMME_CFI_NSAVED];
+    /* The saves as a rule holds them, made again only after a save
+     * changed: most rows change only the CFA (an OCaml function's rows
+     * follow its stack pointer), and remaking the saves at every row was
+     * the largest part of building the OCaml compiler's 160,000 rows. */
+    int saves_made;
+    int8_t saves[FLAMME_CFI_NSAVED];
 };
 
 static const uint8_t saved_dwregs[FLAMME_CFI_NSAVED] = FLAMME_CFI_SAVED_DWREGS;
@@ -211,62 +217,110 @@ struct rowvec {
     struct trow *v;
     size_t n, cap;
     int oom;
+    int unsorted; /* some row sorts before the one pushed ahead of it (trow_cmp) */
 };
 
-static void push_row(struct rowvec *rv, uint64_t pc, struct rule r)
+/* The slot for the next row, or NULL when out of memory (rv->oom). */
+static struct trow *next_row(struct rowvec *rv)
 {
     if (rv->oom)
-        return;
+        return NULL;
     if (rv->n == rv->cap) {
         size_t nc = rv->cap ? rv->cap * 2 : 4096;
         struct trow *nv = realloc(rv->v, nc * sizeof *nv);
         if (!nv) {
             rv->oom = 1;
-            return;
+            return NULL;
         }
         rv->v = nv;
         rv->cap = nc;
     }
-    rv->v[rv->n++] = (struct trow){ pc, r };
+    return &rv->v[rv->n];
 }
 
-/* The compact rule for a state; UNKNOWN when the walker could not use it.
- * A save slot the rule cannot hold (not a multiple of 8, beyond +-1016
- * bytes) makes that register lost, not the row unusable. */
-static struct rule state_rule(const struct regstate *st)
+/* Appends the row t (the slot next_row gave), noting whether it breaks
+ * the order pack sorts by (trow_cmp). */
+static void commit_row(struct rowvec *rv, const struct trow *t)
 {
-    struct rule u = { 0, RULE_UNKNOWN, 0, 0, 0, 0, { 0 } };
+    if (rv->n) {
+        const struct trow *last = t - 1;
+        if (t->pc < last->pc ||
+            (t->pc == last->pc && t->r.reg == RULE_GAP && last->r.reg != RULE_GAP))
+            rv->unsorted = 1;
+    }
+    rv->n++;
+}
+
+static void push_row(struct rowvec *rv, uint64_t pc, struct rule r)
+{
+    struct trow *t = next_row(rv);
+    if (t) {
+        *t = (struct trow){ pc, r };
+        commit_row(rv, t);
+    }
+}
+
+/* Writes the compact rule for a state into *r; UNKNOWN when the walker
+ * could not use it. A save slot the rule cannot hold (not a multiple of 8, beyond +-1016
+ * bytes) makes that register lost, not the row unusable. */
+static void state_rule(struct regstate *st, struct rule *r)
+{
+    /* Written field by field into the row itself: a rule returned by value
+     * went through the stack, and the partial stores then whole loads
+     * stalled (most of this function's time in a profile). */
+    r->pad = 0;
+    r->deref = 0;
+    r->cfa_add = 0;
     if (st->ra_how != SAVE_AT_OFF || st->ra_off != -8)
-        return u;
-    struct rule r = u;
+        goto unknown;
     if (st->cfa_expr == 2) {
         if (st->ex_reg > 15 || st->ex_off < INT32_MIN || st->ex_off > INT32_MAX ||
             st->ex_mid > 63 || st->ex_add > INT16_MAX)
-            return u;
-        r.reg = RULE_DEREF;
-        r.dwreg = (uint8_t)st->ex_reg;
-        r.cfa_off = (int32_t)st->ex_off;
-        r.deref = (uint8_t)(st->ex_nderef | (st->ex_mid << 2));
-        r.cfa_add = (int16_t)st->ex_add;
+            goto unknown;
+        r->reg = RULE_DEREF;
+        r->dwreg = (uint8_t)st->ex_reg;
+        r->cfa_off = (int32_t)st->ex_off;
+        r->deref = (uint8_t)(st->ex_nderef | (st->ex_mid << 2));
+        r->cfa_add = (int16_t)st->ex_add;
     } else {
         if (st->cfa_expr || st->cfa_reg > 15 || st->cfa_off < INT32_MIN ||
             st->cfa_off > INT32_MAX)
-            return u;
-        r.reg = RULE_REG;
-        r.dwreg = (uint8_t)st->cfa_reg;
-        r.cfa_off = (int32_t)st->cfa_off;
+            goto unknown;
+        r->reg = RULE_REG;
+        r->dwreg = (uint8_t)st->cfa_reg;
+        r->cfa_off = (int32_t)st->cfa_off;
     }
-    for (int i = 0; i < FLAMME_CFI_NSAVED; i++) {
-        int64_t off = st->save_off[i];
-        if (st->save_how[i] == SAVE_SAME)
-            r.save[i] = 0;
-        else if (st->save_how[i] == SAVE_AT_OFF && off != 0 && off % 8 == 0 && off >= -127 * 8 &&
-                 off <= 127 * 8)
-            r.save[i] = (int8_t)(off / 8);
-        else
-            r.save[i] = SAVE_SLOT_LOST;
+    if (!st->saves_made) {
+        for (int i = 0; i < FLAMME_CFI_NSAVED; i++) {
+            int64_t off = st->save_off[i];
+            if (st->save_how[i] == SAVE_SAME)
+                st->saves[i] = 0;
+            else if (st->save_how[i] == SAVE_AT_OFF && off != 0 && off % 8 == 0 &&
+                     off >= -127 * 8 && off <= 127 * 8)
+                st->saves[i] = (int8_t)(off / 8);
+            else
+                st->saves[i] = SAVE_SLOT_LOST;
+        }
+        st->saves_made = 1;
     }
-    return r;
+    memcpy(r->save, st->saves, sizeof r->save);
+    return;
+unknown:
+    r->cfa_off = 0;
+    r->reg = RULE_UNKNOWN;
+    r->dwreg = 0;
+    memset(r->save, 0, sizeof r->save);
+}
+
+/* Appends a row at pc with the rule of state st. */
+static void push_state(struct rowvec *rv, uint64_t pc, struct regstate *st)
+{
+    struct trow *t = next_row(rv);
+    if (t) {
+        t->pc = pc;
+        state_rule(st, &t->r);
+        commit_row(rv, t);
+    }
 }
 
 /* Applies one register rule to a tracked callee-saved register or the
@@ -277,6 +331,7 @@ static void set_reg(struct regstate *st, const struct cie *c, uint64_t reg, int 
     if (i >= 0) {
         st->save_how[i] = how;
         st->save_off[i] = off;
+        st->saves_made = 0;
     } else if (reg == c->ra_reg) {
         st->ra_how = how;
         st->ra_off = off;
@@ -482,7 +537,7 @@ static int run_cfa(struct rd *r, const struct cie *c, struct regstate *st,
             return -1; /* a CIE may not advance */
         if (adv == 0)
             continue;
-        push_row(out, *loc + bias, state_rule(st));
+        push_state(out, *loc + bias, st);
         *loc += adv;
         if (*loc >= end_pc)
             return 0;
@@ -591,7 +646,7 @@ static int do_fde(const struct ehf *e, const uint8_t *p, const uint8_t *end,
     if (run_cfa(&r, c, &st, &init, &loc, end_pc, bias, out) != 0)
         st.cfa_expr = 1;
     if (loc < end_pc)
-        push_row(out, loc + bias, state_rule(&st));
+        push_state(out, loc + bias, &st);
     push_row(out, end_pc + bias, (struct rule){ 0, RULE_GAP, 0, 0, 0, 0, { 0 } });
     return out->oom ? -1 : 0;
 }
@@ -677,6 +732,15 @@ static int parse_eh_frame(const struct ehf *e, uint64_t bias, struct rowvec *out
         return -1;
     if (flamme_sort_runs(f, n, sizeof *f, fdeat_cmp) != 0)
         qsort(f, n, sizeof *f, fdeat_cmp);
+    /* Room for the rows at once: an FDE's instructions take 2 bytes or more
+     * a row, so this is seldom outgrown, and pages never written are never
+     * faulted in (growing by doubling copied the OCaml compiler's rows
+     * several times). */
+    if (out->cap == 0 && !out->oom) {
+        size_t guess = (size_t)(e->size / 2) + n + 64;
+        if ((out->v = malloc(guess * sizeof *out->v)))
+            out->cap = guess;
+    }
     uint64_t cie_at = ~0ull;
     struct cie cie;
     int cie_ok = 0, rc = 0;
@@ -782,7 +846,7 @@ static int same_rule(const struct rule *a, const struct rule *b)
 static struct cfi_mod *pack(struct rowvec *rv, const char *name, const struct stat *st,
                             uint64_t lo, uint64_t hi)
 {
-    if (flamme_sort_runs(rv->v, rv->n, sizeof *rv->v, trow_cmp) != 0)
+    if (rv->unsorted && flamme_sort_runs(rv->v, rv->n, sizeof *rv->v, trow_cmp) != 0)
         qsort(rv->v, rv->n, sizeof *rv->v, trow_cmp);
     /* The row in force at lo starts the table. */
     size_t first = 0;
@@ -887,8 +951,10 @@ static long add_fd(int fd, const char *name, uint64_t bias, int bias_from_map, u
     int rc = parse_eh_frame(&e, bias, &rv);
     free(e.buf);
     for (size_t i = 0; switch_only && i < rv.n; i++)
-        if (rv.v[i].r.reg != RULE_DEREF)
+        if (rv.v[i].r.reg != RULE_DEREF) {
             rv.v[i].r = (struct rule){ 0, RULE_GAP, 0, 0, 0, 0, { 0 } };
+            rv.unsorted = 1; /* a gap now shares a pc with the row after it */
+        }
     struct cfi_mod *m = NULL;
     if (rc == 0 && !rv.oom)
         m = pack(&rv, name, &st, lo, hi);

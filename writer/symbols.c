@@ -51,11 +51,12 @@
 #define MAX_STRTABS 4 /* .symtab, .dynsym, a debug file's .symtab, PLT names */
 #define PLT_SLOT (MAX_STRTABS - 1)
 #define PLT_ENTRY 16 /* x86_64 .plt / .plt.sec entry size */
+#define SYM_CHUNK 2048 /* symbols read at a time (48 KiB) */
 
 struct sym {
     uint64_t addr, size;
     const char *name;
-    uint8_t rank; /* lower is better among symbols at one address */
+    uint8_t info; /* st_info: ranks it among aliases (sym_rank) */
 };
 
 enum mod_state { MOD_UNPARSED, MOD_OK, MOD_FAILED };
@@ -115,25 +116,28 @@ static int is_code_marker(const char *name)
 /* Rank of a symbol among aliases at one address: functions first, then
  * sized ones, then global over weak over local, then fewer leading '_'
  * (memcpy over __memcpy). */
-static uint8_t sym_rank(const Elf64_Sym *es, const char *name)
+static int sym_rank(const struct sym *s)
 {
-    int type = ELF64_ST_TYPE(es->st_info), bind = ELF64_ST_BIND(es->st_info);
+    int type = ELF64_ST_TYPE(s->info), bind = ELF64_ST_BIND(s->info);
     int r = (type == STT_FUNC || type == STT_GNU_IFUNC) ? 0 : 32;
-    if (es->st_size == 0)
+    if (s->size == 0)
         r += 16;
-    if (is_code_marker(name))
+    if (is_code_marker(s->name))
         r += 8;
     r += bind == STB_GLOBAL ? 0 : bind == STB_WEAK ? 2 : 4;
-    if (name[0] == '_')
+    if (s->name[0] == '_')
         r += 1;
-    return (uint8_t)r;
+    return r;
 }
 
-/* 1 if x names an address better than y (sym_rank, then the name). */
+/* 1 if x names an address better than y (sym_rank, then the name). Ranked
+ * here, for aliases only: ranking each of the OCaml compiler's 62,000
+ * symbols as it was read (a strlen each) was a tenth of reading them. */
 static int sym_better(const struct sym *x, const struct sym *y)
 {
-    if (x->rank != y->rank)
-        return x->rank < y->rank;
+    int rx = sym_rank(x), ry = sym_rank(y);
+    if (rx != ry)
+        return rx < ry;
     return strcmp(x->name, y->name) < 0;
 }
 
@@ -188,6 +192,10 @@ static void sort_by_addr(struct sym *a, size_t n)
     free(count);
 }
 
+static int load_syms(struct module *m, const Elf64_Shdr *sh, size_t shnum, const Elf64_Sym *es,
+                     uint64_t n, const char *strtab, uint64_t strsize, struct sym **arr,
+                     size_t *cap);
+
 /* Appends the code symbols of one symbol table section (SYMTAB or DYNSYM).
  * Names point into a copy of its string table, kept in m->strbufs[slot].
  * Returns 0, or -1 on allocation failure; a malformed section is skipped
@@ -208,14 +216,35 @@ static int load_symsec(struct module *m, const struct flamme_elf *e, size_t idx,
     if (!m->strbufs[slot])
         return 0;
     const char *strtab = m->strbufs[slot];
-    Elf64_Sym *es = malloc(ss->sh_size);
+    /* Read a chunk at a time into one buffer: the OCaml compiler's 1.5 MB
+     * table read whole was as many fresh pages to fault in. */
+    uint64_t chunk = nsym < SYM_CHUNK ? nsym : SYM_CHUNK;
+    Elf64_Sym *es = malloc(chunk * sizeof *es);
     if (!es)
         return -1;
-    if (flamme_elf_read(e, ss->sh_offset, es, ss->sh_size) != 0) {
-        free(es);
-        return 0;
+    size_t kept = m->nsyms;
+    for (uint64_t at = 0; at < nsym; at += chunk) {
+        uint64_t k = nsym - at < chunk ? nsym - at : chunk;
+        if (flamme_elf_read(e, ss->sh_offset + at * sizeof *es, es, k * sizeof *es) != 0) {
+            m->nsyms = kept; /* a section unreadable in part is skipped whole */
+            break;
+        }
+        if (load_syms(m, sh, shnum, es, k, strtab, strsize, arr, cap) != 0) {
+            free(es);
+            return -1;
+        }
     }
-    for (uint64_t i = 0; i < nsym; i++) {
+    free(es);
+    return 0;
+}
+
+/* Appends the code symbols among es[0..n) (load_symsec). Returns 0, or -1
+ * on allocation failure. */
+static int load_syms(struct module *m, const Elf64_Shdr *sh, size_t shnum, const Elf64_Sym *es,
+                     uint64_t n, const char *strtab, uint64_t strsize, struct sym **arr,
+                     size_t *cap)
+{
+    for (uint64_t i = 0; i < n; i++) {
         int type = ELF64_ST_TYPE(es[i].st_info);
         if (es[i].st_shndx == SHN_UNDEF || es[i].st_shndx >= shnum || es[i].st_name >= strsize)
             continue;
@@ -229,17 +258,13 @@ static int load_symsec(struct module *m, const struct flamme_elf *e, size_t idx,
         if (m->nsyms == *cap) {
             size_t nc = *cap ? *cap * 2 : 1024;
             struct sym *na = realloc(*arr, nc * sizeof *na);
-            if (!na) {
-                free(es);
+            if (!na)
                 return -1;
-            }
             *arr = na;
             *cap = nc;
         }
-        (*arr)[m->nsyms++] = (struct sym){ es[i].st_value, es[i].st_size, name,
-                                           sym_rank(&es[i], name) };
+        (*arr)[m->nsyms++] = (struct sym){ es[i].st_value, es[i].st_size, name, es[i].st_info };
     }
-    free(es);
     return 0;
 }
 
@@ -334,9 +359,8 @@ static int load_plt(struct module *m, const struct flamme_elf *e, struct symacc 
             acc->arr = na;
             acc->cap = nc;
         }
-        Elf64_Sym fake = { .st_info = ELF64_ST_INFO(STB_LOCAL, STT_FUNC), .st_size = PLT_ENTRY };
         acc->arr[m->nsyms++] = (struct sym){ base + i * PLT_ENTRY, PLT_ENTRY, names + used,
-                                             sym_rank(&fake, names + used) };
+                                             ELF64_ST_INFO(STB_LOCAL, STT_FUNC) };
         used += (size_t)len + 1;
     }
     m->strbufs[PLT_SLOT] = names;

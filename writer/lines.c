@@ -2,13 +2,16 @@
  * writer/lines.c — source positions from an ELF file's DWARF .debug_line.
  *
  * Owns: the line table of one file. Opening it copies .debug_line and
- * runs every line-number program (DWARF 2 to 5) once without keeping rows,
- * only the address range of each sequence and the unit it belongs to. The
- * first lookup in a unit runs that unit's program again into rows
- * (address, file, line) sorted by address, where an end_sequence row marks
- * a gap; a lookup is two binary searches. A profile hits few of a large
- * program's units: for the OCaml compiler (1.3 MB of line programs) opening
- * took 10-17 ms of the writer's CPU when every unit was run into rows.
+ * finds where each unit's code lies: from .debug_aranges (the address
+ * ranges of each compilation unit, whose first entry in .debug_info names
+ * its line program), and for a unit no range names, by running its
+ * line-number program (DWARF 2 to 5) once without keeping rows. The first
+ * lookup in a unit runs that unit's program into rows (address, file,
+ * line) sorted by address, where an end_sequence row marks a gap; a lookup
+ * is two binary searches. A profile hits few of a large program's units:
+ * for the OCaml compiler (1.3 MB of line programs) opening took 10-17 ms of
+ * the writer's CPU when every unit was run into rows, 5.5 ms when each
+ * was run once for its ranges, 1.3-1.4 ms with .debug_aranges.
  * Called by: the agent's writer thread (and tests). It allocates and reads
  * the file through writer/elf.c (sections are copied, never kept mapped);
  * never from a signal handler.
@@ -42,7 +45,13 @@ enum {
     DW_FORM_data2 = 0x05, DW_FORM_data4 = 0x06, DW_FORM_data8 = 0x07, DW_FORM_string = 0x08,
     DW_FORM_block = 0x09, DW_FORM_data1 = 0x0b, DW_FORM_strp = 0x0e, DW_FORM_udata = 0x0f,
     DW_FORM_data16 = 0x1e, DW_FORM_line_strp = 0x1f,
+    DW_AT_stmt_list = 0x10, DW_UT_compile = 1, DW_UT_partial = 3, DW_UT_skeleton = 4,
 };
+
+/* The first entry of a compilation unit read from .debug_info to find its
+ * line program: a unit entry whose DW_AT_stmt_list lies further in is
+ * indexed by running its program instead. */
+#define CU_HEAD_MAX 512
 
 struct row {
     uint64_t addr;
@@ -161,6 +170,19 @@ static int64_t rd_sleb(struct cur *c)
     if (shift < 64 && (b & 0x40))
         v |= ~0ull << shift;
     return (int64_t)v;
+}
+
+/* A unit's or set's initial length (DWARF 7.4): returns the offset size
+ * it implies (4 or 8) and sets *len, or 0 for a reserved length, after
+ * which nothing can be found. */
+static int rd_initial_length(struct cur *c, uint64_t *len)
+{
+    *len = rd_le(c, 4);
+    if (*len == 0xffffffffu) {
+        *len = rd_le(c, 8);
+        return 8;
+    }
+    return *len >= 0xfffffff0u ? 0 : 4;
 }
 
 /* A NUL-terminated string in place; NULL (and c->bad) if unterminated. */
@@ -588,22 +610,203 @@ static void load_sect(const struct flamme_elf *e, const Elf64_Shdr *sh, struct s
         s->size = sh->sh_size;
 }
 
-/* Finds and copies .debug_line, .debug_line_str and .debug_str of the ELF
- * file open on fd. Returns 0 when .debug_line was found, -1 otherwise. */
-static int load_sections(int fd, struct sect *line, struct sect *line_str, struct sect *str)
+/* The sections a line table is read from: .debug_line, .debug_line_str and
+ * .debug_str are kept; .debug_aranges, .debug_abbrev and where .debug_info
+ * lies (read a unit head at a time) serve the index at open only. */
+struct sources {
+    struct sect aranges, abbrev;
+    const Elf64_Shdr *info;
+};
+
+/* Copies the sections of image e into l and src. Returns 0 when
+ * .debug_line was found, -1 otherwise. */
+static int load_sections(const struct flamme_elf *e, flamme_lines *l, struct sources *src)
 {
-    struct flamme_elf e;
-    if (flamme_elf_open_fd(&e, fd) != 0)
-        return -1;
-    static const char *const names[] = { ".debug_line", ".debug_line_str", ".debug_str" };
-    struct sect *dst[] = { line, line_str, str };
+    static const char *const names[] = { ".debug_line", ".debug_line_str", ".debug_str",
+                                         ".debug_aranges", ".debug_abbrev" };
+    struct sect *dst[] = { &l->line, &l->line_str, &l->str, &src->aranges, &src->abbrev };
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
-        const Elf64_Shdr *sh = flamme_elf_section(&e, names[i]);
+        const Elf64_Shdr *sh = flamme_elf_section(e, names[i]);
         if (sh)
-            load_sect(&e, sh, dst[i]);
+            load_sect(e, sh, dst[i]);
     }
-    flamme_elf_close(&e);
-    return line->data ? 0 : -1;
+    const Elf64_Shdr *info = flamme_elf_section(e, ".debug_info");
+    src->info = info && info->sh_type != SHT_NOBITS && !(info->sh_flags & SHF_COMPRESSED) &&
+                        info->sh_size <= e->size && info->sh_offset <= e->size - info->sh_size
+                    ? info
+                    : NULL;
+    return l->line.data ? 0 : -1;
+}
+
+/* ------------------------------------------------------------ the index */
+
+/* Skips a value of attribute form `form` in a unit entry (DWARF 2 to 5 and
+ * the GNU forms gcc and binutils emit). Returns 0, or -1 for a form it does
+ * not know (the caller then gives up on the entry). */
+static int skip_form(struct cur *c, uint64_t form, int offset_size, unsigned addr_size,
+                     unsigned version)
+{
+    switch (form) {
+    case 0x19: case 0x21: return 0;                       /* flag_present, implicit_const */
+    case 0x0b: case 0x0c: case 0x11: case 0x25: case 0x29: skip(c, 1); return 0;
+    case 0x05: case 0x12: case 0x26: case 0x2a: skip(c, 2); return 0;
+    case 0x27: case 0x2b: skip(c, 3); return 0;           /* strx3, addrx3 */
+    case 0x06: case 0x13: case 0x1c: case 0x28: case 0x2c: skip(c, 4); return 0;
+    case 0x07: case 0x14: case 0x20: case 0x24: skip(c, 8); return 0;
+    case 0x1e: skip(c, 16); return 0;                     /* data16 */
+    case 0x01: skip(c, addr_size); return 0;              /* addr */
+    case 0x10: skip(c, version <= 2 ? addr_size : (unsigned)offset_size); return 0; /* ref_addr */
+    case 0x0e: case 0x17: case 0x1d: case 0x1f: case 0x1f20: case 0x1f21:
+        skip(c, (unsigned)offset_size); return 0;         /* strp, sec_offset, line_strp, ... */
+    case 0x0d: rd_sleb(c); return 0;                      /* sdata */
+    case 0x0f: case 0x15: case 0x1a: case 0x1b: case 0x22: case 0x23: case 0x1f01: case 0x1f02:
+        rd_uleb(c); return 0;                             /* udata, ref_udata, strx, addrx, ... */
+    case 0x08: rd_cstr(c); return 0;                      /* string */
+    case 0x0a: skip(c, rd_le(c, 1)); return 0;            /* block1 */
+    case 0x03: skip(c, rd_le(c, 2)); return 0;            /* block2 */
+    case 0x04: skip(c, rd_le(c, 4)); return 0;            /* block4 */
+    case 0x09: case 0x18: skip(c, rd_uleb(c)); return 0;  /* block, exprloc */
+    default: return -1;
+    }
+}
+
+/* The index in l->units of the unit whose header starts at offset off of
+ * .debug_line, or -1. */
+static int64_t unit_at(const flamme_lines *l, uint64_t off)
+{
+    size_t lo = 0, hi = l->nunits;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        const struct lunit *u = &l->units[mid];
+        uint64_t at = u->off - (u->offset_size == 8 ? 12 : 4);
+        if (at == off)
+            return (int64_t)mid;
+        if (at < off)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return -1;
+}
+
+/* The line unit that the compilation unit at offset cu of .debug_info
+ * names (DW_AT_stmt_list of its first entry), or -1. */
+static int64_t unit_of_cu(const flamme_lines *l, const struct flamme_elf *e,
+                          const struct sources *src, uint64_t cu)
+{
+    if (!src->info || !src->abbrev.data || cu >= src->info->sh_size)
+        return -1;
+    uint8_t buf[CU_HEAD_MAX];
+    uint64_t n = src->info->sh_size - cu < sizeof buf ? src->info->sh_size - cu : sizeof buf;
+    if (flamme_elf_read(e, src->info->sh_offset + cu, buf, (size_t)n) != 0)
+        return -1;
+    struct cur c = { buf, buf + n, 0 };
+    uint64_t len;
+    int osz = rd_initial_length(&c, &len);
+    if (!osz)
+        return -1;
+    if (len < (uint64_t)(c.end - c.p))
+        c.end = c.p + len;
+    unsigned version = (unsigned)rd_le(&c, 2), asz;
+    uint64_t abbrev_off;
+    if (version >= 5) {
+        unsigned type = (unsigned)rd_le(&c, 1);
+        asz = (unsigned)rd_le(&c, 1);
+        abbrev_off = rd_le(&c, (unsigned)osz);
+        if (type != DW_UT_compile && type != DW_UT_partial && type != DW_UT_skeleton)
+            return -1;
+    } else {
+        abbrev_off = rd_le(&c, (unsigned)osz);
+        asz = (unsigned)rd_le(&c, 1);
+    }
+    uint64_t code = rd_uleb(&c);
+    if (c.bad || version < 2 || version > 5 || code == 0 || abbrev_off >= src->abbrev.size)
+        return -1;
+    struct cur a = { src->abbrev.data + abbrev_off, src->abbrev.data + src->abbrev.size, 0 };
+    for (;;) { /* the entry's abbreviation: code, tag, children, then its specs */
+        uint64_t k = rd_uleb(&a);
+        if (a.bad || k == 0)
+            return -1;
+        rd_uleb(&a);
+        skip(&a, 1);
+        if (k == code)
+            break;
+        for (uint64_t at = 1, form = 1; !a.bad && (at || form);) {
+            at = rd_uleb(&a);
+            form = rd_uleb(&a);
+            if (form == 0x21)
+                rd_sleb(&a);
+        }
+    }
+    for (;;) {
+        uint64_t at = rd_uleb(&a), form = rd_uleb(&a);
+        if (a.bad || (at == 0 && form == 0))
+            return -1;
+        if (form == 0x21)
+            rd_sleb(&a);
+        if (form == 0x16) /* indirect: the form is in the entry */
+            form = rd_uleb(&c);
+        if (at == DW_AT_stmt_list) {
+            uint64_t off = form == 0x17   ? rd_le(&c, (unsigned)osz)
+                           : form == 0x06 ? rd_le(&c, 4)
+                           : form == 0x07 ? rd_le(&c, 8)
+                                          : UINT64_MAX;
+            return c.bad || off == UINT64_MAX ? -1 : unit_at(l, off);
+        }
+        if (skip_form(&c, form, osz, asz, version) < 0 || c.bad)
+            return -1;
+    }
+}
+
+/* Where the units' code lies, from .debug_aranges: each set of address
+ * ranges names a compilation unit, whose first entry names its line
+ * program. A few hundred bytes a unit instead of running every program at
+ * open: opening the OCaml compiler's table (1.3 MB of programs) took 5.5 ms
+ * that way, 1.3-1.4 ms this way. Pushes a sequence per range and sets covered[u] for each unit
+ * a well-formed set named; the others (no .debug_aranges, a set that is
+ * malformed or names no line program) are left to the caller to scan. */
+static void index_by_aranges(flamme_lines *l, const struct flamme_elf *e,
+                             const struct sources *src, struct builder *b, uint8_t *covered)
+{
+    struct cur c = { src->aranges.data, src->aranges.data + src->aranges.size, 0 };
+    uint64_t cu_at = UINT64_MAX;
+    int64_t unit = -1;
+    while (src->aranges.data && c.p < c.end && !b->oom) {
+        const uint8_t *set = c.p;
+        uint64_t len;
+        int osz = rd_initial_length(&c, &len);
+        if (!osz || !need(&c, len))
+            break;
+        struct cur s = { c.p, c.p + len, 0 };
+        c.p += len;
+        unsigned version = (unsigned)rd_le(&s, 2);
+        uint64_t cu = rd_le(&s, (unsigned)osz);
+        unsigned asz = (unsigned)rd_le(&s, 1), segsz = (unsigned)rd_le(&s, 1);
+        if (s.bad || version != 2 || (asz != 4 && asz != 8) || segsz != 0)
+            continue;
+        if (cu != cu_at) {
+            cu_at = cu;
+            unit = unit_of_cu(l, e, src, cu);
+        }
+        if (unit < 0)
+            continue;
+        /* The tuples start at a multiple of their size from the set's start. */
+        uint64_t head = (uint64_t)(s.p - set), tuple = 2u * asz;
+        skip(&s, (tuple - head % tuple) % tuple);
+        size_t keep = b->nseqs;
+        b->unit = (uint32_t)unit;
+        for (;;) {
+            uint64_t lo = rd_le(&s, asz), n = rd_le(&s, asz);
+            if (s.bad || (lo == 0 && n == 0))
+                break;
+            if (n && lo + n > lo && push_seq(b, lo, lo + n) < 0)
+                return;
+        }
+        if (s.bad)
+            b->nseqs = keep; /* no terminator: the set is not believed */
+        else
+            covered[unit] = 1;
+    }
 }
 
 static int cmp_brow(const void *a, const void *b)
@@ -695,46 +898,54 @@ flamme_lines *flamme_lines_open(const char *path)
     if (fd < 0)
         return NULL;
     flamme_lines *l = calloc(1, sizeof *l);
-    if (!l) {
+    struct flamme_elf e;
+    if (!l || flamme_elf_open_fd(&e, fd) != 0) {
+        free(l);
         flamme_close_checked(fd, &fid);
         return NULL;
     }
-    int r = load_sections(fd, &l->line, &l->line_str, &l->str);
-    flamme_close_checked(fd, &fid);
+    struct sources src = { 0 };
     struct builder b = { .l = l, .scan = 1 };
     size_t cap_units = 0;
-    if (r < 0)
-        goto fail;
+    uint8_t *covered = NULL;
+    if (load_sections(&e, l, &src) < 0)
+        goto out;
+    /* Every unit's place in .debug_line first: .debug_aranges names them
+     * by offset. */
     struct cur c = { l->line.data, l->line.data + l->line.size, 0 };
     while (c.p < c.end && !b.oom) {
-        int offset_size = 4;
-        uint64_t len = rd_le(&c, 4);
-        if (len == 0xffffffffu) {
-            offset_size = 8;
-            len = rd_le(&c, 8);
-        } else if (len >= 0xfffffff0u) {
-            break; /* reserved lengths: nothing after this can be found */
-        }
-        if (!need(&c, len) || l->nunits >= UINT32_MAX)
+        uint64_t len;
+        int offset_size = rd_initial_length(&c, &len);
+        if (!offset_size || !need(&c, len) || l->nunits >= UINT32_MAX)
             break;
-        struct cur u = { c.p, c.p + len, 0 };
         uint64_t off = (uint64_t)(c.p - l->line.data);
         c.p += len;
-        size_t keep = b.nseqs;
-        b.unit = (uint32_t)l->nunits;
-        if (run_unit(&u, offset_size, &b, &l->line_str, &l->str) < 0)
-            b.nseqs = keep;
-        else if (b.nseqs > keep && push_unit(l, &cap_units, off, len, offset_size) < 0)
+        if (push_unit(l, &cap_units, off, len, offset_size) < 0)
             b.oom = 1;
     }
+    if (b.oom || !(covered = calloc(l->nunits ? l->nunits : 1, 1)))
+        goto out;
+    index_by_aranges(l, &e, &src, &b, covered);
+    /* The units no range named: their sequences, by running each program
+     * once without keeping rows. */
+    for (size_t i = 0; i < l->nunits && !b.oom; i++) {
+        if (covered[i])
+            continue;
+        struct lunit *lu = &l->units[i];
+        struct cur u = { l->line.data + lu->off, l->line.data + lu->off + lu->len, 0 };
+        size_t keep = b.nseqs;
+        b.unit = (uint32_t)i;
+        if (run_unit(&u, lu->offset_size, &b, &l->line_str, &l->str) < 0)
+            b.nseqs = keep;
+    }
     if (b.oom || b.nseqs == 0)
-        goto fail;
+        goto out;
     /* The units of a linked file mostly follow its address order: one pass. */
     if (flamme_sort_runs(b.seqs, b.nseqs, sizeof *b.seqs, cmp_seq) != 0)
         qsort(b.seqs, b.nseqs, sizeof *b.seqs, cmp_seq);
     l->maxhi = malloc(b.nseqs * sizeof *l->maxhi);
     if (!l->maxhi)
-        goto fail;
+        goto out;
     uint64_t hi = 0;
     for (size_t i = 0; i < b.nseqs; i++) {
         if (b.seqs[i].hi > hi)
@@ -743,11 +954,19 @@ flamme_lines *flamme_lines_open(const char *path)
     }
     l->seqs = b.seqs;
     l->nseqs = b.nseqs;
+    b.seqs = NULL;
+out:
+    free(covered);
+    free(src.aranges.data);
+    free(src.abbrev.data);
+    flamme_elf_close(&e);
+    flamme_close_checked(fd, &fid);
+    if (!l->seqs) { /* failed: a table without sequences is never returned */
+        free(b.seqs);
+        flamme_lines_close(l);
+        return NULL;
+    }
     return l;
-fail:
-    free(b.seqs);
-    flamme_lines_close(l);
-    return NULL;
 }
 
 #define SEQ_WALK_MAX 256 /* overlapping sequences searched backwards */

@@ -761,10 +761,11 @@ static int64_t unit_of_cu(const flamme_lines *l, const struct flamme_elf *e,
 /* Where the units' code lies, from .debug_aranges: each set of address
  * ranges names a compilation unit, whose first entry names its line
  * program. A few hundred bytes a unit instead of running every program at
- * open: opening the OCaml compiler's table (1.3 MB of programs) took 5.5 ms
- * that way, 1.3-1.4 ms this way. Pushes a sequence per range and sets covered[u] for each unit
- * a well-formed set named; the others (no .debug_aranges, a set that is
- * malformed or names no line program) are left to the caller to scan. */
+ * open: opening the OCaml compiler's table (1.3 MB of programs) took
+ * 5.5 ms that way, 1.3-1.4 ms this way. Pushes a sequence per range and
+ * sets covered[u] for each unit a well-formed set named; the others (no
+ * .debug_aranges, a set that is malformed or names no line program) are
+ * left to the caller to scan. */
 static void index_by_aranges(flamme_lines *l, const struct flamme_elf *e,
                              const struct sources *src, struct builder *b, uint8_t *covered)
 {

@@ -126,27 +126,75 @@ TEST(bad_files_give_null)
     CHECK(flamme_lines_open(path) == NULL);
 }
 
-/* An ELF file whose .debug_line is gone: the test binary with the section's
- * name renamed in place. */
-TEST(no_debug_line_gives_null)
+/* Writes the test binary to dir/out with every NUL-terminated string
+ * `name` (a section's name) spoiled in place, so that the section is not
+ * found. Returns how many were, or -1 when the binary is unreadable. */
+static int self_without(const char *name, const char *out, char *path, size_t pathsz)
 {
-    size_t len = 0;
+    size_t len = 0, n = strlen(name) + 1; /* with its NUL: not .debug_line_str */
     uint8_t *b = slurp("/proc/self/exe", &len);
-    CHECK(b != NULL);
     if (!b)
-        return;
+        return -1;
     int renamed = 0;
-    for (size_t i = 0; i + 12 <= len; i++)
-        if (memcmp(b + i, ".debug_line", 12) == 0) { /* with its NUL: not .debug_line_str */
+    for (size_t i = 0; i + n <= len; i++)
+        if (memcmp(b + i, name, n) == 0) {
             b[i + 1] = 'X';
             renamed++;
         }
-    CHECK(renamed >= 1);
-    char path[512];
-    snprintf(path, sizeof path, "%s/nolines", dir);
+    snprintf(path, pathsz, "%s/%s", dir, out);
     spit(path, b, len);
-    CHECK(flamme_lines_open(path) == NULL);
     free(b);
+    return renamed;
+}
+
+/* An ELF file whose .debug_line is gone. */
+TEST(no_debug_line_gives_null)
+{
+    char path[512];
+    CHECK(self_without(".debug_line", "nolines", path, sizeof path) >= 1);
+    CHECK(flamme_lines_open(path) == NULL);
+}
+
+static int exec_segment(struct dl_phdr_info *info, size_t size, void *data)
+{
+    uint64_t *range = data;
+    for (int i = 0; i < info->dlpi_phnum; i++)
+        if (info->dlpi_phdr[i].p_type == PT_LOAD && (info->dlpi_phdr[i].p_flags & PF_X)) {
+            range[0] = info->dlpi_phdr[i].p_vaddr;
+            range[1] = info->dlpi_phdr[i].p_vaddr + info->dlpi_phdr[i].p_memsz;
+            break;
+        }
+    return 1; /* the executable only */
+}
+
+/* Where .debug_aranges says each unit's code lies, and where running every
+ * line program finds it (a file without that section: clang's, or this
+ * binary with the section renamed in place), must give the same position
+ * for every byte of the code. */
+TEST(aranges_and_line_programs_agree)
+{
+    char path[512];
+    /* gcc -g writes it (lines.c names it too, in .rodata) */
+    CHECK(self_without(".debug_aranges", "noaranges", path, sizeof path) >= 1);
+    flamme_lines *with = flamme_lines_open("/proc/self/exe"), *without = flamme_lines_open(path);
+    CHECK(with != NULL && without != NULL);
+    uint64_t range[2] = { 0, 0 };
+    dl_iterate_phdr(exec_segment, range);
+    CHECK(range[1] > range[0]);
+    size_t found = 0, differ = 0;
+    for (uint64_t a = range[0]; with && without && a < range[1]; a++) {
+        const char *f1 = NULL, *f2 = NULL;
+        uint32_t l1 = 0, l2 = 0;
+        int k1 = flamme_lines_lookup(with, a, &f1, &l1), k2 = flamme_lines_lookup(without, a, &f2, &l2);
+        found += k1;
+        if (k1 != k2 || (k1 && (strcmp(f1, f2) != 0 || l1 != l2)))
+            differ++;
+    }
+    printf("  info: %zu of %llu code bytes have a position, %zu differ\n", found,
+           (unsigned long long)(range[1] - range[0]), differ);
+    CHECK(found > (range[1] - range[0]) / 4 && differ == 0);
+    flamme_lines_close(with);
+    flamme_lines_close(without);
 }
 
 /* This binary cut at many lengths and with bytes flipped inside its
@@ -204,6 +252,7 @@ int main(void)
     RUN(own_function_maps_to_this_file_and_line);
     RUN(bad_files_give_null);
     RUN(no_debug_line_gives_null);
+    RUN(aranges_and_line_programs_agree);
     RUN(damaged_copies_never_crash);
     char cmd[600];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);

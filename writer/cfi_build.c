@@ -30,6 +30,7 @@
 
 #define EH_FRAME_MAX (64u << 20) /* refuse absurd .eh_frame sizes (bad input) */
 #define STATE_STACK 8            /* DW_CFA_remember_state depth */
+#define ROWS_RESERVE_MAX (4u << 20) /* rows reserved at most before building (96 MiB) */
 #define DW_REG_RBP 6
 #define DW_REG_RSP 7
 
@@ -182,8 +183,8 @@ struct regstate {
     int64_t save_off[FLAMME_CFI_NSAVED];
     /* The saves as a rule holds them, made again only after a save
      * changed: most rows change only the CFA (an OCaml function's rows
-     * follow its stack pointer), and remaking the saves at every row was
-     * the largest part of building the OCaml compiler's 160,000 rows. */
+     * follow its stack pointer), so remaking them at every row was work
+     * for nothing on nearly all of the OCaml compiler's 160,000 rows. */
     int saves_made;
     int8_t saves[FLAMME_CFI_NSAVED];
 };
@@ -261,8 +262,8 @@ static void push_row(struct rowvec *rv, uint64_t pc, struct rule r)
 }
 
 /* Writes the compact rule for a state into *r; UNKNOWN when the walker
- * could not use it. A save slot the rule cannot hold (not a multiple of 8, beyond +-1016
- * bytes) makes that register lost, not the row unusable. */
+ * could not use it. A save slot the rule cannot hold (not a multiple of 8,
+ * beyond +-1016 bytes) makes that register lost, not the row unusable. */
 static void state_rule(struct regstate *st, struct rule *r)
 {
     /* Written field by field into the row itself: a rule returned by value
@@ -732,12 +733,15 @@ static int parse_eh_frame(const struct ehf *e, uint64_t bias, struct rowvec *out
         return -1;
     if (flamme_sort_runs(f, n, sizeof *f, fdeat_cmp) != 0)
         qsort(f, n, sizeof *f, fdeat_cmp);
-    /* Room for the rows at once: an FDE's instructions take 2 bytes or more
-     * a row, so this is seldom outgrown, and pages never written are never
-     * faulted in (growing by doubling copied the OCaml compiler's rows
-     * several times). */
+    /* Room for the rows at once (growing by doubling copied the OCaml
+     * compiler's rows several times): a row takes one byte of instructions
+     * at least and two or more nearly always (an advance, a new CFA
+     * offset), plus an end row per FDE. Pages never written are never
+     * faulted in; a vector outgrown still grows. */
     if (out->cap == 0 && !out->oom) {
         size_t guess = (size_t)(e->size / 2) + n + 64;
+        if (guess > ROWS_RESERVE_MAX)
+            guess = ROWS_RESERVE_MAX;
         if ((out->v = malloc(guess * sizeof *out->v)))
             out->cap = guess;
     }

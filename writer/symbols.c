@@ -192,9 +192,35 @@ static void sort_by_addr(struct sym *a, size_t n)
     free(count);
 }
 
+/* Appends the code symbols among es[0..n) (load_symsec). Returns 0, or -1
+ * on allocation failure. */
 static int load_syms(struct module *m, const Elf64_Shdr *sh, size_t shnum, const Elf64_Sym *es,
                      uint64_t n, const char *strtab, uint64_t strsize, struct sym **arr,
-                     size_t *cap);
+                     size_t *cap)
+{
+    for (uint64_t i = 0; i < n; i++) {
+        int type = ELF64_ST_TYPE(es[i].st_info);
+        if (es[i].st_shndx == SHN_UNDEF || es[i].st_shndx >= shnum || es[i].st_name >= strsize)
+            continue;
+        if (type != STT_FUNC && type != STT_GNU_IFUNC && type != STT_NOTYPE && type != STT_OBJECT)
+            continue;
+        if (!(sh[es[i].st_shndx].sh_flags & SHF_EXECINSTR))
+            continue;
+        const char *name = strtab + es[i].st_name;
+        if (!name[0])
+            continue;
+        if (m->nsyms == *cap) {
+            size_t nc = *cap ? *cap * 2 : 1024;
+            struct sym *na = realloc(*arr, nc * sizeof *na);
+            if (!na)
+                return -1;
+            *arr = na;
+            *cap = nc;
+        }
+        (*arr)[m->nsyms++] = (struct sym){ es[i].st_value, es[i].st_size, name, es[i].st_info };
+    }
+    return 0;
+}
 
 /* Appends the code symbols of one symbol table section (SYMTAB or DYNSYM).
  * Names point into a copy of its string table, kept in m->strbufs[slot].
@@ -238,35 +264,6 @@ static int load_symsec(struct module *m, const struct flamme_elf *e, size_t idx,
     return 0;
 }
 
-/* Appends the code symbols among es[0..n) (load_symsec). Returns 0, or -1
- * on allocation failure. */
-static int load_syms(struct module *m, const Elf64_Shdr *sh, size_t shnum, const Elf64_Sym *es,
-                     uint64_t n, const char *strtab, uint64_t strsize, struct sym **arr,
-                     size_t *cap)
-{
-    for (uint64_t i = 0; i < n; i++) {
-        int type = ELF64_ST_TYPE(es[i].st_info);
-        if (es[i].st_shndx == SHN_UNDEF || es[i].st_shndx >= shnum || es[i].st_name >= strsize)
-            continue;
-        if (type != STT_FUNC && type != STT_GNU_IFUNC && type != STT_NOTYPE && type != STT_OBJECT)
-            continue;
-        if (!(sh[es[i].st_shndx].sh_flags & SHF_EXECINSTR))
-            continue;
-        const char *name = strtab + es[i].st_name;
-        if (!name[0])
-            continue;
-        if (m->nsyms == *cap) {
-            size_t nc = *cap ? *cap * 2 : 1024;
-            struct sym *na = realloc(*arr, nc * sizeof *na);
-            if (!na)
-                return -1;
-            *arr = na;
-            *cap = nc;
-        }
-        (*arr)[m->nsyms++] = (struct sym){ es[i].st_value, es[i].st_size, name, es[i].st_info };
-    }
-    return 0;
-}
 
 /* Symbols being collected for one module, from its file and maybe a
  * separate debug file. */

@@ -170,7 +170,9 @@ static int exec_segment(struct dl_phdr_info *info, size_t size, void *data)
 /* Where .debug_aranges says each unit's code lies, and where running every
  * line program finds it (a file without that section: clang's, or this
  * binary with the section renamed in place), must give the same position
- * for every byte of the code. */
+ * wherever both give one. The ranges end where a function does, so the
+ * padding before the next function (which a sequence's last row covers)
+ * may have a position only without them: a few bytes in a hundred. */
 TEST(aranges_and_line_programs_agree)
 {
     char path[512];
@@ -181,18 +183,25 @@ TEST(aranges_and_line_programs_agree)
     uint64_t range[2] = { 0, 0 };
     dl_iterate_phdr(exec_segment, range);
     CHECK(range[1] > range[0]);
-    size_t found = 0, differ = 0;
+    size_t found = 0, differ = 0, padding = 0;
     for (uint64_t a = range[0]; with && without && a < range[1]; a++) {
         const char *f1 = NULL, *f2 = NULL;
         uint32_t l1 = 0, l2 = 0;
         int k1 = flamme_lines_lookup(with, a, &f1, &l1), k2 = flamme_lines_lookup(without, a, &f2, &l2);
         found += k1;
-        if (k1 != k2 || (k1 && (strcmp(f1, f2) != 0 || l1 != l2)))
-            differ++;
+        if (!k1 && k2) {
+            padding++;
+        } else if (k1 != k2 || (k1 && (strcmp(f1, f2) != 0 || l1 != l2))) {
+            if (differ++ < 5)
+                printf("  info: at 0x%llx: %s:%u from .debug_aranges, %s:%u without\n",
+                       (unsigned long long)a, k1 ? f1 : "-", k1 ? l1 : 0, k2 ? f2 : "-",
+                       k2 ? l2 : 0);
+        }
     }
-    printf("  info: %zu of %llu code bytes have a position, %zu differ\n", found,
-           (unsigned long long)(range[1] - range[0]), differ);
-    CHECK(found > (range[1] - range[0]) / 4 && differ == 0);
+    uint64_t code = range[1] - range[0];
+    printf("  info: %zu of %llu code bytes have a position, %zu differ, %zu only without"
+           " .debug_aranges\n", found, (unsigned long long)code, differ, padding);
+    CHECK(found > code / 4 && differ == 0 && padding <= code / 50);
     flamme_lines_close(with);
     flamme_lines_close(without);
 }

@@ -805,8 +805,8 @@ static void index_by_aranges(flamme_lines *l, const struct flamme_elf *e,
         }
         if (s.bad)
             b->nseqs = keep; /* no terminator: the set is not believed */
-        else
-            covered[unit] = 1;
+        else if (b->nseqs > keep)
+            covered[unit] = 1; /* a set without ranges leaves its unit to the scan */
     }
 }
 

@@ -44,7 +44,8 @@ enum {
     DW_LNCT_path = 1, DW_LNCT_directory_index = 2,
     DW_FORM_data2 = 0x05, DW_FORM_data4 = 0x06, DW_FORM_data8 = 0x07, DW_FORM_string = 0x08,
     DW_FORM_block = 0x09, DW_FORM_data1 = 0x0b, DW_FORM_strp = 0x0e, DW_FORM_udata = 0x0f,
-    DW_FORM_data16 = 0x1e, DW_FORM_line_strp = 0x1f,
+    DW_FORM_data16 = 0x1e, DW_FORM_line_strp = 0x1f, DW_FORM_indirect = 0x16,
+    DW_FORM_sec_offset = 0x17, DW_FORM_implicit_const = 0x21,
     DW_AT_stmt_list = 0x10, DW_UT_compile = 1, DW_UT_partial = 3, DW_UT_skeleton = 4,
 };
 
@@ -625,7 +626,8 @@ static int load_sections(const struct flamme_elf *e, flamme_lines *l, struct sou
     static const char *const names[] = { ".debug_line", ".debug_line_str", ".debug_str",
                                          ".debug_aranges", ".debug_abbrev" };
     struct sect *dst[] = { &l->line, &l->line_str, &l->str, &src->aranges, &src->abbrev };
-    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+    /* .debug_line first: without it nothing else is worth copying. */
+    for (size_t i = 0; i < sizeof names / sizeof names[0] && (i == 0 || l->line.data); i++) {
         const Elf64_Shdr *sh = flamme_elf_section(e, names[i]);
         if (sh)
             load_sect(e, sh, dst[i]);
@@ -734,7 +736,7 @@ static int64_t unit_of_cu(const flamme_lines *l, const struct flamme_elf *e,
         for (uint64_t at = 1, form = 1; !a.bad && (at || form);) {
             at = rd_uleb(&a);
             form = rd_uleb(&a);
-            if (form == 0x21)
+            if (form == DW_FORM_implicit_const)
                 rd_sleb(&a);
         }
     }
@@ -742,15 +744,15 @@ static int64_t unit_of_cu(const flamme_lines *l, const struct flamme_elf *e,
         uint64_t at = rd_uleb(&a), form = rd_uleb(&a);
         if (a.bad || (at == 0 && form == 0))
             return -1;
-        if (form == 0x21)
+        if (form == DW_FORM_implicit_const)
             rd_sleb(&a);
-        if (form == 0x16) /* indirect: the form is in the entry */
+        if (form == DW_FORM_indirect) /* the form is in the entry */
             form = rd_uleb(&c);
         if (at == DW_AT_stmt_list) {
-            uint64_t off = form == 0x17   ? rd_le(&c, (unsigned)osz)
-                           : form == 0x06 ? rd_le(&c, 4)
-                           : form == 0x07 ? rd_le(&c, 8)
-                                          : UINT64_MAX;
+            uint64_t off = form == DW_FORM_sec_offset ? rd_le(&c, (unsigned)osz)
+                           : form == DW_FORM_data4    ? rd_le(&c, 4)
+                           : form == DW_FORM_data8    ? rd_le(&c, 8)
+                                                      : UINT64_MAX;
             return c.bad || off == UINT64_MAX ? -1 : unit_at(l, off);
         }
         if (skip_form(&c, form, osz, asz, version) < 0 || c.bad)

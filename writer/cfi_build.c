@@ -846,7 +846,13 @@ static int same_rule(const struct rule *a, const struct rule *b)
 }
 
 /* Sorts rv, clips it to [lo, hi), merges equal pcs and repeated rules, and
- * packs it into a new module. Returns the module, or NULL (allocation). */
+ * packs it into a new module. The module's rules are written over rv's own
+ * rows (a rule is smaller than the row it comes from, so row i is read
+ * before rule i overwrites it), and that block becomes m->rule: building a
+ * second copy of the largest tables (2.6 MB for the OCaml compiler) cost a
+ * page fault every 256 rules. On success rv->v belongs to the module and is
+ * NULL; else the caller still frees it. Returns the module, or NULL
+ * (allocation). */
 static struct cfi_mod *pack(struct rowvec *rv, const char *name, const struct stat *st,
                             uint64_t lo, uint64_t hi)
 {
@@ -879,18 +885,25 @@ static struct cfi_mod *pack(struct rowvec *rv, const char *name, const struct st
     m->n = k;
     m->name = strdup(name);
     m->off = malloc((k ? k : 1) * sizeof *m->off);
-    m->rule = malloc((k ? k : 1) * sizeof *m->rule);
-    if (!m->name || !m->off || !m->rule) {
+    if (!m->name || !m->off || !rv->v) {
         free(m->name);
         free(m->off);
-        free(m->rule);
         free(m);
         return NULL;
     }
+    _Static_assert(sizeof(struct rule) <= sizeof(struct trow), "rules packed over their rows");
+    struct rule *rule = (struct rule *)(void *)rv->v;
     for (size_t i = 0; i < k; i++) {
-        m->off[i] = (uint32_t)(rv->v[i].pc - lo);
-        m->rule[i] = rv->v[i].r;
+        struct trow t = rv->v[i];
+        m->off[i] = (uint32_t)(t.pc - lo);
+        memcpy(&rule[i], &t.r, sizeof t.r);
     }
+    /* Shrinking keeps the block where it is (glibc), or may move it; either
+     * way the rules are in the block returned. A failed shrink leaves the
+     * larger block, still valid. */
+    struct rule *shrunk = realloc(rule, (k ? k : 1) * sizeof *rule);
+    m->rule = shrunk ? shrunk : rule;
+    rv->v = NULL;
     return m;
 }
 

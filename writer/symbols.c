@@ -10,7 +10,8 @@
  *  1. find the executable mapping containing it (binary search; on a miss
  *     /proc/self/maps is re-read, at most once per 100 ms, for dlopen);
  *  2. parse that mapping's ELF lazily on first use: .symtab and .dynsym
- *     symbols that lie in executable sections, sorted by address once, with
+ *     symbols that lie in executable sections (.dynsym only at addresses
+ *     .symtab lacks), sorted by address once, with
  *     FUNC/IFUNC preferred over NOTYPE/OBJECT at the same address (OCaml's
  *     caml_startup.code_begin aliases caml_program);
  *  3. map the address to an ELF vaddr with the load bias computed from the
@@ -192,19 +193,41 @@ static void sort_by_addr(struct sym *a, size_t n)
     free(count);
 }
 
-/* Appends the code symbols among es[0..n) (load_symsec). Returns 0, or -1
- * on allocation failure. */
+/* 1 if the entry can name code: defined in an executable section, of a
+ * type a function can have, with a name. */
+static int code_sym(const Elf64_Shdr *sh, size_t shnum, const Elf64_Sym *es, uint64_t strsize)
+{
+    int type = ELF64_ST_TYPE(es->st_info);
+    if (es->st_shndx == SHN_UNDEF || es->st_shndx >= shnum || es->st_name >= strsize)
+        return 0;
+    if (type != STT_FUNC && type != STT_GNU_IFUNC && type != STT_NOTYPE && type != STT_OBJECT)
+        return 0;
+    return (sh[es->st_shndx].sh_flags & SHF_EXECINSTR) != 0;
+}
+
+/* 1 if an address is among have[0..nhave), sorted by address. */
+static int addr_known(const struct sym *have, size_t nhave, uint64_t addr)
+{
+    size_t lo = 0, hi = nhave;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (have[mid].addr < addr)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < nhave && have[lo].addr == addr;
+}
+
+/* Appends the code symbols among es[0..n) (load_symsec), but none at an
+ * address among have[0..nhave) (sorted by address; nhave may be 0).
+ * Returns 0, or -1 on allocation failure. */
 static int load_syms(struct module *m, const Elf64_Shdr *sh, size_t shnum, const Elf64_Sym *es,
                      uint64_t n, const char *strtab, uint64_t strsize, struct sym **arr,
-                     size_t *cap)
+                     size_t *cap, const struct sym *have, size_t nhave)
 {
     for (uint64_t i = 0; i < n; i++) {
-        int type = ELF64_ST_TYPE(es[i].st_info);
-        if (es[i].st_shndx == SHN_UNDEF || es[i].st_shndx >= shnum || es[i].st_name >= strsize)
-            continue;
-        if (type != STT_FUNC && type != STT_GNU_IFUNC && type != STT_NOTYPE && type != STT_OBJECT)
-            continue;
-        if (!(sh[es[i].st_shndx].sh_flags & SHF_EXECINSTR))
+        if (!code_sym(sh, shnum, &es[i], strsize) || (nhave && addr_known(have, nhave, es[i].st_value)))
             continue;
         const char *name = strtab + es[i].st_name;
         if (!name[0])
@@ -222,12 +245,51 @@ static int load_syms(struct module *m, const Elf64_Shdr *sh, size_t shnum, const
     return 0;
 }
 
+/* 1 if symbol table section ss (nsym entries, read through es, chunk
+ * entries at a time) has a code symbol at an address not among have[0..nhave)
+ * (sorted by address), or when that cannot be told (out of memory); 0 if
+ * none, or the section is unreadable. Its addresses are sorted and merged
+ * with have: searching have for each was most of the time to read the OCaml
+ * compiler's symbols. */
+static int new_addrs(const struct flamme_elf *e, const Elf64_Shdr *ss, uint64_t nsym, Elf64_Sym *es,
+                     uint64_t chunk, uint64_t strsize, const struct sym *have, size_t nhave)
+{
+    struct sym *a = malloc(nsym * sizeof *a);
+    if (!a)
+        return 1;
+    size_t n = 0;
+    for (uint64_t at = 0; at < nsym; at += chunk) {
+        uint64_t k = nsym - at < chunk ? nsym - at : chunk;
+        if (flamme_elf_read(e, ss->sh_offset + at * sizeof *es, es, k * sizeof *es) != 0) {
+            free(a);
+            return 0; /* unreadable: load_symsec skips it whole too */
+        }
+        for (uint64_t i = 0; i < k; i++)
+            if (es[i].st_name != 0 && code_sym(e->sh, e->shnum, &es[i], strsize))
+                a[n++].addr = es[i].st_value;
+    }
+    sort_by_addr(a, n);
+    size_t j = 0;
+    int found = 0;
+    for (size_t i = 0; i < n && !found; i++) {
+        while (j < nhave && have[j].addr < a[i].addr)
+            j++;
+        found = j == nhave || have[j].addr != a[i].addr;
+    }
+    free(a);
+    return found;
+}
+
 /* Appends the code symbols of one symbol table section (SYMTAB or DYNSYM).
  * Names point into a copy of its string table, kept in m->strbufs[slot].
- * Returns 0, or -1 on allocation failure; a malformed section is skipped
- * (returns 0). */
+ * known: the symbols already in *arr are sorted by address, and this
+ * section adds none at their addresses (a .dynsym beside its file's
+ * .symtab, which holds the same symbols again); its string table is then
+ * copied only if some symbol is left to add (the OCaml compiler exports
+ * every symbol: 0.7 MB read for nothing). Returns 0, or -1 on allocation
+ * failure; a malformed section is skipped (returns 0). */
 static int load_symsec(struct module *m, const struct flamme_elf *e, size_t idx, int slot,
-                       struct sym **arr, size_t *cap)
+                       struct sym **arr, size_t *cap, int known)
 {
     const Elf64_Shdr *sh = e->sh, *ss = &e->sh[idx];
     size_t shnum = e->shnum;
@@ -238,24 +300,32 @@ static int load_symsec(struct module *m, const struct flamme_elf *e, size_t idx,
     uint64_t strsize = strsh->sh_size;
     if (nsym == 0 || ss->sh_size > e->size || strsize == 0)
         return 0;
-    m->strbufs[slot] = flamme_elf_copy(e, strsh->sh_offset, strsize, e->size);
-    if (!m->strbufs[slot])
-        return 0;
-    const char *strtab = m->strbufs[slot];
+    size_t kept = m->nsyms;
+    const struct sym *have = known ? *arr : NULL;
     /* Read a chunk at a time into one buffer: the OCaml compiler's 1.5 MB
      * table read whole was as many fresh pages to fault in. */
     uint64_t chunk = nsym < SYM_CHUNK ? nsym : SYM_CHUNK;
     Elf64_Sym *es = malloc(chunk * sizeof *es);
     if (!es)
         return -1;
-    size_t kept = m->nsyms;
+    int more = !known || !kept || new_addrs(e, ss, nsym, es, chunk, strsize, have, kept);
+    if (more)
+        m->strbufs[slot] = flamme_elf_copy(e, strsh->sh_offset, strsize, e->size);
+    if (!m->strbufs[slot]) {
+        free(es);
+        return 0;
+    }
+    const char *strtab = m->strbufs[slot];
     for (uint64_t at = 0; at < nsym; at += chunk) {
         uint64_t k = nsym - at < chunk ? nsym - at : chunk;
         if (flamme_elf_read(e, ss->sh_offset + at * sizeof *es, es, k * sizeof *es) != 0) {
             m->nsyms = kept; /* a section unreadable in part is skipped whole */
             break;
         }
-        if (load_syms(m, sh, shnum, es, k, strtab, strsize, arr, cap) != 0) {
+        /* *arr may move as it grows: have is re-read from it each chunk,
+         * and only its first kept entries, which stay sorted. */
+        if (load_syms(m, sh, shnum, es, k, strtab, strsize, arr, cap, known ? *arr : NULL,
+                      known ? kept : 0) != 0) {
             free(es);
             return -1;
         }
@@ -264,7 +334,6 @@ static int load_symsec(struct module *m, const struct flamme_elf *e, size_t idx,
     return 0;
 }
 
-
 /* Symbols being collected for one module, from its file and maybe a
  * separate debug file. */
 struct symacc {
@@ -272,6 +341,7 @@ struct symacc {
     size_t cap;
     int slot;          /* next m->strbufs slot */
     int have_symtab;   /* a .symtab was found */
+    size_t sorted;     /* arr[0..sorted) is sorted by address */
     /* /usr/lib/debug/.build-id/xx/yyyy.debug for the longest id
      * flamme_elf_build_id returns, or "" */
     char debug_path[sizeof "/usr/lib/debug/.build-id/xx/.debug" + 2 * FLAMME_ELF_BUILD_ID_MAX];
@@ -326,14 +396,13 @@ static int load_plt(struct module *m, const struct flamme_elf *e, struct symacc 
     if (nrel == 0 || nrel > room / PLT_ENTRY || dstr->sh_size == 0 || dstr->sh_size > e->size)
         return 0;
     Elf64_Rela *rel = malloc(rela->sh_size);
-    char *strtab = flamme_elf_copy(e, dstr->sh_offset, dstr->sh_size, e->size);
     char *names = malloc(nrel * 64);
     int rc = 0;
     if (!rel || !names) {
         rc = -1;
         goto out;
     }
-    if (!strtab || flamme_elf_read(e, rela->sh_offset, rel, rela->sh_size) != 0)
+    if (flamme_elf_read(e, rela->sh_offset, rel, rela->sh_size) != 0)
         goto out;
     size_t used = 0;
     for (uint64_t i = 0; i < nrel; i++) {
@@ -343,7 +412,15 @@ static int load_plt(struct module *m, const struct flamme_elf *e, struct symacc 
             flamme_elf_read(e, dsym->sh_offset + si * sizeof es, &es, sizeof es) != 0 ||
             es.st_name >= dstr->sh_size)
             continue;
-        int len = snprintf(names + used, 64, "%.59s@plt", strtab + es.st_name);
+        /* Each name is read alone: .dynstr can be large (0.7 MB in an OCaml
+         * program, which exports every symbol) for a few hundred entries. */
+        char nm[60];
+        uint64_t want = dstr->sh_size - es.st_name < sizeof nm - 1 ? dstr->sh_size - es.st_name
+                                                                    : sizeof nm - 1;
+        if (flamme_elf_read(e, dstr->sh_offset + es.st_name, nm, want) != 0)
+            continue;
+        nm[want] = '\0';
+        int len = snprintf(names + used, 64, "%s@plt", nm);
         if (len <= 4 || len >= 64)
             continue;
         if (m->nsyms == acc->cap) {
@@ -364,7 +441,6 @@ static int load_plt(struct module *m, const struct flamme_elf *e, struct symacc 
     names = NULL;
 out:
     free(rel);
-    free(strtab);
     free(names);
     return rc;
 }
@@ -388,11 +464,20 @@ static int load_sections(struct module *m, const struct flamme_elf *e, int main_
         if (e->fd >= 0 && load_plt(m, e, acc) != 0)
             return -1;
     }
+    /* .symtab first, then (main file) .dynsym for what .symtab lacks. */
     int rc = 0;
     for (size_t i = 0; i < e->shnum && acc->slot < PLT_SLOT && rc == 0; i++) {
-        if (e->sh[i].sh_type == SHT_SYMTAB || (main_file && e->sh[i].sh_type == SHT_DYNSYM)) {
-            acc->have_symtab |= e->sh[i].sh_type == SHT_SYMTAB;
-            rc = load_symsec(m, e, i, acc->slot++, &acc->arr, &acc->cap);
+        if (e->sh[i].sh_type == SHT_SYMTAB) {
+            acc->have_symtab = 1;
+            rc = load_symsec(m, e, i, acc->slot++, &acc->arr, &acc->cap, 0);
+        }
+    }
+    for (size_t i = 0; main_file && i < e->shnum && acc->slot < PLT_SLOT && rc == 0; i++) {
+        if (e->sh[i].sh_type == SHT_DYNSYM) {
+            if (m->nsyms)
+                sort_by_addr(acc->arr, m->nsyms);
+            acc->sorted = m->nsyms;
+            rc = load_symsec(m, e, i, acc->slot++, &acc->arr, &acc->cap, m->nsyms != 0);
         }
     }
     return rc;
@@ -437,8 +522,8 @@ static int parse_elf(struct module *m, struct flamme_elf *e)
     }
 
     /* Sort once; keep the best-ranked symbol per address. */
-    if (m->nsyms)
-        sort_by_addr(arr, m->nsyms);
+    if (m->nsyms && acc.sorted != m->nsyms)
+        sort_by_addr(arr, m->nsyms); /* whole: few symbols came after the sort, if any */
     size_t k = 0;
     for (size_t i = 0; i < m->nsyms; i++)
         if (k == 0 || arr[k - 1].addr != arr[i].addr)

@@ -281,6 +281,60 @@ TEST(plt_entries_named)
     flamme_symtab_free(s);
 }
 
+/* A library whose .symtab lacks one of its exported functions (objcopy
+ * --strip-symbol leaves .dynsym alone): .dynsym is read only for what
+ * .symtab lacks, so that function is named from it, the others from
+ * .symtab, a local one included. Built here with cc and objcopy (gcc and
+ * binutils, there wherever the project builds). */
+TEST(dynsym_fills_what_symtab_lacks)
+{
+    char dir[] = "/tmp/flamme_test_dynsym_XXXXXX", cmd[1024], so[128];
+    CHECK(mkdtemp(dir) != NULL);
+    snprintf(so, sizeof so, "%s/lib2.so", dir);
+    snprintf(cmd, sizeof cmd,
+             "cd %s && printf '%%s\\n' "
+             "'__attribute__((noinline)) static int local_fn(int x) { return x * 7; }' "
+             "'int flamme_in_both(int x) { return local_fn(x) + 1; }' "
+             "'int flamme_dyn_only(int x) { return local_fn(x) + 2; }' "
+             "'int flamme_local_addr(void) { return (int)(long)&local_fn; }' > l.c && "
+             "cc -shared -fPIC -O1 l.c -o l.so && "
+             "objcopy --strip-symbol=flamme_dyn_only l.so lib2.so && "
+             "nm lib2.so | grep -q ' t local_fn' && ! nm lib2.so | grep -q flamme_dyn_only && "
+             "nm -D lib2.so | grep -q flamme_dyn_only",
+             dir);
+    int built = system(cmd) == 0;
+    CHECK(built);
+    void *h = built ? dlopen(so, RTLD_NOW | RTLD_LOCAL) : NULL;
+    CHECK(h != NULL);
+    if (h) {
+        flamme_symtab *s = flamme_symtab_new();
+        int rc;
+        const char *mod;
+        static const char *const names[] = { "flamme_in_both", "flamme_dyn_only" };
+        for (size_t i = 0; i < 2; i++) {
+            void *f = dlsym(h, names[i]);
+            CHECK(f != NULL);
+            if (!f)
+                continue;
+            CHECK_STR(lookup(s, (char *)f + 1, &rc, &mod, NULL), names[i]);
+            CHECK(rc == 1);
+            CHECK(strstr(mod, "lib2.so") != NULL);
+        }
+        /* local_fn's address, from the library's code that takes it. */
+        int (*addr_of)(void) = (int (*)(void))dlsym(h, "flamme_local_addr");
+        CHECK(addr_of != NULL);
+        if (addr_of) {
+            uintptr_t lo = (uintptr_t)addr_of & ~(uintptr_t)0xffffffffu;
+            const void *lf = (const void *)(lo | (uint32_t)addr_of());
+            CHECK_STR(lookup(s, lf, &rc, &mod, NULL), "local_fn");
+        }
+        flamme_symtab_free(s);
+        dlclose(h);
+    }
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    CHECK(system(cmd) == 0);
+}
+
 int main(void)
 {
     RUN(own_functions);
@@ -291,5 +345,6 @@ int main(void)
     RUN(unmapped_and_new_mapping);
     RUN(bad_files_are_module_only);
     RUN(plt_entries_named);
+    RUN(dynsym_fills_what_symtab_lacks);
     return CHECK_DONE();
 }

@@ -220,14 +220,16 @@ static int addr_known(const struct sym *have, size_t nhave, uint64_t addr)
 }
 
 /* Appends the code symbols among es[0..n) (load_symsec), but none at an
- * address among have[0..nhave) (sorted by address; nhave may be 0).
- * Returns 0, or -1 on allocation failure. */
+ * address among (*arr)[0..nhave) (sorted by address; nhave may be 0; read
+ * through *arr each time, which moves as it grows). Returns 0, or -1 on
+ * allocation failure. */
 static int load_syms(struct module *m, const Elf64_Shdr *sh, size_t shnum, const Elf64_Sym *es,
                      uint64_t n, const char *strtab, uint64_t strsize, struct sym **arr,
-                     size_t *cap, const struct sym *have, size_t nhave)
+                     size_t *cap, size_t nhave)
 {
     for (uint64_t i = 0; i < n; i++) {
-        if (!code_sym(sh, shnum, &es[i], strsize) || (nhave && addr_known(have, nhave, es[i].st_value)))
+        if (!code_sym(sh, shnum, &es[i], strsize) ||
+            (nhave && addr_known(*arr, nhave, es[i].st_value)))
             continue;
         const char *name = strtab + es[i].st_name;
         if (!name[0])
@@ -322,10 +324,7 @@ static int load_symsec(struct module *m, const struct flamme_elf *e, size_t idx,
             m->nsyms = kept; /* a section unreadable in part is skipped whole */
             break;
         }
-        /* *arr may move as it grows: have is re-read from it each chunk,
-         * and only its first kept entries, which stay sorted. */
-        if (load_syms(m, sh, shnum, es, k, strtab, strsize, arr, cap, known ? *arr : NULL,
-                      known ? kept : 0) != 0) {
+        if (load_syms(m, sh, shnum, es, k, strtab, strsize, arr, cap, known ? kept : 0) != 0) {
             free(es);
             return -1;
         }

@@ -32,6 +32,7 @@
 #include "agent/host.h"
 #include "agent/libc_next.h"
 #include "agent/threads.h"
+#include "writer/cfi_cache.h"
 #include "common/outfile.h"
 #include "common/profile.h"
 #include "runtime_hooks/gc_hooks.h"
@@ -242,6 +243,7 @@ int flamme_agent_start(const struct flamme_start_opts *o, char *err, size_t errl
         handler_installed = 1;
         catch_fatal_signals();
     }
+    flamme_cfi_cache_configure(flamme_cfg.cache_dir);
     if (flamme_writer_start(flamme_agent_host_for_start(), fd, flamme_cfg.output,
                             read_cmdline()) != 0) {
         snprintf(err, errlen, "cannot start the profile writer for %s", flamme_cfg.output);

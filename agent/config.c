@@ -119,6 +119,19 @@ void flamme_config_load(struct flamme_config *c)
     snprintf(c->engine, sizeof c->engine, "%s", engines[env_word("FLAMME_ENGINE", engines)]);
     c->wall = env_word("FLAMME_MODE", modes) == 1;
 
+    const char *dir = getenv("FLAMME_CACHE_DIR"), *xdg = getenv("XDG_CACHE_HOME"),
+               *home = getenv("HOME");
+    if (dir && dir[0] && dir[0] != '/' && !c->quiet)
+        fprintf(stderr, "flamme: FLAMME_CACHE_DIR=%s is not an absolute path; ignored\n", dir);
+    if (!env_long("FLAMME_CACHE", 1, 0, 1))
+        c->cache_dir[0] = '\0';
+    else if (dir && dir[0] == '/')
+        snprintf(c->cache_dir, sizeof c->cache_dir, "%s", dir);
+    else if (xdg && xdg[0] == '/')
+        snprintf(c->cache_dir, sizeof c->cache_dir, "%s/flamme/rows", xdg);
+    else if (home && home[0] == '/')
+        snprintf(c->cache_dir, sizeof c->cache_dir, "%s/.cache/flamme/rows", home);
+
     const char *out = getenv("FLAMME_OUTPUT");
     if (!out || !*out)
         out = "flamme.%p.flm";

@@ -51,6 +51,10 @@ struct flamme_config {
     int sample_blocked;
     int dither; /* timer engine: samples at random instants of the thread's CPU time, not at ticks */
     int budget_pct;
+    /* Where built unwind tables are kept for the next process
+     * (writer/cfi_cache.h): FLAMME_CACHE_DIR, else $XDG_CACHE_HOME/flamme/rows
+     * or ~/.cache/flamme/rows; "" with FLAMME_CACHE=0 (none kept or read). */
+    char cache_dir[4096];
 };
 
 /* Fills c from the environment; never fails (bad values fall back to defaults

@@ -16,7 +16,9 @@ share of the program's (with its start-up), also beside what it spent once
 (-setup: the unwind tables at start-up, the writer's read of the
 executable's symbols and line table; all from `flamme report`), and the
 compiler's CPU alone and under flamme (task clock of the process tree,
-median of the rounds).
+median of the rounds). Then what a short compile (one process of a build)
+pays once, with the unwind tables built, and kept and read back between
+processes (writer/cfi_cache.h).
 Usage: compiler_bench.py [--build DIR] [--cache DIR] [--rounds N] [--hz N] [--functions N]
 """
 import argparse
@@ -132,6 +134,48 @@ def main():
                 print("%-6s %-8s %8d %8.1f %10d %10.3f %9.3f %8.1f %8.1f %9.2f %9.2f %7.3f" % (
                     v, budget, med(0), med(1), med(2), med(3), med(5), med(6), med(7),
                     statistics.median(alone), med(4), med(4) / statistics.median(alone)))
+    short_processes(build, compilers, a.hz, max(5, a.rounds))
+
+
+def short_processes(build, compilers, hz, runs):
+    """A build under `flamme record` starts the compiler once per file: what
+    each such process pays once, with the unwind tables kept between
+    processes (writer/cfi_cache.h) and without. A 40-function file; per
+    compiler the median of `runs` recordings: the start-up (the unwind
+    tables, before main) and all the report counts as spent once, from
+    `flamme report`, and the CPU of the process tree."""
+    print()
+    print("one short compile per process (40 functions, %d Hz, median of %d): what each pays once"
+          % (hz, runs))
+    print("%-6s %-22s %11s %11s %9s" % ("build", "unwind tables", "start-up s", "once s", "cpu s"))
+    with tempfile.TemporaryDirectory(prefix="flamme-short-bench.") as wd:
+        with open(os.path.join(wd, "small.ml"), "w") as f:
+            f.write(source(40))
+        for v in ("fp", "nofp"):
+            c = compilers.get("5.3.0-" + v)
+            if c is None:
+                continue
+            opt = os.path.join(os.path.dirname(c.ocamlopt), "ocamlopt.opt")
+            cache = os.path.join(wd, "rows-" + v)
+            for label, extra in (("built (FLAMME_CACHE=0)", {"FLAMME_CACHE": "0"}),
+                                 ("first run, kept", {"FLAMME_CACHE_DIR": cache}),
+                                 ("read back", {"FLAMME_CACHE_DIR": cache})):
+                env = flammetest.clean_env()
+                env.update(extra)
+                rows = []
+                for _ in range(1 if label.startswith("first") else runs):
+                    prof = os.path.join(wd, "s.flm")
+                    p, cpu = timed([build.flamme, "record", "-F", str(hz), "-o", prof, "--",
+                                    opt, "-c", "small.ml"], env, wd)
+                    if p.returncode != 0:
+                        print("%-6s flamme record failed: %s" % (v, p.stderr[-300:]))
+                        break
+                    rep = flammetest.report(build, prof)
+                    rows.append((figure(rep, r"start-up ([\d.]+) s"),
+                                 figure(rep, r"beside ([\d.]+) s spent once"), cpu))
+                if rows:
+                    med = lambda i: statistics.median(r[i] for r in rows)  # noqa: E731
+                    print("%-6s %-22s %11.4f %11.4f %9.4f" % (v, label, med(0), med(1), med(2)))
 
 
 if __name__ == "__main__":

@@ -14,6 +14,7 @@
 #include "common/cfi_tables.h"
 #include "common/fds.h"
 #include "common/runsort.h"
+#include "writer/cfi_cache.h"
 #include "writer/elf.h"
 
 #include <elf.h>
@@ -959,26 +960,33 @@ static long add_fd(int fd, const char *name, uint64_t bias, int bias_from_map, u
     if (hi <= lo || hi - lo > UINT32_MAX || fstat(fd, &st) != 0 || flamme_elf_open_fd(&el, fd) != 0)
         return -1;
     int ok = el.eh.e_machine == EM_X86_64 &&
-             (!bias_from_map || flamme_elf_exec_bias(el.ph, el.phnum, lo, map_off, &bias) == 0) &&
-             load_eh_frame(&el, &e) == 0;
+             (!bias_from_map || flamme_elf_exec_bias(el.ph, el.phnum, lo, map_off, &bias) == 0);
+    /* The same file at the same range in its own addresses has the same
+     * rows in every process: another may have kept them (cfi_cache.h). */
+    struct flamme_cfi_key key = { &st, lo - bias, hi - lo, switch_only };
+    struct cfi_mod *m = ok ? flamme_cfi_cache_load(&key, lo, name) : NULL;
+    ok = ok && (m || load_eh_frame(&el, &e) == 0);
     flamme_elf_close(&el);
     if (!ok)
         return -1;
-    struct rowvec rv = { 0 };
-    int rc = parse_eh_frame(&e, bias, &rv);
-    free(e.buf);
-    for (size_t i = 0; switch_only && i < rv.n; i++)
-        if (rv.v[i].r.reg != RULE_DEREF) {
-            rv.v[i].r = (struct rule){ 0, RULE_GAP, 0, 0, 0, 0, { 0 } };
-            rv.unsorted = 1; /* a gap now shares a pc with the row after it */
-        }
-    struct cfi_mod *m = NULL;
-    if (rc == 0 && !rv.oom)
-        m = pack(&rv, name, &st, lo, hi);
-    free(rv.v);
-    if (!m)
-        return -1;
-    m->switch_only = switch_only;
+    if (!m) {
+        struct rowvec rv = { 0 };
+        int rc = parse_eh_frame(&e, bias, &rv);
+        free(e.buf);
+        for (size_t i = 0; switch_only && i < rv.n; i++)
+            if (rv.v[i].r.reg != RULE_DEREF) {
+                rv.v[i].r = (struct rule){ 0, RULE_GAP, 0, 0, 0, 0, { 0 } };
+                rv.unsorted = 1; /* a gap now shares a pc with the row after it */
+            }
+        if (rc == 0 && !rv.oom)
+            m = pack(&rv, name, &st, lo, hi);
+        free(rv.v);
+        if (!m)
+            return -1;
+        m->switch_only = switch_only;
+        if (m->n)
+            flamme_cfi_cache_store(&key, m);
+    }
     if (m->n == 0 || publish(m) != 0) {
         free(m->name);
         free(m->off);

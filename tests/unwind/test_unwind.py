@@ -19,6 +19,8 @@ unwind-test, part of make test), checked the way a user reads a profile:
   dthreads  systhreads in domains, Mutex/Condition and Thread.yield
   cback     C stubs: noalloc, qsort calling back into OCaml, a C fold
   minicc    a small compiler: lexer, parser, checker, codegen, interpreter
+  (rows_kept: hashstr again, with its unwind tables kept between
+            processes, read back, and overwritten on disk)
 
 Every program, every compiler, at 999 Hz (as the issue measured): stacks
 reach their thread's root (>= 99.9% of samples with frame pointers, >= 99.5%
@@ -37,6 +39,7 @@ import html
 import json
 import os
 import re
+import struct
 import subprocess
 
 import pytest
@@ -136,6 +139,60 @@ def test_atomq(build, program, compiler, check, tmp_path):
                 s.frames[-2] in ("Atomq.push", "Atomq.pop", "Atomq.producer", "Atomq.consumer"))
     check(under >= 0.95 * tot, "atomq: >= 95% of the atomic primitives directly under Atomq code",
           "%d of %d" % (under, tot))
+
+
+@pytest.mark.slow
+def test_rows_kept(build, program, compiler, check, tmp_path):
+    """Unwind tables kept between processes (writer/cfi_cache.h), on
+    hashstr, whose noalloc calls need the program's own rows without frame
+    pointers: the first run writes the program's table, the second reads it
+    back (the file touched, nothing new written) with stacks as whole, a
+    table whose rules were overwritten is not used (whole stacks again, and
+    the table written again as the first run wrote it), FLAMME_CACHE=0
+    keeps nothing."""
+    exe = program("hashstr")
+    cache = tmp_path / "rows"
+    env = {"FLAMME_CACHE_DIR": str(cache)}
+    xs = os.stat(exe)
+
+    def tables():
+        return sorted(cache.glob("*.rows")) if cache.exists() else []
+
+    def mine():
+        """The tables whose header (struct hdr: dev, ino, size at 32) names exe."""
+        out = []
+        for p in tables():
+            with open(p, "rb") as f:
+                dev, ino, size = struct.unpack_from("<QQQ", f.read(120), 32)
+            if (dev, ino, size) == (xs.st_dev, xs.st_ino, xs.st_size):
+                out.append(p)
+        return out
+
+    def run(n, extra=None):
+        prof = str(tmp_path / ("%d.flm" % n))
+        st, _ = recorded_raw(build, exe, [], prof, str(tmp_path), dict(env, **(extra or {})))
+        common_checks(check, st, "hashstr/%s run %d" % (compiler.name, n), goal(compiler),
+                      build, prof)
+
+    run(1)
+    t = mine()
+    check(len(t) == 1, "hashstr: the first run keeps the program's table", tables())
+    if len(t) != 1:
+        return
+    first, names, at = t[0].read_bytes(), tables(), t[0].stat().st_mtime_ns
+    run(2)
+    check(tables() == names and t[0].stat().st_mtime_ns > at,
+          "hashstr: the second run reads the table back (touched, nothing new)",
+          (tables(), names, t[0].stat().st_mtime_ns, at))
+    n = (len(first) - 120) // 20
+    with open(t[0], "r+b") as f:  # the rules (16 bytes a row, after the offsets)
+        f.seek(120 + 4 * n)
+        f.write(b"\x07" * (16 * n))
+    run(3)
+    check(t[0].read_bytes() == first, "hashstr: an overwritten table is not used, and written again")
+    other = tmp_path / "none"
+    run(4, {"FLAMME_CACHE": "0", "FLAMME_CACHE_DIR": str(other)})
+    check(not other.exists(), "hashstr: FLAMME_CACHE=0 keeps nothing")
 
 
 @pytest.mark.slow

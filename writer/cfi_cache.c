@@ -1,0 +1,315 @@
+/*
+ * writer/cfi_cache.c — unwind rows kept on disk between processes (see
+ * writer/cfi_cache.h).
+ *
+ * Owns: the cache directory's name and the tables' file format, which is
+ * private to one build of flamme (its build-id is in every header, so a
+ * table is never read by another build and the format needs no version):
+ *   header (struct hdr), then n uint32 offsets, then n struct rule.
+ * File names are a hash of the header's key; the header itself is compared
+ * whole, so two keys with one hash only replace each other's table.
+ * Called by writer/cfi_build.c under its build lock.
+ */
+#include "writer/cfi_cache.h"
+
+#include "common/fds.h"
+#include "common/outfile.h"
+
+#include <dirent.h>
+#include <elf.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <link.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define BUILDER_ID_MAX 20 /* a GNU build-id (SHA-1) */
+#define SUFFIX ".rows"
+
+struct hdr {
+    char magic[8];
+    uint8_t builder[BUILDER_ID_MAX]; /* this flamme's build-id, zero-padded */
+    uint32_t builder_len;
+    uint64_t dev, ino, size;
+    int64_t mtime_s, mtime_ns, ctime_s, ctime_ns;
+    uint64_t link_lo, len;
+    uint32_t switch_only, rule_size;
+    uint64_t n;
+};
+
+_Static_assert(sizeof(struct hdr) == 120 && offsetof(struct hdr, n) == 112,
+              "no padding: headers are compared and hashed byte for byte");
+
+static const char magic[8] = "FLMROWS";
+static char cache_dir[PATH_MAX - 64];
+static uint8_t builder[BUILDER_ID_MAX];
+static uint32_t builder_len;
+
+/* Finds the build-id note of the loaded object that holds this code. */
+static int find_builder(struct dl_phdr_info *info, size_t size, void *data)
+{
+    (void)size;
+    uintptr_t self = (uintptr_t)data;
+    int mine = 0;
+    for (int i = 0; i < info->dlpi_phnum && !mine; i++) {
+        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+        uintptr_t at = info->dlpi_addr + ph->p_vaddr;
+        mine = ph->p_type == PT_LOAD && self >= at && self - at < ph->p_memsz;
+    }
+    for (int i = 0; mine && i < info->dlpi_phnum; i++) {
+        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+        if (ph->p_type != PT_NOTE)
+            continue;
+        const uint8_t *p = (const uint8_t *)(info->dlpi_addr + ph->p_vaddr);
+        const uint8_t *end = p + ph->p_memsz;
+        while ((size_t)(end - p) >= sizeof(ElfW(Nhdr))) {
+            const ElfW(Nhdr) *nh = (const ElfW(Nhdr) *)(const void *)p;
+            size_t name = (nh->n_namesz + 3) & ~(size_t)3, desc = (nh->n_descsz + 3) & ~(size_t)3;
+            p += sizeof *nh;
+            if (name > (size_t)(end - p) || desc > (size_t)(end - p - name))
+                break;
+            if (nh->n_type == NT_GNU_BUILD_ID && nh->n_namesz == 4 && !memcmp(p, "GNU", 4) &&
+                nh->n_descsz >= 8 && nh->n_descsz <= BUILDER_ID_MAX) {
+                memcpy(builder, p + name, nh->n_descsz);
+                builder_len = nh->n_descsz;
+                return 1;
+            }
+            p += name + desc;
+        }
+    }
+    return mine;
+}
+
+void flamme_cfi_cache_configure(const char *dir)
+{
+    if (dir && builder_len && strcmp(dir, cache_dir) == 0)
+        return; /* unchanged (a start after a stop): no window where it is off */
+    cache_dir[0] = '\0';
+    builder_len = 0;
+    if (!dir || !dir[0] || strlen(dir) >= sizeof cache_dir)
+        return;
+    /* Without a build-id (a build linked without one) no table could be
+     * told from another build's: no cache. */
+    dl_iterate_phdr(find_builder, (void *)(uintptr_t)&flamme_cfi_cache_configure);
+    if (builder_len)
+        snprintf(cache_dir, sizeof cache_dir, "%s", dir);
+}
+
+static void make_hdr(const struct flamme_cfi_key *k, struct hdr *h)
+{
+    memset(h, 0, sizeof *h);
+    memcpy(h->magic, magic, sizeof h->magic);
+    memcpy(h->builder, builder, builder_len);
+    h->builder_len = builder_len;
+    h->dev = (uint64_t)k->st->st_dev;
+    h->ino = (uint64_t)k->st->st_ino;
+    h->size = (uint64_t)k->st->st_size;
+    h->mtime_s = k->st->st_mtim.tv_sec;
+    h->mtime_ns = k->st->st_mtim.tv_nsec;
+    h->ctime_s = k->st->st_ctim.tv_sec;
+    h->ctime_ns = k->st->st_ctim.tv_nsec;
+    h->link_lo = k->link_lo;
+    h->len = k->len;
+    h->switch_only = (uint32_t)k->switch_only;
+    h->rule_size = sizeof(struct rule);
+}
+
+/* The table's path for header h (its n ignored). */
+static void table_path(const struct hdr *h, char *out, size_t cap)
+{
+    uint64_t x = 1469598103934665603ull; /* FNV-1a over the key */
+    const uint8_t *p = (const uint8_t *)h;
+    for (size_t i = 0; i < offsetof(struct hdr, n); i++)
+        x = (x ^ p[i]) * 1099511628211ull;
+    snprintf(out, cap, "%s/%016llx" SUFFIX, cache_dir, (unsigned long long)x);
+}
+
+/* Reads (pread) or writes (pwrite) exactly len bytes at offset at,
+ * retrying short transfers and EINTR. Returns 0, or -1 (error, or the end
+ * of the file). */
+static int io_all(int fd, void *buf, size_t len, off_t at, int writing)
+{
+    for (size_t done = 0; done < len;) {
+        char *p = (char *)buf + done;
+        ssize_t r = writing ? pwrite(fd, p, len - done, at + (off_t)done)
+                            : pread(fd, p, len - done, at + (off_t)done);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0)
+            return -1;
+        done += (size_t)r;
+    }
+    return 0;
+}
+
+/* 1 if the rows are what the builder makes: offsets strictly increasing
+ * inside the range, known rule kinds, no stray bytes. */
+static int rows_ok(const uint32_t *off, const struct rule *rule, uint64_t n, uint64_t len)
+{
+    for (uint64_t i = 0; i < n; i++) {
+        if (off[i] >= len || (i && off[i] <= off[i - 1]) || rule[i].pad != 0)
+            return 0;
+        uint8_t reg = rule[i].reg;
+        if (reg != RULE_REG && reg != RULE_DEREF && reg != RULE_UNKNOWN && reg != RULE_GAP)
+            return 0;
+    }
+    return 1;
+}
+
+struct cfi_mod *flamme_cfi_cache_load(const struct flamme_cfi_key *k, uint64_t lo, const char *name)
+{
+    if (!cache_dir[0])
+        return NULL;
+    struct hdr want, got;
+    make_hdr(k, &want);
+    char path[PATH_MAX];
+    table_path(&want, path, sizeof path);
+    struct flamme_fd_id fid;
+    int fd = flamme_open_high(path, O_RDONLY | O_NOFOLLOW, &fid);
+    if (fd < 0)
+        return NULL;
+    struct cfi_mod *m = NULL;
+    uint32_t *off = NULL;
+    struct rule *rule = NULL;
+    struct stat fst;
+    if (fstat(fd, &fst) != 0 || !S_ISREG(fst.st_mode) || fst.st_uid != geteuid() ||
+        io_all(fd, &got, sizeof got, 0, 0) != 0 ||
+        memcmp(&got, &want, offsetof(struct hdr, n)) != 0 || got.n == 0 || got.n > k->len ||
+        (uint64_t)fst.st_size != sizeof got + got.n * (sizeof *off + sizeof *rule))
+        goto out;
+    off = malloc(got.n * sizeof *off);
+    rule = malloc(got.n * sizeof *rule);
+    m = calloc(1, sizeof *m);
+    if (!off || !rule || !m || !(m->name = strdup(name)) ||
+        io_all(fd, off, got.n * sizeof *off, sizeof got, 0) != 0 ||
+        io_all(fd, rule, got.n * sizeof *rule, (off_t)(sizeof got + got.n * sizeof *off), 0) != 0 ||
+        !rows_ok(off, rule, got.n, k->len)) {
+        if (m)
+            free(m->name);
+        free(m);
+        m = NULL;
+        goto out;
+    }
+    m->lo = lo;
+    m->hi = lo + k->len;
+    m->n = got.n;
+    m->off = off;
+    m->rule = rule;
+    m->dev = (uint64_t)k->st->st_dev;
+    m->ino = (uint64_t)k->st->st_ino;
+    m->switch_only = k->switch_only;
+    off = NULL;
+    rule = NULL;
+    futimens(fd, NULL); /* recently used: the last a full cache drops */
+out:
+    free(off);
+    free(rule);
+    flamme_close_checked(fd, &fid);
+    return m;
+}
+
+/* Creates the directory (and missing parents, 0700) and checks that it is
+ * ours and not writable by others. Returns 0, or -1. */
+static int ensure_dir(void)
+{
+    char p[sizeof cache_dir];
+    snprintf(p, sizeof p, "%s", cache_dir);
+    for (char *s = p + 1; *s; s++) {
+        if (*s != '/')
+            continue;
+        *s = '\0';
+        if (mkdir(p, 0700) != 0 && errno != EEXIST)
+            return -1;
+        *s = '/';
+    }
+    if (mkdir(p, 0700) != 0 && errno != EEXIST)
+        return -1;
+    struct stat st;
+    if (lstat(p, &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != geteuid() ||
+        (st.st_mode & (S_IWGRP | S_IWOTH)))
+        return -1;
+    return 0;
+}
+
+struct aged {
+    struct timespec at;
+    char name[32];
+};
+
+static int aged_cmp(const void *a, const void *b)
+{
+    const struct aged *x = a, *y = b;
+    if (x->at.tv_sec != y->at.tv_sec)
+        return x->at.tv_sec < y->at.tv_sec ? -1 : 1;
+    return (x->at.tv_nsec > y->at.tv_nsec) - (x->at.tv_nsec < y->at.tv_nsec);
+}
+
+/* Drops the least recently used tables beyond FLAMME_CFI_CACHE_MAX_FILES,
+ * down to three quarters of it. Only names this module makes are touched. */
+static void evict(void)
+{
+    DIR *d = opendir(cache_dir);
+    if (!d)
+        return;
+    struct aged *v = NULL;
+    size_t n = 0, cap = 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        size_t len = strlen(e->d_name);
+        if (len != 16 + sizeof SUFFIX - 1 || strcmp(e->d_name + 16, SUFFIX) != 0 ||
+            strspn(e->d_name, "0123456789abcdef") != 16)
+            continue;
+        struct stat st;
+        if (fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode))
+            continue;
+        if (n == cap) {
+            size_t nc = cap ? cap * 2 : 128;
+            struct aged *nv = realloc(v, nc * sizeof *nv);
+            if (!nv)
+                break;
+            v = nv;
+            cap = nc;
+        }
+        v[n].at = st.st_mtim;
+        snprintf(v[n].name, sizeof v[n].name, "%s", e->d_name);
+        n++;
+    }
+    if (n > FLAMME_CFI_CACHE_MAX_FILES) {
+        qsort(v, n, sizeof *v, aged_cmp);
+        for (size_t i = 0; i < n - FLAMME_CFI_CACHE_MAX_FILES * 3 / 4; i++)
+            unlinkat(dirfd(d), v[i].name, 0);
+    }
+    free(v);
+    closedir(d);
+}
+
+void flamme_cfi_cache_store(const struct flamme_cfi_key *k, const struct cfi_mod *m)
+{
+    if (!cache_dir[0] || m->n < FLAMME_CFI_CACHE_MIN_ROWS || ensure_dir() != 0)
+        return;
+    struct hdr h;
+    make_hdr(k, &h);
+    h.n = m->n;
+    char path[PATH_MAX], tmp[PATH_MAX + 8];
+    table_path(&h, path, sizeof path);
+    int fd = flamme_out_open(path, tmp, sizeof tmp);
+    if (fd < 0)
+        return;
+    struct flamme_fd_id fid;
+    fd = flamme_fd_high(fd, &fid);
+    size_t offs = m->n * sizeof *m->off;
+    int ok = io_all(fd, &h, sizeof h, 0, 1) == 0 &&
+             io_all(fd, m->off, offs, sizeof h, 1) == 0 &&
+             io_all(fd, m->rule, m->n * sizeof *m->rule, (off_t)(sizeof h + offs), 1) == 0;
+    flamme_close_checked(fd, &fid);
+    if (!ok) {
+        flamme_out_abort(tmp);
+        return;
+    }
+    if (flamme_out_commit(tmp, path) == 0)
+        evict();
+}

@@ -1,0 +1,60 @@
+/*
+ * writer/cfi_cache.h — unwind rows kept on disk between processes.
+ *
+ * Building the rows of a large executable is the largest cost a profiled
+ * process pays once (the OCaml compiler: 162,000 rows, about 5 ms), and a
+ * build under `flamme record` starts the same compiler for every file. The
+ * rows of a file depend only on that file, the range it is mapped at (in
+ * its own addresses, not the process's) and the builder, so they are kept
+ * in one file per (file, range) in the cache directory and read back by the
+ * next process instead of being built again.
+ *
+ * Who: writer/cfi_build.c, under its build lock (agent start-up or the
+ * writer thread). Allocates, opens files. Never a signal handler.
+ *
+ * Trust: a cached table is used only if its header names the same builder
+ * (this flamme's own build-id), the same file (device, inode, size,
+ * modification and change times) and the same range, and its rows are well
+ * formed (offsets increasing inside the range, rule kinds the builder
+ * makes). A file that fails any check is ignored. The walker reads every
+ * stack word through checked reads whatever a row says, so even a row that
+ * passed these checks wrongly could only give a wrong stack, never a fault.
+ */
+#ifndef FLAMME_WRITER_CFI_CACHE_H
+#define FLAMME_WRITER_CFI_CACHE_H
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/stat.h>
+
+#include "common/cfi_tables.h"
+
+/* What names a table: the file it was built from and the range. */
+struct flamme_cfi_key {
+    const struct stat *st; /* of the file the rows come from */
+    uint64_t link_lo;      /* the range's start in the file's own addresses (lo - bias) */
+    uint64_t len;          /* hi - lo */
+    int switch_only;
+};
+
+/* Sets the cache directory (created 0700 when first written; NULL or "" turns
+ * the cache off). Call before any table is built. */
+void flamme_cfi_cache_configure(const char *dir);
+
+/* Tables with fewer rows are not worth a file: they build in well under
+ * the time it takes to open one. */
+#define FLAMME_CFI_CACHE_MIN_ROWS 8192
+
+/* Reads the table for k into a new module covering [lo, lo + k->len) (name
+ * copied). Returns it, or NULL when the cache is off, has no such table, or
+ * the table fails a check. */
+struct cfi_mod *flamme_cfi_cache_load(const struct flamme_cfi_key *k, uint64_t lo, const char *name);
+
+/* Writes m's rows as the table for k (through a new file renamed into
+ * place; an older table of the same name is replaced whole), and keeps the
+ * directory at most FLAMME_CFI_CACHE_MAX_FILES tables, dropping the least
+ * recently used. Best effort: failures leave the cache as it was. */
+void flamme_cfi_cache_store(const struct flamme_cfi_key *k, const struct cfi_mod *m);
+
+#define FLAMME_CFI_CACHE_MAX_FILES 64
+
+#endif

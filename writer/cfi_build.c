@@ -6,8 +6,9 @@
  * (flamme_cfi_add_module, flamme_cfi_add_from_maps, flamme_cfi_stats,
  * flamme_cfi_free_all). Writer thread (or agent start-up); allocates, reads
  * ELF files through writer/elf.c, serialised by build_lock. The reader is
- * agent/cfi.c's flamme_cfi_lookup_sigsafe.
- *
+ * agent/cfi.c's flamme_cfi_lookup_sigsafe. A large file's table is read
+ * from, or written to, the tables kept between processes
+ * (writer/cfi_cache.h) instead of being built every time.
  */
 #include "writer/cfi_build.h"
 

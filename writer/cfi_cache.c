@@ -212,8 +212,28 @@ out:
     return m;
 }
 
-/* Creates the directory (and missing parents, 0700) and checks that it is
- * ours and not writable by others. Returns 0, or -1. */
+/* Makes directory p (0700) if it is missing, only inside a directory of
+ * ours (or a sticky one such as /tmp): a program run by root with another user's HOME (sudo) must not
+ * leave root's directories there, which that user could not write into.
+ * Returns 0 when p exists or was made, else -1. */
+static int make_own(char *p)
+{
+    struct stat st;
+    if (lstat(p, &st) == 0)
+        return 0;
+    char *slash = strrchr(p, '/');
+    if (!slash)
+        return -1;
+    *slash = '\0';
+    /* Ours, or open to all as /tmp is (sticky: nobody else can take it away). */
+    int ours = lstat(slash == p ? "/" : p, &st) == 0 && S_ISDIR(st.st_mode) &&
+               (st.st_uid == geteuid() || (st.st_mode & S_ISVTX));
+    *slash = '/';
+    return ours && (mkdir(p, 0700) == 0 || errno == EEXIST) ? 0 : -1;
+}
+
+/* Creates the directory and its missing parents (make_own), and checks
+ * that it is ours and not writable by others. Returns 0, or -1. */
 static int ensure_dir(void)
 {
     char p[sizeof cache_dir];
@@ -222,14 +242,13 @@ static int ensure_dir(void)
         if (*s != '/')
             continue;
         *s = '\0';
-        if (mkdir(p, 0700) != 0 && errno != EEXIST)
-            return -1;
+        int rc = make_own(p);
         *s = '/';
+        if (rc != 0)
+            return -1;
     }
-    if (mkdir(p, 0700) != 0 && errno != EEXIST)
-        return -1;
     struct stat st;
-    if (lstat(p, &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != geteuid() ||
+    if (make_own(p) != 0 || lstat(p, &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != geteuid() ||
         (st.st_mode & (S_IWGRP | S_IWOTH)))
         return -1;
     return 0;

@@ -6,7 +6,7 @@
  * the test knows the cache was read at all); a table that fails a check
  * (bad rule kind, wrong size) or belongs to a file that changed since is
  * not used; a small file's rows are not kept; a full directory drops its
- * least recently used tables.
+ * least recently used tables; root makes no directory in another user's.
  */
 #include "tests/unit/check.h"
 #include "common/cfi_tables.h"
@@ -183,6 +183,26 @@ TEST(full_cache_drops_least_recently_used)
     CHECK(access(path, F_OK) == 0); /* the newest stand-in stayed */
 }
 
+/* Run by root with another user's HOME (sudo): no directory of root's is
+ * made inside that user's directory. Needs root (to own a directory by
+ * another user); skipped otherwise. */
+TEST(no_directories_in_others_homes)
+{
+    if (geteuid() != 0) {
+        printf("  (not root; skipped)\n");
+        return;
+    }
+    char home[1100], rows[1200];
+    snprintf(home, sizeof home, "%s/someone", dir);
+    CHECK(mkdir(home, 0755) == 0 && chown(home, 65534, 65534) == 0);
+    snprintf(rows, sizeof rows, "%s/.cache/flamme/rows", home);
+    flamme_cfi_cache_configure(rows);
+    CHECK(flamme_cfi_add_module(libc_path, 13 * SLOT, 13 * SLOT, 13 * SLOT + 0xffffffffull) > 0);
+    snprintf(rows, sizeof rows, "%s/.cache", home);
+    CHECK(access(rows, F_OK) != 0);
+    flamme_cfi_cache_configure(dir);
+}
+
 int main(void)
 {
     Dl_info info;
@@ -195,6 +215,7 @@ int main(void)
     RUN(changed_file_is_built_again);
     RUN(small_tables_not_kept);
     RUN(full_cache_drops_least_recently_used);
+    RUN(no_directories_in_others_homes);
     char cmd[200];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
     if (system(cmd) != 0)

@@ -219,33 +219,41 @@ static const char *sect_str(const struct sect *s, uint64_t off)
 
 /* ------------------------------------------------------------ building */
 
+/* v (cap elements of size bytes) doubled, or first elements when empty.
+ * Returns the new block and sets *cap, or NULL (b->oom) when out of memory. */
+static __attribute__((noinline)) void *grow(struct builder *b, void *v, size_t *cap,
+                                            size_t first, size_t size)
+{
+    size_t nc = *cap ? *cap * 2 : first;
+    void *n = realloc(v, nc * size);
+    if (!n)
+        b->oom = 1;
+    else
+        *cap = nc;
+    return n;
+}
+
 static int push_seq(struct builder *b, uint64_t lo, uint64_t hi)
 {
     if (b->nseqs == b->cap_seqs) {
-        size_t nc = b->cap_seqs ? b->cap_seqs * 2 : 1024;
-        struct seq *n = realloc(b->seqs, nc * sizeof *n);
-        if (!n) {
-            b->oom = 1;
+        struct seq *n = grow(b, b->seqs, &b->cap_seqs, 1024, sizeof *n);
+        if (!n)
             return -1;
-        }
         b->seqs = n;
-        b->cap_seqs = nc;
     }
     b->seqs[b->nseqs++] = (struct seq){ lo, hi, b->unit };
     return 0;
 }
 
-static int push_row(struct builder *b, uint64_t addr, uint32_t file, uint32_t line)
+/* Appends a row; inlined into the line program's loop, which pushes one
+ * for nearly every opcode (the growth is apart). */
+static inline int push_row(struct builder *b, uint64_t addr, uint32_t file, uint32_t line)
 {
     if (b->nrows == b->cap) {
-        size_t nc = b->cap ? b->cap * 2 : 4096;
-        struct brow *n = realloc(b->rows, nc * sizeof *n);
-        if (!n) {
-            b->oom = 1;
+        struct brow *n = grow(b, b->rows, &b->cap, 4096, sizeof *n);
+        if (!n)
             return -1;
-        }
         b->rows = n;
-        b->cap = nc;
     }
     b->rows[b->nrows] = (struct brow){ addr, file, line, b->nrows };
     b->nrows++;

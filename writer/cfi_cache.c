@@ -256,6 +256,7 @@ static int ensure_dir(void)
 
 struct aged {
     struct timespec at;
+    uint64_t size;
     char name[32];
 };
 
@@ -267,8 +268,9 @@ static int aged_cmp(const void *a, const void *b)
     return (x->at.tv_nsec > y->at.tv_nsec) - (x->at.tv_nsec < y->at.tv_nsec);
 }
 
-/* Drops the least recently used tables beyond FLAMME_CFI_CACHE_MAX_FILES,
- * down to three quarters of it. Only names this module makes are touched. */
+/* Drops the least recently used tables when there are more than
+ * FLAMME_CFI_CACHE_MAX_FILES or FLAMME_CFI_CACHE_MAX_BYTES of them, down to
+ * three quarters of each. Only names this module makes are touched. */
 static void evict(void)
 {
     DIR *d = opendir(cache_dir);
@@ -276,6 +278,7 @@ static void evict(void)
         return;
     struct aged *v = NULL;
     size_t n = 0, cap = 0;
+    uint64_t total = 0;
     struct dirent *e;
     while ((e = readdir(d))) {
         size_t len = strlen(e->d_name);
@@ -294,13 +297,19 @@ static void evict(void)
             cap = nc;
         }
         v[n].at = st.st_mtim;
+        v[n].size = (uint64_t)st.st_size;
+        total += v[n].size;
         snprintf(v[n].name, sizeof v[n].name, "%s", e->d_name);
         n++;
     }
-    if (n > FLAMME_CFI_CACHE_MAX_FILES) {
+    if (n > FLAMME_CFI_CACHE_MAX_FILES || total > FLAMME_CFI_CACHE_MAX_BYTES) {
         qsort(v, n, sizeof *v, aged_cmp);
-        for (size_t i = 0; i < n - FLAMME_CFI_CACHE_MAX_FILES * 3 / 4; i++)
+        for (size_t i = 0; i < n && (n - i > FLAMME_CFI_CACHE_MAX_FILES * 3 / 4 ||
+                                     total > FLAMME_CFI_CACHE_MAX_BYTES / 4 * 3);
+             i++) {
             unlinkat(dirfd(d), v[i].name, 0);
+            total -= v[i].size;
+        }
     }
     free(v);
     closedir(d);

@@ -51,10 +51,12 @@ struct cfi_mod *flamme_cfi_cache_load(const struct flamme_cfi_key *k, uint64_t l
 
 /* Writes m's rows as the table for k (through a new file renamed into
  * place; an older table of the same name is replaced whole), and keeps the
- * directory at most FLAMME_CFI_CACHE_MAX_FILES tables, dropping the least
- * recently used. Best effort: failures leave the cache as it was. */
+ * directory at most FLAMME_CFI_CACHE_MAX_FILES tables and
+ * FLAMME_CFI_CACHE_MAX_BYTES, dropping the least recently used. Best
+ * effort: failures leave the cache as it was. */
 void flamme_cfi_cache_store(const struct flamme_cfi_key *k, const struct cfi_mod *m);
 
 #define FLAMME_CFI_CACHE_MAX_FILES 64
+#define FLAMME_CFI_CACHE_MAX_BYTES (128ull << 20) /* the OCaml compiler's: 3.2 MB */
 
 #endif

@@ -6,7 +6,8 @@
  * the test knows the cache was read at all); a table that fails a check
  * (bad rule kind, wrong size) or belongs to a file that changed since is
  * not used; a small file's rows are not kept; a full directory drops its
- * least recently used tables; root makes no directory in another user's.
+ * least recently used tables, by count and by size; root makes no
+ * directory in another user's.
  */
 #include "tests/unit/check.h"
 #include "common/cfi_tables.h"
@@ -183,6 +184,48 @@ TEST(full_cache_drops_least_recently_used)
     CHECK(access(path, F_OK) == 0); /* the newest stand-in stayed */
 }
 
+/* Tables of more than FLAMME_CFI_CACHE_MAX_BYTES in all: the oldest go
+ * until three quarters of it are left. Stand-ins of 8 MiB each (sparse
+ * files: their size, not disk) make 160 MiB. */
+TEST(full_cache_keeps_its_size)
+{
+    flamme_cfi_cache_configure(dir);
+    char path[1200];
+    for (int i = 0; i < 20; i++) {
+        snprintf(path, sizeof path, "%s/%016x.rows", dir, 0xbbb000 + i);
+        int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+        CHECK(fd >= 0 && ftruncate(fd, 8 << 20) == 0);
+        close(fd);
+        struct timespec t[2] = { { 2000000 + i, 0 }, { 2000000 + i, 0 } };
+        utimensat(AT_FDCWD, path, t, 0);
+    }
+    uint64_t total = 0;
+    int real[2] = { 0, 0 }; /* tables not stand-ins, before and after */
+    for (int pass = 0; pass < 2; pass++) {
+        if (pass)
+            CHECK(flamme_cfi_add_module(libc_path, 14 * SLOT + 8192, 14 * SLOT,
+                                        14 * SLOT + 0xffffffffull) > 0);
+        total = 0;
+        DIR *d = opendir(dir);
+        struct dirent *e;
+        while (d && (e = readdir(d))) {
+            struct stat st;
+            snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+            if (!strstr(e->d_name, ".rows") || stat(path, &st) != 0)
+                continue;
+            total += (uint64_t)st.st_size;
+            real[pass] += strncmp(e->d_name, "0000000000abc", 13) != 0 &&
+                          strncmp(e->d_name, "0000000000bbb", 13) != 0;
+        }
+        if (d)
+            closedir(d);
+    }
+    CHECK(total <= FLAMME_CFI_CACHE_MAX_BYTES / 4 * 3);
+    CHECK(real[1] == real[0] + 1); /* the table just written, and every newer one, stayed */
+    snprintf(path, sizeof path, "%s/%016x.rows", dir, 0xbbb000);
+    CHECK(access(path, F_OK) != 0); /* the oldest went */
+}
+
 /* Run by root with another user's HOME (sudo): no directory of root's is
  * made inside that user's directory. Needs root (to own a directory by
  * another user); skipped otherwise. */
@@ -215,6 +258,7 @@ int main(void)
     RUN(changed_file_is_built_again);
     RUN(small_tables_not_kept);
     RUN(full_cache_drops_least_recently_used);
+    RUN(full_cache_keeps_its_size);
     RUN(no_directories_in_others_homes);
     char cmd[200];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);

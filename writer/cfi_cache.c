@@ -160,30 +160,42 @@ static int rows_ok(const uint32_t *off, const struct rule *rule, uint64_t n, uin
     return 1;
 }
 
-struct cfi_mod *flamme_cfi_cache_load(const struct flamme_cfi_key *k, uint64_t lo, const char *name)
+/* Opens the table named by want (its n ignored) if it is a regular file of
+ * ours whose header matches want's key, with a payload of per_n bytes per
+ * unit of its n (n between 1 and max_n) and nothing else. Returns the fd
+ * (*fid set, *got its header), or -1. */
+static int open_table(const struct hdr *want, uint64_t per_n, uint64_t max_n, struct hdr *got,
+                      struct flamme_fd_id *fid)
 {
     if (!cache_dir[0])
-        return NULL;
-    struct hdr want, got;
-    make_hdr(k, &want);
+        return -1;
     char path[PATH_MAX];
-    table_path(&want, path, sizeof path);
-    struct flamme_fd_id fid;
-    int fd = flamme_open_high(path, O_RDONLY | O_NOFOLLOW, &fid);
+    table_path(want, path, sizeof path);
+    int fd = flamme_open_high(path, O_RDONLY | O_NOFOLLOW, fid);
     if (fd < 0)
-        return NULL;
-    struct cfi_mod *m = NULL;
-    uint32_t *off = NULL;
-    struct rule *rule = NULL;
+        return -1;
     struct stat fst;
     if (fstat(fd, &fst) != 0 || !S_ISREG(fst.st_mode) || fst.st_uid != geteuid() ||
-        io_all(fd, &got, sizeof got, 0, 0) != 0 ||
-        memcmp(&got, &want, offsetof(struct hdr, n)) != 0 || got.n == 0 || got.n > k->len ||
-        (uint64_t)fst.st_size != sizeof got + got.n * (sizeof *off + sizeof *rule))
-        goto out;
-    off = malloc(got.n * sizeof *off);
-    rule = malloc(got.n * sizeof *rule);
-    m = calloc(1, sizeof *m);
+        io_all(fd, got, sizeof *got, 0, 0) != 0 ||
+        memcmp(got, want, offsetof(struct hdr, n)) != 0 || got->n == 0 || got->n > max_n ||
+        (uint64_t)fst.st_size != sizeof *got + got->n * per_n) {
+        flamme_close_checked(fd, fid);
+        return -1;
+    }
+    return fd;
+}
+
+struct cfi_mod *flamme_cfi_cache_load(const struct flamme_cfi_key *k, uint64_t lo, const char *name)
+{
+    struct hdr want, got;
+    make_hdr(k, &want);
+    struct flamme_fd_id fid;
+    int fd = open_table(&want, sizeof(uint32_t) + sizeof(struct rule), k->len, &got, &fid);
+    if (fd < 0)
+        return NULL;
+    uint32_t *off = malloc(got.n * sizeof *off);
+    struct rule *rule = malloc(got.n * sizeof *rule);
+    struct cfi_mod *m = calloc(1, sizeof *m);
     if (!off || !rule || !m || !(m->name = strdup(name)) ||
         io_all(fd, off, got.n * sizeof *off, sizeof got, 0) != 0 ||
         io_all(fd, rule, got.n * sizeof *rule, (off_t)(sizeof got + got.n * sizeof *off), 0) != 0 ||
@@ -191,8 +203,10 @@ struct cfi_mod *flamme_cfi_cache_load(const struct flamme_cfi_key *k, uint64_t l
         if (m)
             free(m->name);
         free(m);
-        m = NULL;
-        goto out;
+        free(off);
+        free(rule);
+        flamme_close_checked(fd, &fid);
+        return NULL;
     }
     m->lo = lo;
     m->hi = lo + k->len;
@@ -202,12 +216,7 @@ struct cfi_mod *flamme_cfi_cache_load(const struct flamme_cfi_key *k, uint64_t l
     m->dev = (uint64_t)k->st->st_dev;
     m->ino = (uint64_t)k->st->st_ino;
     m->switch_only = k->switch_only;
-    off = NULL;
-    rule = NULL;
     futimens(fd, NULL); /* recently used: the last a full cache drops */
-out:
-    free(off);
-    free(rule);
     flamme_close_checked(fd, &fid);
     return m;
 }
@@ -315,24 +324,23 @@ static void evict(void)
     closedir(d);
 }
 
-void flamme_cfi_cache_store(const struct flamme_cfi_key *k, const struct cfi_mod *m)
+/* Writes header h and the payload a, b (b may be empty) as h's table,
+ * then keeps the directory's size. Best effort. */
+static void write_table(const struct hdr *h, const void *a, size_t alen, const void *b, size_t blen)
 {
-    if (!cache_dir[0] || m->n < FLAMME_CFI_CACHE_MIN_ROWS || ensure_dir() != 0)
+    if (ensure_dir() != 0)
         return;
-    struct hdr h;
-    make_hdr(k, &h);
-    h.n = m->n;
     char path[PATH_MAX], tmp[PATH_MAX + 8];
-    table_path(&h, path, sizeof path);
+    table_path(h, path, sizeof path);
     int fd = flamme_out_open(path, tmp, sizeof tmp);
     if (fd < 0)
         return;
     struct flamme_fd_id fid;
     fd = flamme_fd_high(fd, &fid);
-    size_t offs = m->n * sizeof *m->off;
-    int ok = io_all(fd, &h, sizeof h, 0, 1) == 0 &&
-             io_all(fd, m->off, offs, sizeof h, 1) == 0 &&
-             io_all(fd, m->rule, m->n * sizeof *m->rule, (off_t)(sizeof h + offs), 1) == 0;
+    struct hdr copy = *h;
+    int ok = io_all(fd, &copy, sizeof copy, 0, 1) == 0 &&
+             io_all(fd, (void *)(uintptr_t)a, alen, sizeof copy, 1) == 0 &&
+             io_all(fd, (void *)(uintptr_t)b, blen, (off_t)(sizeof copy + alen), 1) == 0;
     flamme_close_checked(fd, &fid);
     if (!ok) {
         flamme_out_abort(tmp);
@@ -340,4 +348,55 @@ void flamme_cfi_cache_store(const struct flamme_cfi_key *k, const struct cfi_mod
     }
     if (flamme_out_commit(tmp, path) == 0)
         evict();
+}
+
+void flamme_cfi_cache_store(const struct flamme_cfi_key *k, const struct cfi_mod *m)
+{
+    if (!cache_dir[0] || m->n < FLAMME_CFI_CACHE_MIN_ROWS)
+        return;
+    struct hdr h;
+    make_hdr(k, &h);
+    h.n = m->n;
+    write_table(&h, m->off, m->n * sizeof *m->off, m->rule, m->n * sizeof *m->rule);
+}
+
+/* A blob's header: the file's, with kind as its magic and no range. */
+static void blob_hdr(const char *kind, const struct stat *st, struct hdr *h)
+{
+    struct flamme_cfi_key k = { st, 0, 0, 0 };
+    make_hdr(&k, h);
+    memset(h->magic, 0, sizeof h->magic);
+    memcpy(h->magic, kind, strnlen(kind, sizeof h->magic - 1));
+    h->rule_size = 0;
+}
+
+void *flamme_kept_load(const char *kind, const struct stat *st, size_t *len)
+{
+    struct hdr want, got;
+    blob_hdr(kind, st, &want);
+    struct flamme_fd_id fid;
+    int fd = open_table(&want, 1, FLAMME_KEPT_MAX_BLOB, &got, &fid);
+    if (fd < 0)
+        return NULL;
+    void *data = malloc(got.n);
+    if (data && io_all(fd, data, got.n, sizeof got, 0) == 0) {
+        *len = got.n;
+        futimens(fd, NULL);
+    } else {
+        free(data);
+        data = NULL;
+    }
+    flamme_close_checked(fd, &fid);
+    return data;
+}
+
+void flamme_kept_store(const char *kind, const struct stat *st, const void *a, size_t alen,
+                       const void *b, size_t blen)
+{
+    if (!cache_dir[0] || alen + blen == 0 || alen + blen > FLAMME_KEPT_MAX_BLOB)
+        return;
+    struct hdr h;
+    blob_hdr(kind, st, &h);
+    h.n = alen + blen;
+    write_table(&h, a, alen, b, blen);
 }

@@ -9,8 +9,13 @@
  * in one file per (file, range) in the cache directory and read back by the
  * next process instead of being built again.
  *
+ * The same directory keeps other per-file tables as plain bytes
+ * (flamme_kept_load/store): the symbols of large executables
+ * (writer/symbols.c).
+ *
  * Who: writer/cfi_build.c, under its build lock (agent start-up or the
- * writer thread). Allocates, opens files. Never a signal handler.
+ * writer thread), and writer/symbols.c (writer thread). Allocates, opens
+ * files. Never a signal handler.
  *
  * Trust: a cached table is used only if its header names the same builder
  * (this flamme's own build-id), the same file (device, inode, size,
@@ -55,6 +60,21 @@ struct cfi_mod *flamme_cfi_cache_load(const struct flamme_cfi_key *k, uint64_t l
  * FLAMME_CFI_CACHE_MAX_BYTES, dropping the least recently used. Best
  * effort: failures leave the cache as it was. */
 void flamme_cfi_cache_store(const struct flamme_cfi_key *k, const struct cfi_mod *m);
+
+/* Any other table kept for one file, as bytes (the symbols of a large
+ * executable: writer/symbols.c), under the same key but the range, with
+ * kind (up to 7 characters) as the table's magic. The caller checks what
+ * it reads: only the key is checked here. */
+#define FLAMME_KEPT_MAX_BLOB (64ull << 20)
+
+/* The bytes kept for kind and the file of st: a new buffer (*len set), or
+ * NULL when there are none (or the cache is off). */
+void *flamme_kept_load(const char *kind, const struct stat *st, size_t *len);
+
+/* Keeps a then b (b may be NULL with blen 0) for kind and the file of st,
+ * replacing what was kept. Best effort. */
+void flamme_kept_store(const char *kind, const struct stat *st, const void *a, size_t alen,
+                       const void *b, size_t blen);
 
 #define FLAMME_CFI_CACHE_MAX_FILES 64
 #define FLAMME_CFI_CACHE_MAX_BYTES (128ull << 20) /* the OCaml compiler's: 3.2 MB */

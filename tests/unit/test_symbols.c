@@ -8,6 +8,7 @@
  */
 #include "tests/unit/check.h"
 #include "writer/symbols.h"
+#include "writer/cfi_cache.h"
 
 #include <dlfcn.h>
 #include <pthread.h>
@@ -335,6 +336,68 @@ TEST(dynsym_fills_what_symtab_lacks)
     CHECK(system(cmd) == 0);
 }
 
+/* The symbols of a large file are kept between processes (writer/symbols.c,
+ * load_kept): a library of 9,000 functions, built here, is named the same by
+ * a table that parsed it and by one that read what the first kept; a kept
+ * table with a name offset out of range is not used. */
+TEST(symbols_kept_and_read_back)
+{
+    char dir[] = "/tmp/flamme_test_kept_XXXXXX", cmd[1200], so[128], rows[128];
+    CHECK(mkdtemp(dir) != NULL);
+    snprintf(so, sizeof so, "%s/libmany.so", dir);
+    snprintf(rows, sizeof rows, "%s/rows", dir);
+    snprintf(cmd, sizeof cmd,
+             "cd %s && for i in $(seq 9000); do echo \"int flamme_many_$i(int x) { return x + $i; }\"; "
+             "done > m.c && cc -shared -fPIC -O0 m.c -o libmany.so", dir);
+    int built = system(cmd) == 0;
+    CHECK(built);
+    void *h = built ? dlopen(so, RTLD_NOW | RTLD_LOCAL) : NULL;
+    CHECK(h != NULL);
+    if (!h)
+        return;
+    static const char *const probe[] = { "flamme_many_1", "flamme_many_4500", "flamme_many_9000" };
+    flamme_cfi_cache_configure(rows);
+    /* Rounds: parsed and kept; read back; read back after a name was
+     * changed in the kept table (so it was read at all); parsed again after
+     * every name offset was made out of range. */
+    static const char *const edit[] = {
+        NULL, NULL, " b=b.replace(b'flamme_many_4500\\0',b'flamme_MANY_4500\\0')\n",
+        " n=struct.unpack_from('<Q',b,120)[0]\n"
+        " for i in range(n): struct.pack_into('<I',b,120+32+24*i+16,0xffffff)\n"
+    };
+    for (int round = 0; round < 4; round++) {
+        if (edit[round]) {
+            snprintf(cmd, sizeof cmd,
+                     "python3 -c \"import glob,struct\n"
+                     "for p in glob.glob('%s/*.rows'):\n"
+                     " b=bytearray(open(p,'rb').read())\n"
+                     " if b[:7]!=b'FLMSYMS': continue\n"
+                     "%s"
+                     " open(p,'wb').write(b)\"", rows, edit[round]);
+            CHECK(system(cmd) == 0);
+        }
+        flamme_symtab *s = flamme_symtab_new();
+        int rc;
+        const char *mod;
+        for (size_t i = 0; i < 3; i++) {
+            void *f = dlsym(h, probe[i]);
+            CHECK(f != NULL);
+            if (f)
+                CHECK_STR(lookup(s, (char *)f + 2, &rc, &mod, NULL),
+                          round == 2 && i == 1 ? "flamme_MANY_4500" : probe[i]);
+        }
+        flamme_symtab_free(s);
+        if (round == 0) {
+            snprintf(cmd, sizeof cmd, "ls %s | grep -c rows | grep -qx 1", rows);
+            CHECK(system(cmd) == 0); /* kept once, by the first table */
+        }
+    }
+    flamme_cfi_cache_configure(NULL);
+    dlclose(h);
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    CHECK(system(cmd) == 0);
+}
+
 int main(void)
 {
     RUN(own_functions);
@@ -346,5 +409,6 @@ int main(void)
     RUN(bad_files_are_module_only);
     RUN(plt_entries_named);
     RUN(dynsym_fills_what_symtab_lacks);
+    RUN(symbols_kept_and_read_back);
     return CHECK_DONE();
 }

@@ -4,10 +4,12 @@
 # plain build happens to survive.
 UNIT_TESTS += tests/unit/test_buildid.c
 
-$(BUILD)/asan/test_buildid: tests/unit/test_buildid.c writer/symbols.c writer/elf.c common/fds.c tests/unit/check.h
+$(BUILD)/asan/test_buildid: tests/unit/test_buildid.c writer/symbols.c writer/elf.c writer/cfi_cache.c common/fds.c \
+                             common/outfile.c tests/unit/check.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_COMMON) -fsanitize=address,undefined -fno-sanitize-recover=all \
-	  tests/unit/test_buildid.c writer/symbols.c writer/elf.c common/fds.c -o $@ -ldl
+	  tests/unit/test_buildid.c writer/symbols.c writer/elf.c writer/cfi_cache.c common/fds.c \
+	  common/outfile.c -o $@ -ldl
 
 .PHONY: symbols-asan-test
 symbols-asan-test: $(BUILD)/asan/test_buildid

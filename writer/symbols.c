@@ -543,7 +543,7 @@ static int load_kept(struct module *m, const struct stat *st)
     if (len < sizeof h)
         goto bad;
     memcpy(&h, blob, sizeof h);
-    if (h.nsyms == 0 || h.nsyms > len / sizeof *ks || h.names_len == 0 ||
+    if (h.nsyms == 0 || h.nsyms > len / sizeof *ks || h.names_len == 0 || h.names_len > len ||
         len != sizeof h + h.nsyms * sizeof *ks + h.names_len || h.text_lo > h.text_hi)
         goto bad;
     names = (const char *)(blob + sizeof h + h.nsyms * sizeof *ks);

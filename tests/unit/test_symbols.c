@@ -359,13 +359,19 @@ TEST(symbols_kept_and_read_back)
     flamme_cfi_cache_configure(rows);
     /* Rounds: parsed and kept; read back; read back after a name was
      * changed in the kept table (so it was read at all); parsed again after
-     * every name offset was made out of range. */
+     * every name offset was made out of range, then after the names' length
+     * was made one that fits only when the sizes wrap around. */
     static const char *const edit[] = {
         NULL, NULL, " b=b.replace(b'flamme_many_4500\\0',b'flamme_MANY_4500\\0')\n",
         " n=struct.unpack_from('<Q',b,120)[0]\n"
-        " for i in range(n): struct.pack_into('<I',b,120+32+24*i+16,0xffffff)\n"
+        " for i in range(n): struct.pack_into('<I',b,120+32+24*i+16,0xffffff)\n",
+        /* as many symbols as the bytes could hold, and the names' length
+         * that makes the sizes add up only modulo 2^64 */
+        " L=len(b)-120; n=L//24\n"
+        " struct.pack_into('<Q',b,120,n)\n"
+        " struct.pack_into('<Q',b,144,(L-32-24*n)%(1<<64))\n"
     };
-    for (int round = 0; round < 4; round++) {
+    for (int round = 0; round < 5; round++) {
         if (edit[round]) {
             snprintf(cmd, sizeof cmd,
                      "python3 -c \"import glob,struct\n"

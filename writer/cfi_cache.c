@@ -7,13 +7,18 @@
  * table is never read by another build and the format needs no version):
  *   header (struct hdr), then n uint32 offsets, then n struct rule.
  * File names are a hash of the header's key; the header itself is compared
- * whole, so two keys with one hash only replace each other's table.
- * Called by writer/cfi_build.c under its build lock.
+ * whole, so two keys with one hash only replace each other's table. Other
+ * per-file tables (flamme_kept_load/store) use the same header with their
+ * kind as magic, no range, and bytes as payload.
+ * Called by writer/cfi_build.c under its build lock, and by
+ * writer/symbols.c from the writer thread; nothing here is shared but the
+ * directory's name and the build-id, set before either runs.
  */
 #include "writer/cfi_cache.h"
 
 #include "common/fds.h"
 #include "common/outfile.h"
+#include "writer/elf.h"
 
 #include <dirent.h>
 #include <elf.h>
@@ -62,23 +67,14 @@ static int find_builder(struct dl_phdr_info *info, size_t size, void *data)
     }
     for (int i = 0; mine && i < info->dlpi_phnum; i++) {
         const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
-        if (ph->p_type != PT_NOTE)
-            continue;
-        const uint8_t *p = (const uint8_t *)(info->dlpi_addr + ph->p_vaddr);
-        const uint8_t *end = p + ph->p_memsz;
-        while ((size_t)(end - p) >= sizeof(ElfW(Nhdr))) {
-            const ElfW(Nhdr) *nh = (const ElfW(Nhdr) *)(const void *)p;
-            size_t name = (nh->n_namesz + 3) & ~(size_t)3, desc = (nh->n_descsz + 3) & ~(size_t)3;
-            p += sizeof *nh;
-            if (name > (size_t)(end - p) || desc > (size_t)(end - p - name))
-                break;
-            if (nh->n_type == NT_GNU_BUILD_ID && nh->n_namesz == 4 && !memcmp(p, "GNU", 4) &&
-                nh->n_descsz >= 8 && nh->n_descsz <= BUILDER_ID_MAX) {
-                memcpy(builder, p + name, nh->n_descsz);
-                builder_len = nh->n_descsz;
-                return 1;
-            }
-            p += name + desc;
+        uint8_t id[FLAMME_ELF_BUILD_ID_MAX];
+        size_t n = ph->p_type != PT_NOTE ? 0
+                   : flamme_elf_notes_build_id(
+                         (const uint8_t *)(info->dlpi_addr + ph->p_vaddr), ph->p_memsz, id);
+        if (n >= 8 && n <= BUILDER_ID_MAX) {
+            memcpy(builder, id, n);
+            builder_len = (uint32_t)n;
+            return 1;
         }
     }
     return mine;
@@ -222,8 +218,9 @@ struct cfi_mod *flamme_cfi_cache_load(const struct flamme_cfi_key *k, uint64_t l
 }
 
 /* Makes directory p (0700) if it is missing, only inside a directory of
- * ours (or a sticky one such as /tmp): a program run by root with another user's HOME (sudo) must not
- * leave root's directories there, which that user could not write into.
+ * ours (or a sticky one such as /tmp): a program run by root with another
+ * user's HOME (sudo) must not leave root's directories there, which that
+ * user could not write into.
  * Returns 0 when p exists or was made, else -1. */
 static int make_own(char *p)
 {

@@ -158,18 +158,9 @@ const Elf64_Shdr *flamme_elf_section(const struct flamme_elf *e, const char *nam
     return NULL;
 }
 
-/* Searches one note section's notes for the GNU build-id. */
-static size_t note_build_id(const struct flamme_elf *e, const Elf64_Shdr *sh, uint8_t *id)
+size_t flamme_elf_notes_build_id(const uint8_t *buf, uint64_t end, uint8_t *id)
 {
-    if (sh->sh_size < sizeof(Elf64_Nhdr) || sh->sh_size > NOTE_MAX)
-        return 0;
-    uint8_t *buf = malloc(sh->sh_size);
-    size_t got = 0;
-    if (!buf || flamme_elf_read(e, sh->sh_offset, buf, sh->sh_size) != 0) {
-        free(buf);
-        return 0;
-    }
-    uint64_t at = 0, end = sh->sh_size;
+    uint64_t at = 0;
     while (end - at >= sizeof(Elf64_Nhdr)) {
         Elf64_Nhdr nh;
         memcpy(&nh, buf + at, sizeof nh);
@@ -182,14 +173,26 @@ static size_t note_build_id(const struct flamme_elf *e, const Elf64_Shdr *sh, ui
             memcmp(buf + name_at, "GNU", 4) == 0) {
             if (nh.n_descsz >= 2 && nh.n_descsz <= FLAMME_ELF_BUILD_ID_MAX) {
                 memcpy(id, buf + desc_at, nh.n_descsz);
-                got = nh.n_descsz;
+                return nh.n_descsz;
             }
-            break;
+            return 0;
         }
         if (next > end)
             break;
         at = next;
     }
+    return 0;
+}
+
+/* Searches one note section's notes for the GNU build-id. */
+static size_t note_build_id(const struct flamme_elf *e, const Elf64_Shdr *sh, uint8_t *id)
+{
+    if (sh->sh_size < sizeof(Elf64_Nhdr) || sh->sh_size > NOTE_MAX)
+        return 0;
+    uint8_t *buf = malloc(sh->sh_size);
+    size_t got = 0;
+    if (buf && flamme_elf_read(e, sh->sh_offset, buf, sh->sh_size) == 0)
+        got = flamme_elf_notes_build_id(buf, sh->sh_size, id);
     free(buf);
     return got;
 }

@@ -67,6 +67,10 @@ const Elf64_Shdr *flamme_elf_section(const struct flamme_elf *e, const char *nam
  * there is none, or it is shorter than 2 or longer than the maximum. */
 size_t flamme_elf_build_id(const struct flamme_elf *e, uint8_t *id);
 
+/* The same, from the notes buf[0..len) of one note section or PT_NOTE
+ * segment (e.g. a loaded object's own, in memory). */
+size_t flamme_elf_notes_build_id(const uint8_t *buf, uint64_t len, uint8_t *id);
+
 /* Load bias of an executable mapping that starts at runtime address start
  * and file offset off: found with the executable PT_LOAD whose
  * (page-rounded) file range holds off. Returns 0 and sets *bias, or -1. */

@@ -505,6 +505,22 @@ static int load_debug_file(struct module *m, struct symacc *acc)
     return rc;
 }
 
+/* Sets m->maxend from m->syms (maxend[i]: the largest end of a sized
+ * symbol among syms[0..i]). Returns 0, or -1 when out of memory. */
+static int make_maxend(struct module *m)
+{
+    m->maxend = malloc((m->nsyms ? m->nsyms : 1) * sizeof *m->maxend);
+    if (!m->maxend)
+        return -1;
+    uint64_t me = 0;
+    for (size_t i = 0; i < m->nsyms; i++) {
+        if (m->syms[i].size && m->syms[i].addr + m->syms[i].size > me)
+            me = m->syms[i].addr + m->syms[i].size;
+        m->maxend[i] = me;
+    }
+    return 0;
+}
+
 /* ------------------------------------------------------------ kept symbols */
 
 /* A large executable's symbols, as parse_elf leaves them, are kept between
@@ -539,7 +555,6 @@ static int load_kept(struct module *m, const struct stat *st)
     const struct kept_sym *ks = (const struct kept_sym *)(const void *)(blob + sizeof h);
     const char *names = NULL;
     struct sym *syms = NULL;
-    uint64_t *maxend = NULL;
     if (len < sizeof h)
         goto bad;
     memcpy(&h, blob, sizeof h);
@@ -550,30 +565,28 @@ static int load_kept(struct module *m, const struct stat *st)
     if (names[h.names_len - 1] != '\0')
         goto bad;
     syms = malloc(h.nsyms * sizeof *syms);
-    maxend = malloc(h.nsyms * sizeof *maxend);
-    if (!syms || !maxend)
+    if (!syms)
         goto bad;
-    uint64_t me = 0;
     for (uint64_t i = 0; i < h.nsyms; i++) {
         struct kept_sym k;
         memcpy(&k, &ks[i], sizeof k);
         if (k.name >= h.names_len || (i && k.addr <= syms[i - 1].addr) || k.info > 0xff)
             goto bad;
         syms[i] = (struct sym){ k.addr, k.size, names + k.name, (uint8_t)k.info };
-        if (k.size && k.addr + k.size > me)
-            me = k.addr + k.size;
-        maxend[i] = me;
     }
     m->syms = syms;
-    m->maxend = maxend;
     m->nsyms = h.nsyms;
+    if (make_maxend(m) != 0) {
+        m->syms = NULL;
+        m->nsyms = 0;
+        goto bad;
+    }
     m->text_lo = h.text_lo;
     m->text_hi = h.text_hi;
     m->strbufs[0] = (char *)blob;
     return 0;
 bad:
     free(syms);
-    free(maxend);
     free(blob);
     return -1;
 }
@@ -643,15 +656,8 @@ static int parse_elf(struct module *m, struct flamme_elf *e)
             arr[k - 1] = arr[i];
     m->nsyms = k;
     m->syms = arr;
-    m->maxend = malloc((k ? k : 1) * sizeof *m->maxend);
-    if (!m->maxend)
+    if (make_maxend(m) != 0)
         return -1;
-    uint64_t me = 0;
-    for (size_t i = 0; i < k; i++) {
-        if (arr[i].size && arr[i].addr + arr[i].size > me)
-            me = arr[i].addr + arr[i].size;
-        m->maxend[i] = me;
-    }
     /* Only a file with its own .symtab: a debug file's symbols may come
      * (libc6-dbg installed) or go without this file changing. */
     if (keep && acc.have_symtab && k >= KEPT_MIN_SYMS)

@@ -47,7 +47,7 @@ static const struct cfi_mod *find_row(const struct cfi_set *s, uint64_t pc, uint
 /* Fills *row from row idx of m. Returns 1, or 0 for a gap. */
 static int fill_row(const struct cfi_mod *m, uint32_t idx, struct flamme_cfi_row *row)
 {
-    const struct rule *r = &m->rule[idx];
+    const struct rule *r = &m->rules[m->rid[idx]]; /* rid < nrules: built or checked so */
     if (r->reg == RULE_GAP)
         return 0;
     row->pc = m->lo + m->off[idx];

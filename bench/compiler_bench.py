@@ -172,7 +172,7 @@ def short_processes(build, compilers, hz, runs):
                         break
                     rep = flammetest.report(build, prof)
                     rows.append((figure(rep, r"start-up ([\d.]+) s"),
-                                 figure(rep, r"beside ([\d.]+) s spent once"), cpu))
+                                 figure(rep, r"([\d.]+) s spent once"), cpu))
                 if rows:
                     med = lambda i: statistics.median(r[i] for r in rows)  # noqa: E731
                     print("%-6s %-22s %11.4f %11.4f %9.4f" % (v, label, med(0), med(1), med(2)))

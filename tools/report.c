@@ -176,9 +176,15 @@ static void print_budget(const struct flamme_profile *p)
     char startup[48] = "";
     if (start)
         snprintf(startup, sizeof startup, ", start-up %.3f s", (double)start / 1e9);
-    if (!wv || !mode || strcmp(mode, "cpu") != 0 || prog_s <= 0)
+    if (!wv)
         printf("  agent: signal handler %.3f s of CPU (budget: %llu%% of the program's)\n",
                (double)ns / 1e9, pct);
+    else if (!mode || strcmp(mode, "cpu") != 0 || prog_s <= 0)
+        /* No share to give (wall mode, or a run too short for a sample),
+         * but what the agent spent is known, the one-time part included. */
+        printf("  agent: signal handler %.3f s of CPU%s, writer %.3f s; %.3f s spent once\n"
+               "  (the handler's budget: %llu%%)\n",
+               (double)ns / 1e9, startup, (double)wns / 1e9, once, pct);
     else if (once <= 0)
         printf("  agent: signal handler %.3f s of CPU, writer %.3f s: %.1f%% of the program's %.2f s\n"
                "  (the handler's budget: %llu%%)\n",

@@ -847,14 +847,71 @@ static int same_rule(const struct rule *a, const struct rule *b)
     return memcmp(a, b, sizeof *a) == 0; /* no padding: pad is always 0 */
 }
 
+/* The distinct rules of one module being packed, each with its id (its
+ * index in rules): an open-addressed table of ids, grown at half full. */
+struct ruledict {
+    struct rule *rules;
+    size_t n, cap;
+    uint32_t *slot; /* id + 1, 0 empty; scap slots, a power of two */
+    size_t scap;
+};
+
+static size_t rule_hash(const struct rule *r, size_t mask)
+{
+    uint64_t a, b;
+    memcpy(&a, r, 8);
+    memcpy(&b, (const char *)r + 8, 8);
+    return (size_t)(((a * 0x9E3779B97F4A7C15ull) ^ b) * 0xC2B2AE3D27D4EB4Full >> 40) & mask;
+}
+
+/* The id of rule r in d, added if new. A module with more distinct rules
+ * than a rid holds (none seen: libLLVM has 987) gets id 0, the unknown
+ * rule, for the rest: those rows stop a walk rather than the whole module
+ * having no rows. Returns the id, or -1 (allocation). */
+static long rule_id(struct ruledict *d, const struct rule *r)
+{
+    if (2 * (d->n + 1) > d->scap) {
+        size_t nc = d->scap ? 2 * d->scap : 1024;
+        uint32_t *ns = calloc(nc, sizeof *ns);
+        if (!ns)
+            return -1;
+        for (size_t i = 0; i < d->n; i++) {
+            size_t h = rule_hash(&d->rules[i], nc - 1);
+            while (ns[h])
+                h = (h + 1) & (nc - 1);
+            ns[h] = (uint32_t)i + 1;
+        }
+        free(d->slot);
+        d->slot = ns;
+        d->scap = nc;
+    }
+    size_t h = rule_hash(r, d->scap - 1);
+    for (; d->slot[h]; h = (h + 1) & (d->scap - 1))
+        if (same_rule(&d->rules[d->slot[h] - 1], r))
+            return (long)d->slot[h] - 1;
+    if (d->n == FLAMME_CFI_MAX_RULES)
+        return 0;
+    if (d->n == d->cap) {
+        size_t nc = d->cap ? 2 * d->cap : 64;
+        struct rule *nr = realloc(d->rules, nc * sizeof *nr);
+        if (!nr)
+            return -1;
+        d->rules = nr;
+        d->cap = nc;
+    }
+    d->rules[d->n] = *r;
+    d->slot[h] = (uint32_t)++d->n;
+    return (long)d->n - 1;
+}
+
 /* Sorts rv, clips it to [lo, hi), merges equal pcs and repeated rules, and
- * packs it into a new module. The module's rules are written over rv's own
- * rows (a rule is smaller than the row it comes from, so row i is read
- * before rule i overwrites it), and that block becomes m->rule: building a
- * second copy of the largest tables (2.6 MB for the OCaml compiler) cost a
- * page fault every 256 rules. On success rv->v belongs to the module and is
- * NULL; else the caller still frees it. Returns the module, or NULL
- * (allocation). */
+ * packs it into a new module: each distinct rule once, with a uint16 id per
+ * row (common/cfi_tables.h). The offsets are written over rv's own rows
+ * (an offset is smaller than the row it comes from, so row i is read before
+ * offset i overwrites it), and that block, shrunk, becomes m->off: a fresh
+ * block for the largest tables cost a page fault every 1,024 rows. On
+ * success rv->v belongs to the module and is NULL; else the caller still
+ * frees it. Returns the module, or NULL (allocation). */
 static struct cfi_mod *pack(struct rowvec *rv, const char *name, const struct stat *st,
                             uint64_t lo, uint64_t hi)
 {
@@ -877,36 +934,55 @@ static struct cfi_mod *pack(struct rowvec *rv, const char *name, const struct st
             continue;
         rv->v[k++] = t;
     }
+    struct ruledict d = { 0 };
+    const struct rule unknown = { 0, RULE_UNKNOWN, 0, 0, 0, 0, { 0 } };
     struct cfi_mod *m = calloc(1, sizeof *m);
-    if (!m)
+    uint16_t *rid = malloc((k ? k : 1) * sizeof *rid);
+    int ok = m && rid && rv->v && (m->name = strdup(name)) && rule_id(&d, &unknown) == 0;
+    _Static_assert(sizeof(uint32_t) <= sizeof(struct trow), "offsets packed over their rows");
+    uint32_t *off = (uint32_t *)(void *)rv->v;
+    for (size_t i = 0; ok && i < k; i++) {
+        struct trow t = rv->v[i];
+        long id = rule_id(&d, &t.r);
+        ok = id >= 0;
+        off[i] = (uint32_t)(t.pc - lo);
+        rid[i] = (uint16_t)id;
+    }
+    free(d.slot);
+    /* A shrunk rule array may move; a failed shrink leaves the larger one. */
+    struct rule *rules = ok ? realloc(d.rules, d.n * sizeof *d.rules) : NULL;
+    if (!ok) {
+        if (m)
+            free(m->name);
+        free(m);
+        free(rid);
+        free(d.rules);
         return NULL;
+    }
     m->lo = lo;
     m->hi = hi;
     m->dev = (uint64_t)st->st_dev;
     m->ino = (uint64_t)st->st_ino;
     m->n = k;
-    m->name = strdup(name);
-    m->off = malloc((k ? k : 1) * sizeof *m->off);
-    if (!m->name || !m->off || !rv->v) {
-        free(m->name);
-        free(m->off);
-        free(m);
-        return NULL;
-    }
-    _Static_assert(sizeof(struct rule) <= sizeof(struct trow), "rules packed over their rows");
-    struct rule *rule = (struct rule *)(void *)rv->v;
-    for (size_t i = 0; i < k; i++) {
-        struct trow t = rv->v[i];
-        m->off[i] = (uint32_t)(t.pc - lo);
-        memcpy(&rule[i], &t.r, sizeof t.r);
-    }
+    m->rid = rid;
+    m->rules = rules ? rules : d.rules;
+    m->nrules = d.n;
     /* Shrinking keeps the block where it is (glibc), or may move it; either
-     * way the rules are in the block returned. A failed shrink leaves the
-     * larger block, still valid. */
-    struct rule *shrunk = realloc(rule, (k ? k : 1) * sizeof *rule);
-    m->rule = shrunk ? shrunk : rule;
+     * way the offsets are in the block returned. */
+    uint32_t *shrunk = realloc(off, (k ? k : 1) * sizeof *off);
+    m->off = shrunk ? shrunk : off;
     rv->v = NULL;
     return m;
+}
+
+/* Frees a module that was never published. */
+static void free_mod(struct cfi_mod *m)
+{
+    free(m->name);
+    free(m->off);
+    free(m->rid);
+    free(m->rules);
+    free(m);
 }
 
 /* Publishes a set made of the current one minus modules overlapping m's
@@ -989,10 +1065,7 @@ static long add_fd(int fd, const char *name, uint64_t bias, int bias_from_map, u
             flamme_cfi_cache_store(&key, m);
     }
     if (m->n == 0 || publish(m) != 0) {
-        free(m->name);
-        free(m->off);
-        free(m->rule);
-        free(m);
+        free_mod(m);
         return -1;
     }
     return (long)m->n;
@@ -1119,7 +1192,8 @@ void flamme_cfi_stats(uint64_t *modules, uint64_t *rows, uint64_t *bytes)
     for (size_t i = 0; s && i < s->n; i++) {
         nm++;
         nr += s->mod[i]->n;
-        nb += sizeof *s->mod[i] + s->mod[i]->n * (sizeof(uint32_t) + sizeof(struct rule));
+        nb += sizeof *s->mod[i] + s->mod[i]->n * (sizeof(uint32_t) + sizeof(uint16_t)) +
+              s->mod[i]->nrules * sizeof(struct rule);
     }
     if (s)
         nb += sizeof *s + s->n * sizeof s->mod[0];
@@ -1141,10 +1215,7 @@ void flamme_cfi_free_all(void)
     }
     while (all_mods) {
         struct cfi_mod *next = all_mods->all_next;
-        free(all_mods->name);
-        free(all_mods->off);
-        free(all_mods->rule);
-        free(all_mods);
+        free_mod(all_mods);
         all_mods = next;
     }
     pthread_mutex_unlock(&build_lock);

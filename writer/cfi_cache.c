@@ -5,7 +5,8 @@
  * Owns: the cache directory's name and the tables' file format, which is
  * private to one build of flamme (its build-id is in every header, so a
  * table is never read by another build and the format needs no version):
- *   header (struct hdr), then n uint32 offsets, then n struct rule.
+ *   header (struct hdr), then n uint32 offsets, n uint16 rule ids, and
+ *   nrules struct rule (common/cfi_tables.h).
  * File names are a hash of the header's key; the header itself is compared
  * whole, so two keys with one hash only replace each other's table. Other
  * per-file tables (flamme_kept_load/store) use the same header with their
@@ -44,9 +45,10 @@ struct hdr {
     uint64_t link_lo, len;
     uint32_t switch_only, rule_size;
     uint64_t n;
+    uint64_t nrules; /* rows: the distinct rules; 0 in other tables */
 };
 
-_Static_assert(sizeof(struct hdr) == 120 && offsetof(struct hdr, n) == 112,
+_Static_assert(sizeof(struct hdr) == 128 && offsetof(struct hdr, n) == 112,
               "no padding: headers are compared and hashed byte for byte");
 
 static const char magic[8] = "FLMROWS";
@@ -143,14 +145,18 @@ static int io_all(int fd, void *buf, size_t len, off_t at, int writing)
 }
 
 /* 1 if the rows are what the builder makes: offsets strictly increasing
- * inside the range, known rule kinds, no stray bytes. */
-static int rows_ok(const uint32_t *off, const struct rule *rule, uint64_t n, uint64_t len)
+ * inside the range, rule ids naming a rule, known rule kinds, no stray
+ * bytes. The handler indexes rules by rid unchecked. */
+static int rows_ok(const uint32_t *off, const uint16_t *rid, uint64_t n, uint64_t len,
+                   const struct rule *rule, uint64_t nrules)
 {
-    for (uint64_t i = 0; i < n; i++) {
-        if (off[i] >= len || (i && off[i] <= off[i - 1]) || rule[i].pad != 0)
+    for (uint64_t i = 0; i < n; i++)
+        if (off[i] >= len || (i && off[i] <= off[i - 1]) || rid[i] >= nrules)
             return 0;
+    for (uint64_t i = 0; i < nrules; i++) {
         uint8_t reg = rule[i].reg;
-        if (reg != RULE_REG && reg != RULE_DEREF && reg != RULE_UNKNOWN && reg != RULE_GAP)
+        if (rule[i].pad != 0 ||
+            (reg != RULE_REG && reg != RULE_DEREF && reg != RULE_UNKNOWN && reg != RULE_GAP))
             return 0;
     }
     return 1;
@@ -158,10 +164,11 @@ static int rows_ok(const uint32_t *off, const struct rule *rule, uint64_t n, uin
 
 /* Opens the table named by want (its n ignored) if it is a regular file of
  * ours whose header matches want's key, with a payload of per_n bytes per
- * unit of its n (n between 1 and max_n) and nothing else. Returns the fd
- * (*fid set, *got its header), or -1. */
-static int open_table(const struct hdr *want, uint64_t per_n, uint64_t max_n, struct hdr *got,
-                      struct flamme_fd_id *fid)
+ * unit of its n (n between 1 and max_n) and per_rule bytes per rule (nrules
+ * between 1 and FLAMME_CFI_MAX_RULES; 0 rules when per_rule is 0) and
+ * nothing else. Returns the fd (*fid set, *got its header), or -1. */
+static int open_table(const struct hdr *want, uint64_t per_n, uint64_t max_n, uint64_t per_rule,
+                      struct hdr *got, struct flamme_fd_id *fid)
 {
     if (!cache_dir[0])
         return -1;
@@ -174,7 +181,8 @@ static int open_table(const struct hdr *want, uint64_t per_n, uint64_t max_n, st
     if (fstat(fd, &fst) != 0 || !S_ISREG(fst.st_mode) || fst.st_uid != geteuid() ||
         io_all(fd, got, sizeof *got, 0, 0) != 0 ||
         memcmp(got, want, offsetof(struct hdr, n)) != 0 || got->n == 0 || got->n > max_n ||
-        (uint64_t)fst.st_size != sizeof *got + got->n * per_n) {
+        (per_rule ? got->nrules == 0 || got->nrules > FLAMME_CFI_MAX_RULES : got->nrules != 0) ||
+        (uint64_t)fst.st_size != sizeof *got + got->n * per_n + got->nrules * per_rule) {
         flamme_close_checked(fd, fid);
         return -1;
     }
@@ -186,20 +194,26 @@ struct cfi_mod *flamme_cfi_cache_load(const struct flamme_cfi_key *k, uint64_t l
     struct hdr want, got;
     make_hdr(k, &want);
     struct flamme_fd_id fid;
-    int fd = open_table(&want, sizeof(uint32_t) + sizeof(struct rule), k->len, &got, &fid);
+    int fd = open_table(&want, sizeof(uint32_t) + sizeof(uint16_t), k->len, sizeof(struct rule),
+                        &got, &fid);
     if (fd < 0)
         return NULL;
     uint32_t *off = malloc(got.n * sizeof *off);
-    struct rule *rule = malloc(got.n * sizeof *rule);
+    uint16_t *rid = malloc(got.n * sizeof *rid);
+    struct rule *rule = malloc(got.nrules * sizeof *rule);
     struct cfi_mod *m = calloc(1, sizeof *m);
-    if (!off || !rule || !m || !(m->name = strdup(name)) ||
+    off_t at_rid = (off_t)(sizeof got + got.n * sizeof *off);
+    off_t at_rule = at_rid + (off_t)(got.n * sizeof *rid);
+    if (!off || !rid || !rule || !m || !(m->name = strdup(name)) ||
         io_all(fd, off, got.n * sizeof *off, sizeof got, 0) != 0 ||
-        io_all(fd, rule, got.n * sizeof *rule, (off_t)(sizeof got + got.n * sizeof *off), 0) != 0 ||
-        !rows_ok(off, rule, got.n, k->len)) {
+        io_all(fd, rid, got.n * sizeof *rid, at_rid, 0) != 0 ||
+        io_all(fd, rule, got.nrules * sizeof *rule, at_rule, 0) != 0 ||
+        !rows_ok(off, rid, got.n, k->len, rule, got.nrules)) {
         if (m)
             free(m->name);
         free(m);
         free(off);
+        free(rid);
         free(rule);
         flamme_close_checked(fd, &fid);
         return NULL;
@@ -208,7 +222,9 @@ struct cfi_mod *flamme_cfi_cache_load(const struct flamme_cfi_key *k, uint64_t l
     m->hi = lo + k->len;
     m->n = got.n;
     m->off = off;
-    m->rule = rule;
+    m->rid = rid;
+    m->rules = rule;
+    m->nrules = got.nrules;
     m->dev = (uint64_t)k->st->st_dev;
     m->ino = (uint64_t)k->st->st_ino;
     m->switch_only = k->switch_only;
@@ -321,9 +337,14 @@ static void evict(void)
     closedir(d);
 }
 
-/* Writes header h and the payload a, b (b may be empty) as h's table,
- * then keeps the directory's size. Best effort. */
-static void write_table(const struct hdr *h, const void *a, size_t alen, const void *b, size_t blen)
+struct piece {
+    const void *p;
+    size_t len;
+};
+
+/* Writes header h and the payload's np pieces (some may be empty) as h's
+ * table, then keeps the directory's size. Best effort. */
+static void write_table(const struct hdr *h, const struct piece *v, int np)
 {
     if (ensure_dir() != 0)
         return;
@@ -335,9 +356,10 @@ static void write_table(const struct hdr *h, const void *a, size_t alen, const v
     struct flamme_fd_id fid;
     fd = flamme_fd_high(fd, &fid);
     struct hdr copy = *h;
-    int ok = io_all(fd, &copy, sizeof copy, 0, 1) == 0 &&
-             io_all(fd, (void *)(uintptr_t)a, alen, sizeof copy, 1) == 0 &&
-             io_all(fd, (void *)(uintptr_t)b, blen, (off_t)(sizeof copy + alen), 1) == 0;
+    int ok = io_all(fd, &copy, sizeof copy, 0, 1) == 0;
+    off_t at = sizeof copy;
+    for (int i = 0; ok && i < np; at += (off_t)v[i].len, i++)
+        ok = io_all(fd, (void *)(uintptr_t)v[i].p, v[i].len, at, 1) == 0;
     flamme_close_checked(fd, &fid);
     if (!ok) {
         flamme_out_abort(tmp);
@@ -354,7 +376,11 @@ void flamme_cfi_cache_store(const struct flamme_cfi_key *k, const struct cfi_mod
     struct hdr h;
     make_hdr(k, &h);
     h.n = m->n;
-    write_table(&h, m->off, m->n * sizeof *m->off, m->rule, m->n * sizeof *m->rule);
+    h.nrules = m->nrules;
+    const struct piece v[] = { { m->off, m->n * sizeof *m->off },
+                               { m->rid, m->n * sizeof *m->rid },
+                               { m->rules, m->nrules * sizeof *m->rules } };
+    write_table(&h, v, 3);
 }
 
 /* A blob's header: the file's, with kind as its magic and no range. */
@@ -372,7 +398,7 @@ void *flamme_kept_load(const char *kind, const struct stat *st, size_t *len)
     struct hdr want, got;
     blob_hdr(kind, st, &want);
     struct flamme_fd_id fid;
-    int fd = open_table(&want, 1, FLAMME_KEPT_MAX_BLOB, &got, &fid);
+    int fd = open_table(&want, 1, FLAMME_KEPT_MAX_BLOB, 0, &got, &fid);
     if (fd < 0)
         return NULL;
     void *data = malloc(got.n);
@@ -395,5 +421,6 @@ void flamme_kept_store(const char *kind, const struct stat *st, const void *a, s
     struct hdr h;
     blob_hdr(kind, st, &h);
     h.n = alen + blen;
-    write_table(&h, a, alen, b, blen);
+    const struct piece v[] = { { a, alen }, { b, blen } };
+    write_table(&h, v, 2);
 }

@@ -48,10 +48,16 @@ static const struct cfi_mod *add_libc(unsigned k)
     return n > 0 ? module_at(lo) : NULL;
 }
 
+/* Same offsets, and the same rule at each row (whatever its id). */
 static int same_rows(const struct cfi_mod *a, const struct cfi_mod *b)
 {
-    return a && b && a->n == b->n && !memcmp(a->off, b->off, a->n * sizeof *a->off) &&
-           !memcmp(a->rule, b->rule, a->n * sizeof *a->rule);
+    if (!a || !b || a->n != b->n || memcmp(a->off, b->off, a->n * sizeof *a->off))
+        return 0;
+    for (size_t i = 0; i < a->n; i++)
+        if (a->rid[i] >= a->nrules || b->rid[i] >= b->nrules ||
+            memcmp(&a->rules[a->rid[i]], &b->rules[b->rid[i]], sizeof(struct rule)))
+            return 0;
+    return 1;
 }
 
 /* The one table in the directory (its path in out). Returns how many there are. */
@@ -99,15 +105,21 @@ TEST(rows_kept_and_read_back)
     if (!built || built->n < 2)
         return;
 
-    /* The last row's first save slot, changed to another valid value on
-     * disk: the next load has it, so the rows really come from the file. */
-    off_t rules = (off_t)(st.st_size - (off_t)built->n * (off_t)sizeof(struct rule));
-    off_t last = rules + (off_t)(built->n - 1) * (off_t)sizeof(struct rule);
-    int8_t was = built->rule[built->n - 1].save[0];
+    /* The file ends with the rule ids, then the distinct rules. */
+    CHECK(built->nrules > 1 && built->nrules < built->n);
+    off_t rules = (off_t)(st.st_size - (off_t)built->nrules * (off_t)sizeof(struct rule));
+    off_t rids = rules - (off_t)built->n * (off_t)sizeof(uint16_t);
+    uint16_t last_id = first->rid[built->n - 1];
+    off_t last = rules + (off_t)last_id * (off_t)sizeof(struct rule);
+
+    /* The last row's rule, its first save slot changed to another valid
+     * value on disk: the next load has it, so the rows really come from
+     * the file. */
+    int8_t was = first->rules[last_id].save[0];
     poke(table, last + (off_t)offsetof(struct rule, save), (uint8_t)(was == 3 ? 4 : 3));
     const struct cfi_mod *changed = add_libc(4);
     CHECK(changed && changed->n == built->n &&
-          changed->rule[built->n - 1].save[0] == (was == 3 ? 4 : 3));
+          changed->rules[changed->rid[built->n - 1]].save[0] == (was == 3 ? 4 : 3));
 
     /* A rule kind the builder never makes: the table is not used, the rows
      * are built from libc and written again. */
@@ -115,10 +127,18 @@ TEST(rows_kept_and_read_back)
     CHECK(same_rows(built, add_libc(5)));
     CHECK(same_rows(built, add_libc(6)));
 
+    /* A rule id past the rules (the handler indexes without checking): not
+     * used either. */
+    poke(table, rids + (off_t)(built->n - 1) * 2, 0xff);
+    poke(table, rids + (off_t)(built->n - 1) * 2 + 1, 0xff);
+    CHECK(same_rows(built, add_libc(11)));
+    CHECK(same_rows(built, add_libc(12)));
+
     /* Cut short: not used either. */
     CHECK(truncate(table, st.st_size - 1) == 0);
     CHECK(same_rows(built, add_libc(7)));
-    CHECK(stat(table, &st) == 0 && st.st_size == rules + (off_t)built->n * (off_t)sizeof(struct rule));
+    CHECK(stat(table, &st) == 0 &&
+          st.st_size == rules + (off_t)built->nrules * (off_t)sizeof(struct rule));
 }
 
 /* A file that changed since its table was written (here: its change time,

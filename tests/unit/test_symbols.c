@@ -360,16 +360,17 @@ TEST(symbols_kept_and_read_back)
     /* Rounds: parsed and kept; read back; read back after a name was
      * changed in the kept table (so it was read at all); parsed again after
      * every name offset was made out of range, then after the names' length
-     * was made one that fits only when the sizes wrap around. */
+     * was made one that fits only when the sizes wrap around. The kept
+     * bytes start at 128, after the table header (writer/cfi_cache.c). */
     static const char *const edit[] = {
         NULL, NULL, " b=b.replace(b'flamme_many_4500\\0',b'flamme_MANY_4500\\0')\n",
-        " n=struct.unpack_from('<Q',b,120)[0]\n"
-        " for i in range(n): struct.pack_into('<I',b,120+32+24*i+16,0xffffff)\n",
+        " n=struct.unpack_from('<Q',b,128)[0]\n"
+        " for i in range(n): struct.pack_into('<I',b,128+32+24*i+16,0xffffff)\n",
         /* as many symbols as the bytes could hold, and the names' length
          * that makes the sizes add up only modulo 2^64 */
-        " L=len(b)-120; n=L//24\n"
-        " struct.pack_into('<Q',b,120,n)\n"
-        " struct.pack_into('<Q',b,144,(L-32-24*n)%(1<<64))\n"
+        " L=len(b)-128; n=L//24\n"
+        " struct.pack_into('<Q',b,128,n)\n"
+        " struct.pack_into('<Q',b,152,(L-32-24*n)%(1<<64))\n"
     };
     for (int round = 0; round < 5; round++) {
         if (edit[round]) {

@@ -163,7 +163,7 @@ def test_rows_kept(build, program, compiler, check, tmp_path):
         out = []
         for p in tables():
             with open(p, "rb") as f:
-                dev, ino, size = struct.unpack_from("<QQQ", f.read(120), 32)
+                dev, ino, size = struct.unpack_from("<QQQ", f.read(128), 32)
             if (dev, ino, size) == (xs.st_dev, xs.st_ino, xs.st_size):
                 out.append(p)
         return out
@@ -184,10 +184,14 @@ def test_rows_kept(build, program, compiler, check, tmp_path):
     check(tables() == names and t[0].stat().st_mtime_ns > at,
           "hashstr: the second run reads the table back (touched, nothing new)",
           (tables(), names, t[0].stat().st_mtime_ns, at))
-    n = (len(first) - 120) // 20
-    with open(t[0], "r+b") as f:  # the rules (16 bytes a row, after the offsets)
-        f.seek(120 + 4 * n)
-        f.write(b"\x07" * (16 * n))
+    # The header (128 bytes) ends with the rows and the distinct rules; the
+    # rules, 16 bytes each, end the file (after 4-byte offsets, 2-byte ids).
+    n, nrules = struct.unpack_from("<QQ", first, 112)
+    check(len(first) == 128 + 6 * n + 16 * nrules and 1 < nrules < n,
+          "hashstr: the table is rows and their distinct rules", (len(first), n, nrules))
+    with open(t[0], "r+b") as f:
+        f.seek(128 + 6 * n)
+        f.write(b"\x07" * (16 * nrules))
     run(3)
     check(t[0].read_bytes() == first, "hashstr: an overwritten table is not used, and written again")
     other = tmp_path / "none"

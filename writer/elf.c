@@ -27,14 +27,18 @@ int flamme_elf_read(const struct flamme_elf *e, uint64_t off, void *dst, uint64_
         memcpy(dst, e->mem + off, (size_t)len);
         return 0;
     }
-    uint64_t done = 0;
-    while (done < len) {
-        ssize_t r = pread(e->fd, (char *)dst + done, (size_t)(len - done), (off_t)(off + done));
+    return flamme_pread_full(e->fd, dst, (size_t)len, off);
+}
+
+int flamme_pread_full(int fd, void *dst, size_t len, uint64_t off)
+{
+    for (size_t done = 0; done < len;) {
+        ssize_t r = pread(fd, (char *)dst + done, len - done, (off_t)(off + done));
         if (r < 0 && errno == EINTR)
             continue;
         if (r <= 0)
-            return -1; /* error, or the file shrank since open */
-        done += (uint64_t)r;
+            return -1; /* error, or the file shrank */
+        done += (size_t)r;
     }
     return 0;
 }

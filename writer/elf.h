@@ -51,6 +51,11 @@ void flamme_elf_close(struct flamme_elf *e);
  * range is outside the image or the file cannot be read. */
 int flamme_elf_read(const struct flamme_elf *e, uint64_t off, void *dst, uint64_t len);
 
+/* Reads exactly len bytes at offset off of fd (pread, retried when
+ * interrupted or short). Returns 0, or -1 (an error, or the end of the
+ * file first). */
+int flamme_pread_full(int fd, void *dst, size_t len, uint64_t off);
+
 /* Returns a malloc'd copy of [off, off + len) followed by a NUL, or NULL
  * (outside the image, longer than max, unreadable, or no memory). */
 char *flamme_elf_copy(const struct flamme_elf *e, uint64_t off, uint64_t len, uint64_t max);

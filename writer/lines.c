@@ -1,8 +1,8 @@
 /*
  * writer/lines.c — source positions from an ELF file's DWARF .debug_line.
  *
- * Owns: the line table of one file. Opening it copies .debug_line and
- * finds where each unit's code lies: from .debug_aranges (the address
+ * Owns: the line table of one file. Opening it finds where each unit's
+ * code lies: from .debug_aranges (the address
  * ranges of each compilation unit, whose first entry in .debug_info names
  * its line program), and for a unit no range names, by running its
  * line-number program (DWARF 2 to 5) once without keeping rows. The first
@@ -12,9 +12,16 @@
  * for the OCaml compiler (1.3 MB of line programs) opening took 10-17 ms of
  * the writer's CPU when every unit was run into rows, 5.5 ms when each
  * was run once for its ranges, 1.3-1.4 ms with .debug_aranges.
+ * .debug_line and .debug_str are not copied whole: a unit's bytes are read
+ * (pread, into one window) when it is run, and .debug_str the first time a
+ * unit names a string in it (the OCaml compiler's never do). Copies of
+ * 1.9 MB were 470 page faults, about 6 ms of each process on a machine
+ * where a fault costs 13 us, for the few units a short run looks up. The
+ * file stays open (a high descriptor, checked before each read and opened
+ * again, the same file, if the program closed it).
  * Called by: the agent's writer thread (and tests). It allocates and reads
- * the file through writer/elf.c (sections are copied, never kept mapped);
- * never from a signal handler.
+ * the file through writer/elf.c and pread (never kept mapped); never from
+ * a signal handler.
  *
  * The input is untrusted: every read is bounds-checked, a malformed unit is
  * dropped whole (the units before and after it are kept when its length is
@@ -27,6 +34,7 @@
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "common/clock.h"
 #include "common/hash.h"
@@ -79,8 +87,25 @@ struct lunit {
     size_t nrows;
 };
 
+/* Where a section lies in the file. */
+struct fsect {
+    uint64_t at, size;
+};
+
+#define WINDOW_MIN (64u << 10) /* bytes of .debug_line read at once */
+
 struct flamme_lines {
-    struct sect line, line_str, str; /* copies, kept to run units on demand */
+    char *path;
+    int fd;                   /* -1 when not open */
+    struct flamme_fd_id fid;  /* fd's identity when opened */
+    struct flamme_fd_id file; /* the file's, at flamme_lines_open */
+    struct fsect line;        /* read a window at a time (line_bytes) */
+    uint8_t *win;             /* .debug_line bytes [win_at, win_at + win_len) */
+    uint64_t win_at, win_len, win_cap;
+    struct sect line_str;     /* a copy (small) */
+    struct fsect str_at;
+    struct sect str;          /* a copy, made the first time a unit needs it */
+    int str_tried;
     struct lunit *units;
     size_t nunits;
     struct seq *seqs; /* by lo, then unit */
@@ -215,6 +240,84 @@ static const char *sect_str(const struct sect *s, uint64_t off)
         return NULL;
     const char *p = (const char *)s->data + off;
     return memchr(p, 0, (size_t)(s->size - off)) ? p : NULL;
+}
+
+/* ------------------------------------------------------------ the file's bytes */
+
+/* Reads n bytes at offset at of l's file. The descriptor is checked to be
+ * still ours first: a program that closed it (and maybe reused the number)
+ * keeps its number, and the file is opened again if it is still the one
+ * flamme_lines_open read. Returns 0, or -1. */
+static int file_read(flamme_lines *l, uint64_t at, void *buf, size_t n)
+{
+    if (l->fd >= 0 && !flamme_fd_same_sigsafe(l->fd, &l->fid))
+        l->fd = -1; /* not ours any more: never read or closed */
+    if (l->fd < 0) {
+        struct flamme_fd_id id;
+        int fd = flamme_open_high(l->path, O_RDONLY, &id);
+        if (fd < 0)
+            return -1;
+        if (id.dev != l->file.dev || id.ino != l->file.ino) {
+            flamme_close_checked(fd, &id); /* another file by that name now */
+            return -1;
+        }
+        l->fd = fd;
+        l->fid = id;
+    }
+    return flamme_pread_full(l->fd, buf, n, at);
+}
+
+/* The n bytes at offset at of .debug_line, read into the window (at least
+ * WINDOW_MIN bytes from at, or n) unless it holds them already; valid until
+ * the next call. Returns them, or NULL (out of the section, no memory,
+ * unreadable). */
+static const uint8_t *line_bytes(flamme_lines *l, uint64_t at, uint64_t n)
+{
+    if (at > l->line.size || n > l->line.size - at)
+        return NULL;
+    if (l->win && at >= l->win_at && at + n <= l->win_at + l->win_len)
+        return l->win + (at - l->win_at);
+    uint64_t want = n > WINDOW_MIN ? n : WINDOW_MIN;
+    if (want > l->line.size - at)
+        want = l->line.size - at;
+    if (want > l->win_cap) {
+        free(l->win); /* nothing in it is needed: it is read again whole */
+        l->win = malloc(want ? want : 1);
+        l->win_cap = l->win ? want : 0;
+        l->win_len = 0;
+        if (!l->win)
+            return NULL;
+    }
+    if (file_read(l, l->line.at + at, l->win, (size_t)want) != 0) {
+        l->win_len = 0;
+        return NULL;
+    }
+    l->win_at = at;
+    l->win_len = want;
+    return l->win;
+}
+
+/* Copies section fs of l's file into s (left empty when unreadable). */
+static void copy_fsect(flamme_lines *l, const struct fsect *fs, struct sect *s)
+{
+    s->data = fs->size && fs->size <= LINES_MAX_SECTION ? malloc(fs->size) : NULL;
+    s->size = 0;
+    if (s->data && file_read(l, fs->at, s->data, (size_t)fs->size) == 0) {
+        s->size = fs->size;
+    } else {
+        free(s->data);
+        s->data = NULL;
+    }
+}
+
+/* .debug_str, copied the first time a unit names a string in it. */
+static const struct sect *debug_str(flamme_lines *l)
+{
+    if (!l->str_tried) {
+        l->str_tried = 1;
+        copy_fsect(l, &l->str_at, &l->str);
+    }
+    return &l->str;
 }
 
 /* ------------------------------------------------------------ building */
@@ -380,15 +483,15 @@ static int unit_push_file(struct builder *b, struct unit *u, const char *name, u
 
 /* One attribute value of a DWARF 5 entry. Strings come back in *str (NULL
  * for other forms), numbers in *num. Returns -1 for an unknown form. */
-static int rd_form(struct cur *c, uint64_t form, const struct unit *u, const struct sect *line_str,
-                   const struct sect *str, const char **sval, uint64_t *num)
+static int rd_form(struct cur *c, uint64_t form, const struct unit *u, flamme_lines *l,
+                   const char **sval, uint64_t *num)
 {
     *sval = NULL;
     *num = 0;
     switch (form) {
     case DW_FORM_string: *sval = rd_cstr(c); return c->bad ? -1 : 0;
-    case DW_FORM_line_strp: *sval = sect_str(line_str, rd_le(c, (unsigned)u->offset_size)); return 0;
-    case DW_FORM_strp: *sval = sect_str(str, rd_le(c, (unsigned)u->offset_size)); return 0;
+    case DW_FORM_line_strp: *sval = sect_str(&l->line_str, rd_le(c, (unsigned)u->offset_size)); return 0;
+    case DW_FORM_strp: *sval = sect_str(debug_str(l), rd_le(c, (unsigned)u->offset_size)); return 0;
     case DW_FORM_udata: *num = rd_uleb(c); return 0;
     case DW_FORM_data1: *num = rd_le(c, 1); return 0;
     case DW_FORM_data2: *num = rd_le(c, 2); return 0;
@@ -404,8 +507,7 @@ static int rd_form(struct cur *c, uint64_t form, const struct unit *u, const str
 
 /* DWARF 5 directory or file entry list. is_files selects what is stored.
  * Returns 0, or -1 when malformed. */
-static int rd_entries_v5(struct cur *c, struct builder *b, struct unit *u, int is_files,
-                         const struct sect *line_str, const struct sect *str)
+static int rd_entries_v5(struct cur *c, struct builder *b, struct unit *u, int is_files)
 {
     unsigned nfmt = (unsigned)rd_le(c, 1);
     uint64_t fmt[DW5_MAX_FORMATS][2];
@@ -424,7 +526,7 @@ static int rd_entries_v5(struct cur *c, struct builder *b, struct unit *u, int i
         for (unsigned i = 0; i < nfmt; i++) {
             const char *sv;
             uint64_t nv;
-            if (rd_form(c, fmt[i][1], u, line_str, str, &sv, &nv) < 0 || c->bad)
+            if (rd_form(c, fmt[i][1], u, b->l, &sv, &nv) < 0 || c->bad)
                 return -1;
             if (fmt[i][0] == DW_LNCT_path)
                 path = sv;
@@ -440,12 +542,10 @@ static int rd_entries_v5(struct cur *c, struct builder *b, struct unit *u, int i
 /* Reads the directory and file tables of a unit's header into u (its
  * files interned in b->l's table). Returns 0, or -1 if malformed or out of
  * memory. */
-static int rd_file_table(struct cur *c, struct builder *b, struct unit *u,
-                         const struct sect *line_str, const struct sect *str)
+static int rd_file_table(struct cur *c, struct builder *b, struct unit *u)
 {
     if (u->version >= 5) {
-        if (rd_entries_v5(c, b, u, 0, line_str, str) < 0 ||
-            rd_entries_v5(c, b, u, 1, line_str, str) < 0)
+        if (rd_entries_v5(c, b, u, 0) < 0 || rd_entries_v5(c, b, u, 1) < 0)
             return -1;
     } else {
         /* Directory 0 is the compilation directory, which v2-4 do not list;
@@ -482,8 +582,7 @@ static int rd_file_table(struct cur *c, struct builder *b, struct unit *u,
  * rows to b, or (b->scan) only its sequences, without reading its file
  * table. Returns 0, or -1 if the unit is malformed (the caller then
  * discards what it appended). */
-static int run_unit(struct cur *c, int offset_size, struct builder *b, const struct sect *line_str,
-                    const struct sect *str)
+static int run_unit(struct cur *c, int offset_size, struct builder *b)
 {
     struct unit u = { .offset_size = offset_size };
     int ret = -1;
@@ -511,7 +610,7 @@ static int run_unit(struct cur *c, int offset_size, struct builder *b, const str
     skip(c, opcode_base ? opcode_base - 1 : 0);
     if (c->bad || line_range == 0 || opcode_base == 0)
         goto out;
-    if (!b->scan && rd_file_table(c, b, &u, line_str, str) < 0)
+    if (!b->scan && rd_file_table(c, b, &u) < 0)
         goto out;
     if (c->bad || b->oom)
         goto out;
@@ -619,23 +718,39 @@ static void load_sect(const struct flamme_elf *e, const Elf64_Shdr *sh, struct s
         s->size = sh->sh_size;
 }
 
-/* The sections a line table is read from: .debug_line, .debug_line_str and
- * .debug_str are kept; .debug_aranges, .debug_abbrev and where .debug_info
- * lies (read a unit head at a time) serve the index at open only. */
+/* The sections a line table is read from: where .debug_line and
+ * .debug_str lie and a copy of .debug_line_str are kept; .debug_aranges,
+ * .debug_abbrev and where .debug_info lies (read a unit head at a time)
+ * serve the index at open only. */
 struct sources {
     struct sect aranges, abbrev;
     const Elf64_Shdr *info;
 };
 
-/* Copies the sections of image e into l and src. Returns 0 when
- * .debug_line was found, -1 otherwise. */
+/* Where a section of image e lies, if it can be read as it is (not
+ * SHT_NOBITS, not compressed, inside the file, not implausibly large). */
+static struct fsect find_fsect(const struct flamme_elf *e, const char *name)
+{
+    const Elf64_Shdr *sh = flamme_elf_section(e, name);
+    if (!sh || sh->sh_type == SHT_NOBITS || (sh->sh_flags & SHF_COMPRESSED) ||
+        sh->sh_size > LINES_MAX_SECTION || sh->sh_size > e->size ||
+        sh->sh_offset > e->size - sh->sh_size)
+        return (struct fsect){ 0, 0 };
+    return (struct fsect){ sh->sh_offset, sh->sh_size };
+}
+
+/* Finds (.debug_line, .debug_str) or copies the sections of image e into l
+ * and src. Returns 0 when .debug_line was found, -1 otherwise. */
 static int load_sections(const struct flamme_elf *e, flamme_lines *l, struct sources *src)
 {
-    static const char *const names[] = { ".debug_line", ".debug_line_str", ".debug_str",
-                                         ".debug_aranges", ".debug_abbrev" };
-    struct sect *dst[] = { &l->line, &l->line_str, &l->str, &src->aranges, &src->abbrev };
     /* .debug_line first: without it nothing else is worth copying. */
-    for (size_t i = 0; i < sizeof names / sizeof names[0] && (i == 0 || l->line.data); i++) {
+    l->line = find_fsect(e, ".debug_line");
+    if (!l->line.size)
+        return -1;
+    l->str_at = find_fsect(e, ".debug_str");
+    static const char *const names[] = { ".debug_line_str", ".debug_aranges", ".debug_abbrev" };
+    struct sect *dst[] = { &l->line_str, &src->aranges, &src->abbrev };
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
         const Elf64_Shdr *sh = flamme_elf_section(e, names[i]);
         if (sh)
             load_sect(e, sh, dst[i]);
@@ -645,7 +760,7 @@ static int load_sections(const struct flamme_elf *e, flamme_lines *l, struct sou
                         info->sh_size <= e->size && info->sh_offset <= e->size - info->sh_size
                     ? info
                     : NULL;
-    return l->line.data ? 0 : -1;
+    return 0;
 }
 
 /* ------------------------------------------------------------ the index */
@@ -874,9 +989,9 @@ static void run_rows(flamme_lines *l, struct lunit *lu)
     uint64_t t0 = flamme_cpu_ns_sigsafe(CLOCK_THREAD_CPUTIME_ID);
     lu->state = -1;
     struct builder b = { .l = l };
-    struct cur c = { l->line.data + lu->off, l->line.data + lu->off + lu->len, 0 };
-    if (run_unit(&c, lu->offset_size, &b, &l->line_str, &l->str) == 0 && !b.oom &&
-        finish(&b, lu) == 0)
+    const uint8_t *p = line_bytes(l, lu->off, lu->len);
+    struct cur c = { p, p ? p + lu->len : NULL, 0 };
+    if (p && run_unit(&c, lu->offset_size, &b) == 0 && !b.oom && finish(&b, lu) == 0)
         lu->state = 1;
     free(b.rows);
     l->run_ns += flamme_cpu_ns_sigsafe(CLOCK_THREAD_CPUTIME_ID) - t0;
@@ -917,11 +1032,16 @@ flamme_lines *flamme_lines_open(const char *path)
         return NULL;
     flamme_lines *l = calloc(1, sizeof *l);
     struct flamme_elf e;
-    if (!l || flamme_elf_open_fd(&e, fd) != 0) {
+    if (!l || !(l->path = strdup(path)) || flamme_elf_open_fd(&e, fd) != 0) {
+        if (l)
+            free(l->path);
         free(l);
         flamme_close_checked(fd, &fid);
         return NULL;
     }
+    l->fd = fd; /* kept: units are read when they are run */
+    l->fid = fid;
+    l->file = fid;
     struct sources src = { 0 };
     struct builder b = { .l = l, .scan = 1 };
     size_t cap_units = 0;
@@ -929,17 +1049,20 @@ flamme_lines *flamme_lines_open(const char *path)
     if (load_sections(&e, l, &src) < 0)
         goto out;
     /* Every unit's place in .debug_line first: .debug_aranges names them
-     * by offset. */
-    struct cur c = { l->line.data, l->line.data + l->line.size, 0 };
-    while (c.p < c.end && !b.oom) {
-        uint64_t len;
-        int offset_size = rd_initial_length(&c, &len);
-        if (!offset_size || !need(&c, len) || l->nunits >= UINT32_MAX)
+     * by offset. Only their lengths are read, a window at a time. */
+    for (uint64_t pos = 0; pos < l->line.size && !b.oom;) {
+        uint64_t n = l->line.size - pos < 12 ? l->line.size - pos : 12, len;
+        const uint8_t *h = line_bytes(l, pos, n);
+        if (!h)
             break;
-        uint64_t off = (uint64_t)(c.p - l->line.data);
-        c.p += len;
-        if (push_unit(l, &cap_units, off, len, offset_size) < 0)
+        struct cur c = { h, h + n, 0 };
+        int offset_size = rd_initial_length(&c, &len);
+        uint64_t head = (uint64_t)(c.p - h);
+        if (!offset_size || c.bad || len > l->line.size - pos - head || l->nunits >= UINT32_MAX)
+            break;
+        if (push_unit(l, &cap_units, pos + head, len, offset_size) < 0)
             b.oom = 1;
+        pos += head + len;
     }
     if (b.oom || !(covered = calloc(l->nunits ? l->nunits : 1, 1)))
         goto out;
@@ -950,10 +1073,11 @@ flamme_lines *flamme_lines_open(const char *path)
         if (covered[i])
             continue;
         struct lunit *lu = &l->units[i];
-        struct cur u = { l->line.data + lu->off, l->line.data + lu->off + lu->len, 0 };
+        const uint8_t *p = line_bytes(l, lu->off, lu->len);
+        struct cur u = { p, p ? p + lu->len : NULL, 0 };
         size_t keep = b.nseqs;
         b.unit = (uint32_t)i;
-        if (run_unit(&u, lu->offset_size, &b, &l->line_str, &l->str) < 0)
+        if (!p || run_unit(&u, lu->offset_size, &b) < 0)
             b.nseqs = keep;
     }
     if (b.oom || b.nseqs == 0)
@@ -973,12 +1097,14 @@ flamme_lines *flamme_lines_open(const char *path)
     l->seqs = b.seqs;
     l->nseqs = b.nseqs;
     b.seqs = NULL;
+    /* Units are read from the file when they are run, not from what the
+     * index read: the file is checked to be the same one then. */
+    l->win_len = 0;
 out:
     free(covered);
     free(src.aranges.data);
     free(src.abbrev.data);
     flamme_elf_close(&e);
-    flamme_close_checked(fd, &fid);
     if (!l->seqs) { /* failed: a table without sequences is never returned */
         free(b.seqs);
         flamme_lines_close(l);
@@ -1044,8 +1170,11 @@ void flamme_lines_close(flamme_lines *l)
     free(l->units);
     free(l->seqs);
     free(l->maxhi);
-    free(l->line.data);
+    free(l->win);
     free(l->line_str.data);
     free(l->str.data);
+    if (l->fd >= 0)
+        flamme_close_checked(l->fd, &l->fid);
+    free(l->path);
     free(l);
 }

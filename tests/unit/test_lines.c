@@ -5,11 +5,13 @@
  * recorded inside that function. Garbage, a truncated copy of this binary
  * and an ELF file without .debug_line must give NULL, never a crash.
  */
+#include <dlfcn.h>
 #include <fcntl.h>
 #include <link.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "tests/unit/check.h"
@@ -251,6 +253,128 @@ TEST(damaged_copies_never_crash)
     free(b);
 }
 
+/* The position of lines_target in l: 1 if it is in this file, near the
+ * marked line. */
+static int finds_target(flamme_lines *l)
+{
+    const char *file = NULL;
+    uint32_t line = 0;
+    return flamme_lines_lookup(l, file_vaddr((const void *)lines_target), &file, &line) == 1 &&
+           ends_with(file, "test_lines.c") && (int)line >= marked_line - 3 &&
+           (int)line <= marked_line + 1;
+}
+
+/* A unit is read from the file when it is first looked up, through a
+ * descriptor the table keeps. A program that closes every descriptor (a
+ * daemon) meanwhile must not cost it its positions; a file renamed over
+ * the path meanwhile (here a copy of the same bytes, so that only the
+ * identity check can tell) is not read. */
+TEST(units_read_after_the_program_closed_every_descriptor)
+{
+    lines_target(1);
+    char copy[300], other[310];
+    snprintf(copy, sizeof copy, "%s/self-copy", dir);
+    snprintf(other, sizeof other, "%s/self-other", dir);
+    size_t len = 0;
+    uint8_t *b = slurp("/proc/self/exe", &len);
+    CHECK(b != NULL && len > 0);
+    if (!b)
+        return;
+    spit(copy, b, len);
+    spit(other, b, len);
+    free(b);
+    flamme_lines *l = flamme_lines_open(copy);
+    flamme_lines *gone = flamme_lines_open(copy);
+    CHECK(l != NULL && gone != NULL);
+    if (!l || !gone)
+        return;
+    /* What a daemon does: every descriptor past stderr closed. */
+    CHECK(syscall(SYS_close_range, 3u, ~0u, 0u) == 0);
+    CHECK(finds_target(l));
+    CHECK(rename(other, copy) == 0);
+    CHECK(!finds_target(gone));
+    flamme_lines_close(l);
+    flamme_lines_close(gone);
+}
+
+/* A line program whose header names its directories and file through
+ * .debug_str (DW_FORM_strp), which a table copies only the first time a
+ * unit needs it: the OCaml compilers never do, so no other test reaches
+ * it. Written here by hand (DWARF 5, one sequence over strp_target, line
+ * 42), assembled into a library at test time. */
+static const char strp_asm[] =
+    "	.text\n"
+    "	.globl strp_target\n"
+    "	.type strp_target, @function\n"
+    "strp_target:\n"
+    "	.rept 16\n"
+    "	nop\n"
+    "	.endr\n"
+    "	ret\n"
+    "	.size strp_target, .-strp_target\n"
+    "	.section .debug_str,\"MS\",@progbits,1\n"
+    ".Ls_dir:	.string \"/src/proj\"\n"
+    ".Ls_sub:	.string \"/src/proj/lib\"\n"
+    ".Ls_file:	.string \"strp_file.ml\"\n"
+    "	.section .debug_line,\"\",@progbits\n"
+    "	.long .Lend - .Lver\n"
+    ".Lver:	.short 5\n"
+    "	.byte 8, 0\n"
+    "	.long .Lhend - .Lhstart\n"
+    ".Lhstart:\n"
+    "	.byte 1, 1, 1, -5, 14, 13\n"
+    "	.byte 0, 1, 1, 1, 1, 0, 0, 0, 1, 0, 0, 1\n"
+    "	.byte 1\n"
+    "	.uleb128 1, 0x0e\n"
+    "	.uleb128 2\n"
+    "	.long .Ls_dir, .Ls_sub\n"
+    "	.byte 2\n"
+    "	.uleb128 1, 0x0e, 2, 0x0b\n"
+    "	.uleb128 1\n"
+    "	.long .Ls_file\n"
+    "	.byte 1\n"
+    ".Lhend:\n"
+    "	.byte 0, 9, 2\n"
+    "	.quad strp_target\n"
+    "	.byte 4\n"
+    "	.uleb128 0\n"
+    "	.byte 3\n"
+    "	.sleb128 41\n"
+    "	.byte 1\n"
+    "	.byte 2\n"
+    "	.uleb128 17\n"
+    "	.byte 0, 1, 1\n"
+    ".Lend:\n";
+
+TEST(file_names_from_debug_str)
+{
+    char src[300], so[300], cmd[800];
+    snprintf(src, sizeof src, "%s/strp.s", dir);
+    snprintf(so, sizeof so, "%s/libstrp.so", dir);
+    spit(src, strp_asm, sizeof strp_asm - 1);
+    snprintf(cmd, sizeof cmd, "cc -shared -nostdlib -o '%s' '%s'", so, src);
+    int built = system(cmd) == 0;
+    CHECK(built);
+    void *h = built ? dlopen(so, RTLD_NOW | RTLD_LOCAL) : NULL;
+    void *f = h ? dlsym(h, "strp_target") : NULL;
+    Dl_info di;
+    CHECK(f != NULL && dladdr(f, &di) != 0);
+    flamme_lines *l = flamme_lines_open(so);
+    CHECK(l != NULL);
+    if (!f || !l)
+        return;
+    uint64_t at = (uint64_t)((const char *)f - (const char *)di.dli_fbase);
+    const char *file = NULL;
+    uint32_t line = 0;
+    CHECK(flamme_lines_lookup(l, at + 4, &file, &line) == 1);
+    /* Under the compilation directory: shown relative to it. */
+    CHECK_STR(file, "lib/strp_file.ml");
+    CHECK(line == 42);
+    CHECK(flamme_lines_lookup(l, at + 17, &file, &line) == 0); /* past the sequence */
+    flamme_lines_close(l);
+    dlclose(h);
+}
+
 int main(void)
 {
     snprintf(dir, sizeof dir, "/tmp/flamme-test-lines-XXXXXX");
@@ -263,6 +387,8 @@ int main(void)
     RUN(no_debug_line_gives_null);
     RUN(aranges_and_line_programs_agree);
     RUN(damaged_copies_never_crash);
+    RUN(units_read_after_the_program_closed_every_descriptor);
+    RUN(file_names_from_debug_str);
     char cmd[600];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
     if (system(cmd) != 0)

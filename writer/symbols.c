@@ -72,6 +72,7 @@ struct module {
     int is_vdso;
     enum mod_state state;
     struct sym *syms; /* sorted by addr, one per address */
+    int syms_in_blob; /* syms lies inside strbufs[0] (load_kept): not freed apart */
     uint64_t *maxend; /* maxend[i] = max end of sized syms[0..i] */
     size_t nsyms;
     uint64_t text_lo, text_hi; /* .text vaddr range, 0/0 if unknown */
@@ -527,7 +528,9 @@ static int make_maxend(struct module *m)
  * processes (writer/cfi_cache.h, kind "FLMSYMS") like its unwind tables:
  * the OCaml compiler's took 2.4 ms to read from its sections each time.
  * Layout: struct kept_head, nsyms struct kept_sym (by address, one per
- * address), then the names, each ending in NUL. */
+ * address), then the names, each ending in NUL. A kept_sym is the size of
+ * a struct sym and becomes one in place: a separate array of them was
+ * 1.4 MB of fresh pages for the OCaml compiler, each a page fault. */
 #define KEPT_KIND "FLMSYMS"
 #define KEPT_MIN_SYMS 8192
 
@@ -537,9 +540,13 @@ struct kept_head {
 
 struct kept_sym {
     uint64_t addr, size;
-    uint32_t name; /* offset in the names */
-    uint32_t info;
+    uint64_t name; /* offset in the names */
+    uint64_t info;
 };
+
+_Static_assert(sizeof(struct kept_sym) == sizeof(struct sym) && _Alignof(struct sym) <= 8 &&
+                   sizeof(struct kept_head) % 8 == 0,
+               "kept symbols become symbols in place, aligned in a malloc'd blob");
 
 /* Fills m's symbols (and its maxend, strbufs[0], .text range) from what
  * was kept for the file of st. Returns 0, or -1 when nothing usable was
@@ -552,20 +559,17 @@ static int load_kept(struct module *m, const struct stat *st)
     if (!blob)
         return -1;
     struct kept_head h;
-    const struct kept_sym *ks = (const struct kept_sym *)(const void *)(blob + sizeof h);
-    const char *names = NULL;
-    struct sym *syms = NULL;
     if (len < sizeof h)
         goto bad;
     memcpy(&h, blob, sizeof h);
+    const struct kept_sym *ks = (const struct kept_sym *)(const void *)(blob + sizeof h);
+    struct sym *syms = (struct sym *)(void *)(blob + sizeof h); /* over ks, entry by entry */
+    const char *names;
     if (h.nsyms == 0 || h.nsyms > len / sizeof *ks || h.names_len == 0 || h.names_len > len ||
         len != sizeof h + h.nsyms * sizeof *ks + h.names_len || h.text_lo > h.text_hi)
         goto bad;
     names = (const char *)(blob + sizeof h + h.nsyms * sizeof *ks);
     if (names[h.names_len - 1] != '\0')
-        goto bad;
-    syms = malloc(h.nsyms * sizeof *syms);
-    if (!syms)
         goto bad;
     for (uint64_t i = 0; i < h.nsyms; i++) {
         struct kept_sym k;
@@ -581,12 +585,12 @@ static int load_kept(struct module *m, const struct stat *st)
         m->nsyms = 0;
         goto bad;
     }
+    m->syms_in_blob = 1;
     m->text_lo = h.text_lo;
     m->text_hi = h.text_hi;
     m->strbufs[0] = (char *)blob;
     return 0;
 bad:
-    free(syms);
     free(blob);
     return -1;
 }
@@ -608,7 +612,7 @@ static void store_kept(const struct module *m, const struct stat *st)
         uint64_t at = 0;
         for (size_t i = 0; i < m->nsyms; i++) {
             const struct sym *y = &m->syms[i];
-            struct kept_sym k = { y->addr, y->size, (uint32_t)at, y->info };
+            struct kept_sym k = { y->addr, y->size, at, y->info };
             memcpy(a + sizeof h + i * sizeof k, &k, sizeof k);
             size_t n = strlen(y->name) + 1;
             memcpy(names + at, y->name, n);
@@ -937,7 +941,8 @@ void flamme_symtab_free(flamme_symtab *s)
     for (size_t i = 0; i < s->nmods; i++) {
         struct module *m = s->mods[i];
         free(m->path);
-        free(m->syms);
+        if (!m->syms_in_blob)
+            free(m->syms);
         free(m->maxend);
         free(m->phdrs);
         for (int k = 0; k < MAX_STRTABS; k++)

@@ -365,12 +365,12 @@ TEST(symbols_kept_and_read_back)
     static const char *const edit[] = {
         NULL, NULL, " b=b.replace(b'flamme_many_4500\\0',b'flamme_MANY_4500\\0')\n",
         " n=struct.unpack_from('<Q',b,128)[0]\n"
-        " for i in range(n): struct.pack_into('<I',b,128+32+24*i+16,0xffffff)\n",
+        " for i in range(n): struct.pack_into('<I',b,128+32+32*i+16,0xffffff)\n",
         /* as many symbols as the bytes could hold, and the names' length
          * that makes the sizes add up only modulo 2^64 */
-        " L=len(b)-128; n=L//24\n"
+        " L=len(b)-128; n=L//32\n"
         " struct.pack_into('<Q',b,128,n)\n"
-        " struct.pack_into('<Q',b,152,(L-32-24*n)%(1<<64))\n"
+        " struct.pack_into('<Q',b,152,(L-32-32*n)%(1<<64))\n"
     };
     for (int round = 0; round < 5; round++) {
         if (edit[round]) {

@@ -638,12 +638,16 @@ def test_handoff(build, ocaml, compiler, check, tmp_path):
     left as asked. The program measures each thread's CPU time in work and
     in its whole loop itself: with the timer engine and auto (the threads on
     CPU timers, sampled at ticks) work's share of the samples is held to
-    that, from 8 pp below to 18 pp above: ticks gave it 1-12 pp more
+    that, from 15 pp below to 18 pp above. Which way ticks lean depends on
+    the machine: on the 2-core VMs of 2026-11 they gave work 1-12 pp more
     (bench-engine, "Against the program's own clock"; perf record alone
     1-2), as part of a switch's CPU time is never under a tick
-    (doc/design.md, "What the ticks miss"); sampling these threads as
-    other threads are, with a chain of checks, gave work a fifth of its
-    share."""
+    (doc/design.md, "What the ticks miss"); on the 2-core microVM of
+    2026-11-28 (a page fault 11-15 us, a pipe round trip between threads on
+    the two CPUs 22 us) 1.3-12.5 pp less (20 runs, both engines, three
+    compilers; stop 27's agent the same). The check is for what would be wrong on any machine:
+    sampling these threads as other threads are, with a chain of checks,
+    gave work a fifth of its share (some 35 pp below)."""
     comp = compiler.name
     exe = ef.build_program(ocaml, "handoff")
     res = {}
@@ -667,8 +671,8 @@ def test_handoff(build, ocaml, compiler, check, tmp_path):
             print("  %s: work %.1f%% of the samples; the program measured %.1f%%"
                   % (what, pct, own))
             gap = pct - own
-            check(-8.0 <= gap <= 18.0,
-                  "%s: work's share of the samples from 8 pp below to 18 pp above its share of "
+            check(-15.0 <= gap <= 18.0,
+                  "%s: work's share of the samples from 15 pp below to 18 pp above its share of "
                   "the CPU time, as the program measured it" % what,
                   "%.1f%% for %.1f%%" % (pct, own))
         rep = report(build, prof)

@@ -45,9 +45,12 @@ struct flamme_cfi_key {
  * the cache off). Call before any table is built. */
 void flamme_cfi_cache_configure(const char *dir);
 
-/* Tables with fewer rows are not worth a file: they build in well under
- * the time it takes to open one. */
-#define FLAMME_CFI_CACHE_MIN_ROWS 8192
+/* Tables with fewer rows are not worth a file: they build in less than
+ * the time it takes to open one. 8,192 until 2026-11-28; where a page
+ * fault costs 11-15 us, building libm's 6,279 rows (their .eh_frame
+ * copied, the row vector grown) cost more than reading them back, and an
+ * OCaml hello world under the agent at 1 Hz went from +10.3 to +8.2 ms. */
+#define FLAMME_CFI_CACHE_MIN_ROWS 1024
 
 /* Reads the table for k into a new module covering [lo, lo + k->len) (name
  * copied). Returns it, or NULL when the cache is off, has no such table, or

@@ -975,7 +975,7 @@ static struct cfi_mod *pack(struct rowvec *rv, const char *name, const struct st
     return m;
 }
 
-/* Frees a module that was never published. */
+/* Frees module m: one never published, or every module at free_all. */
 static void free_mod(struct cfi_mod *m)
 {
     free(m->name);

@@ -2,9 +2,9 @@
  * writer/lines.c — source positions from an ELF file's DWARF .debug_line.
  *
  * Owns: the line table of one file. Opening it finds where each unit's
- * code lies: from .debug_aranges (the address
- * ranges of each compilation unit, whose first entry in .debug_info names
- * its line program), and for a unit no range names, by running its
+ * code lies: from .debug_aranges (the address ranges of each compilation
+ * unit, whose first entry in .debug_info names its line program), and for
+ * a unit no range names, by running its
  * line-number program (DWARF 2 to 5) once without keeping rows. The first
  * lookup in a unit runs that unit's program into rows (address, file,
  * line) sorted by address, where an end_sequence row marks a gap; a lookup

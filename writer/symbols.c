@@ -530,7 +530,8 @@ static int make_maxend(struct module *m)
  * Layout: struct kept_head, nsyms struct kept_sym (by address, one per
  * address), then the names, each ending in NUL. A kept_sym is the size of
  * a struct sym and becomes one in place: a separate array of them was
- * 1.4 MB of fresh pages for the OCaml compiler, each a page fault. */
+ * 664 KB of fresh pages for the OCaml compiler's 20,761 symbols, each page
+ * a page fault (the blob grows by 166 KB instead). */
 #define KEPT_KIND "FLMSYMS"
 #define KEPT_MIN_SYMS 8192
 

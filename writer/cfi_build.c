@@ -14,6 +14,8 @@
 
 #include "common/cfi_tables.h"
 #include "common/fds.h"
+#include "common/hash.h"
+#include "common/index_table.h"
 #include "common/runsort.h"
 #include "writer/cfi_cache.h"
 #include "writer/elf.h"
@@ -848,20 +850,26 @@ static int same_rule(const struct rule *a, const struct rule *b)
 }
 
 /* The distinct rules of one module being packed, each with its id (its
- * index in rules): an open-addressed table of ids, grown at half full. */
+ * index in rules), found through an index table (common/index_table.h). */
 struct ruledict {
     struct rule *rules;
     size_t n, cap;
-    uint32_t *slot; /* id + 1, 0 empty; scap slots, a power of two */
-    size_t scap;
+    struct flamme_itab ids;
 };
 
-static size_t rule_hash(const struct rule *r, size_t mask)
+/* Keyed (common/hash.h): the rules come from the file, and a crafted
+ * .eh_frame must not make every lookup walk the whole table. */
+static uint64_t rule_hash(const void *ctx, uint32_t i)
 {
-    uint64_t a, b;
-    memcpy(&a, r, 8);
-    memcpy(&b, (const char *)r + 8, 8);
-    return (size_t)(((a * 0x9E3779B97F4A7C15ull) ^ b) * 0xC2B2AE3D27D4EB4Full >> 40) & mask;
+    const struct ruledict *d = ctx;
+    return flamme_table_hash(&d->rules[i], sizeof d->rules[i]);
+}
+
+static int rule_eq(const void *ctx, uint32_t i, const void *key, size_t len)
+{
+    const struct ruledict *d = ctx;
+    (void)len;
+    return same_rule(&d->rules[i], key);
 }
 
 /* The id of rule r in d, added if new. A module with more distinct rules
@@ -870,25 +878,12 @@ static size_t rule_hash(const struct rule *r, size_t mask)
  * having no rows. Returns the id, or -1 (allocation). */
 static long rule_id(struct ruledict *d, const struct rule *r)
 {
-    if (2 * (d->n + 1) > d->scap) {
-        size_t nc = d->scap ? 2 * d->scap : 1024;
-        uint32_t *ns = calloc(nc, sizeof *ns);
-        if (!ns)
-            return -1;
-        for (size_t i = 0; i < d->n; i++) {
-            size_t h = rule_hash(&d->rules[i], nc - 1);
-            while (ns[h])
-                h = (h + 1) & (nc - 1);
-            ns[h] = (uint32_t)i + 1;
-        }
-        free(d->slot);
-        d->slot = ns;
-        d->scap = nc;
-    }
-    size_t h = rule_hash(r, d->scap - 1);
-    for (; d->slot[h]; h = (h + 1) & (d->scap - 1))
-        if (same_rule(&d->rules[d->slot[h] - 1], r))
-            return (long)d->slot[h] - 1;
+    if (flamme_itab_reserve(&d->ids, d->n, 1024, rule_hash, d) != 0)
+        return -1;
+    uint32_t *slot = flamme_itab_probe(&d->ids, flamme_table_hash(r, sizeof *r), rule_eq, d,
+                                       r, sizeof *r);
+    if (*slot)
+        return (long)*slot - 1;
     if (d->n == FLAMME_CFI_MAX_RULES)
         return 0;
     if (d->n == d->cap) {
@@ -900,7 +895,7 @@ static long rule_id(struct ruledict *d, const struct rule *r)
         d->cap = nc;
     }
     d->rules[d->n] = *r;
-    d->slot[h] = (uint32_t)++d->n;
+    *slot = (uint32_t)++d->n;
     return (long)d->n - 1;
 }
 
@@ -948,7 +943,7 @@ static struct cfi_mod *pack(struct rowvec *rv, const char *name, const struct st
         off[i] = (uint32_t)(t.pc - lo);
         rid[i] = (uint16_t)id;
     }
-    free(d.slot);
+    flamme_itab_free(&d.ids);
     /* A shrunk rule array may move; a failed shrink leaves the larger one. */
     struct rule *rules = ok ? realloc(d.rules, d.n * sizeof *d.rules) : NULL;
     if (!ok) {

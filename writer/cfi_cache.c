@@ -126,15 +126,13 @@ static void table_path(const struct hdr *h, char *out, size_t cap)
     snprintf(out, cap, "%s/%016llx" SUFFIX, cache_dir, (unsigned long long)x);
 }
 
-/* Reads (pread) or writes (pwrite) exactly len bytes at offset at,
- * retrying short transfers and EINTR. Returns 0, or -1 (error, or the end
- * of the file). */
-static int io_all(int fd, void *buf, size_t len, off_t at, int writing)
+/* Writes exactly len bytes at offset at (pwrite), retrying short writes
+ * and EINTR; reads go through flamme_pread_full (writer/elf.h). Returns
+ * 0, or -1. */
+static int pwrite_full(int fd, const void *buf, size_t len, off_t at)
 {
     for (size_t done = 0; done < len;) {
-        char *p = (char *)buf + done;
-        ssize_t r = writing ? pwrite(fd, p, len - done, at + (off_t)done)
-                            : pread(fd, p, len - done, at + (off_t)done);
+        ssize_t r = pwrite(fd, (const char *)buf + done, len - done, at + (off_t)done);
         if (r < 0 && errno == EINTR)
             continue;
         if (r <= 0)
@@ -179,7 +177,7 @@ static int open_table(const struct hdr *want, uint64_t per_n, uint64_t max_n, ui
         return -1;
     struct stat fst;
     if (fstat(fd, &fst) != 0 || !S_ISREG(fst.st_mode) || fst.st_uid != geteuid() ||
-        io_all(fd, got, sizeof *got, 0, 0) != 0 ||
+        flamme_pread_full(fd, got, sizeof *got, 0) != 0 ||
         memcmp(got, want, offsetof(struct hdr, n)) != 0 || got->n == 0 || got->n > max_n ||
         (per_rule ? got->nrules == 0 || got->nrules > FLAMME_CFI_MAX_RULES : got->nrules != 0) ||
         (uint64_t)fst.st_size != sizeof *got + got->n * per_n + got->nrules * per_rule) {
@@ -205,9 +203,9 @@ struct cfi_mod *flamme_cfi_cache_load(const struct flamme_cfi_key *k, uint64_t l
     off_t at_rid = (off_t)(sizeof got + got.n * sizeof *off);
     off_t at_rule = at_rid + (off_t)(got.n * sizeof *rid);
     if (!off || !rid || !rule || !m || !(m->name = strdup(name)) ||
-        io_all(fd, off, got.n * sizeof *off, sizeof got, 0) != 0 ||
-        io_all(fd, rid, got.n * sizeof *rid, at_rid, 0) != 0 ||
-        io_all(fd, rule, got.nrules * sizeof *rule, at_rule, 0) != 0 ||
+        flamme_pread_full(fd, off, got.n * sizeof *off, sizeof got) != 0 ||
+        flamme_pread_full(fd, rid, got.n * sizeof *rid, at_rid) != 0 ||
+        flamme_pread_full(fd, rule, got.nrules * sizeof *rule, at_rule) != 0 ||
         !rows_ok(off, rid, got.n, k->len, rule, got.nrules)) {
         if (m)
             free(m->name);
@@ -356,10 +354,10 @@ static void write_table(const struct hdr *h, const struct piece *v, int np)
     struct flamme_fd_id fid;
     fd = flamme_fd_high(fd, &fid);
     struct hdr copy = *h;
-    int ok = io_all(fd, &copy, sizeof copy, 0, 1) == 0;
+    int ok = pwrite_full(fd, &copy, sizeof copy, 0) == 0;
     off_t at = sizeof copy;
     for (int i = 0; ok && i < np; at += (off_t)v[i].len, i++)
-        ok = io_all(fd, (void *)(uintptr_t)v[i].p, v[i].len, at, 1) == 0;
+        ok = pwrite_full(fd, v[i].p, v[i].len, at) == 0;
     flamme_close_checked(fd, &fid);
     if (!ok) {
         flamme_out_abort(tmp);
@@ -402,7 +400,7 @@ void *flamme_kept_load(const char *kind, const struct stat *st, size_t *len)
     if (fd < 0)
         return NULL;
     void *data = malloc(got.n);
-    if (data && io_all(fd, data, got.n, sizeof got, 0) == 0) {
+    if (data && flamme_pread_full(fd, data, got.n, sizeof got) == 0) {
         *len = got.n;
         futimens(fd, NULL);
     } else {

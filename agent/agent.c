@@ -33,6 +33,7 @@
 #include "agent/libc_next.h"
 #include "agent/threads.h"
 #include "writer/cfi_cache.h"
+#include "common/bulk.h"
 #include "common/outfile.h"
 #include "common/profile.h"
 #include "runtime_hooks/gc_hooks.h"
@@ -379,6 +380,7 @@ static void flamme_atfork_child(void)
     flamme_control_atfork_child();
     flamme_threads_atfork_child();
     flamme_gc_hooks_atfork_child();
+    flamme_bulk_atfork_child();
     atomic_store_explicit(&flamme_agent_sampling, 0, memory_order_release);
     atomic_store_explicit(&flamme_agent_loaded, 0, memory_order_release);
 }

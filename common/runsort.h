@@ -7,12 +7,14 @@
  * program's main (the executable's and libraries' unwind rows) was that
  * sort. Here an input already in order costs one pass, r runs cost
  * O(n log r). Stable. Pure; allocates (a run index and one copy of the
- * table), so never from a signal handler.
+ * table, from common/bulk.h: for a large table, fresh pages were most of
+ * its cost), so never from a signal handler.
  */
 #ifndef FLAMME_COMMON_RUNSORT_H
 #define FLAMME_COMMON_RUNSORT_H
+#include "common/bulk.h"
+
 #include <stddef.h>
-#include <stdlib.h>
 #include <string.h>
 
 /* Sorts the n elements of size sz at base by cmp (qsort's contract).
@@ -31,11 +33,10 @@ static inline int flamme_sort_runs(void *base, size_t n, size_t sz,
         return 0;
     /* start[k] = first element of run k; start[nruns] = n. Each element
      * is compared with its predecessor once: at most n runs. */
-    size_t *start = malloc((n + 1) * sizeof *start);
-    char *tmp = malloc(n * sz);
-    if (!start || !tmp) {
-        free(start);
-        free(tmp);
+    size_t *start = flamme_bulk_alloc((n + 1) * sizeof *start);
+    char *tmp = start ? flamme_bulk_alloc(n * sz) : NULL;
+    if (!tmp) {
+        flamme_bulk_free(start);
         return -1;
     }
     size_t nruns = 0;
@@ -72,8 +73,8 @@ static inline int flamme_sort_runs(void *base, size_t n, size_t sz,
     }
     if (src != a)
         memcpy(a, src, n * sz);
-    free(start);
-    free(tmp);
+    flamme_bulk_free(tmp); /* the last carved first: both given back in place */
+    flamme_bulk_free(start);
     return 0;
 }
 

@@ -4,11 +4,11 @@
 # plain build happens to survive.
 UNIT_TESTS += tests/unit/test_buildid.c
 
-$(BUILD)/asan/test_buildid: tests/unit/test_buildid.c writer/symbols.c writer/elf.c writer/cfi_cache.c common/fds.c \
+$(BUILD)/asan/test_buildid: tests/unit/test_buildid.c writer/symbols.c writer/elf.c writer/cfi_cache.c common/fds.c common/bulk.c \
                              common/outfile.c tests/unit/check.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_COMMON) -fsanitize=address,undefined -fno-sanitize-recover=all \
-	  tests/unit/test_buildid.c writer/symbols.c writer/elf.c writer/cfi_cache.c common/fds.c \
+	  tests/unit/test_buildid.c writer/symbols.c writer/elf.c writer/cfi_cache.c common/fds.c common/bulk.c \
 	  common/outfile.c -o $@ -ldl
 
 .PHONY: symbols-asan-test

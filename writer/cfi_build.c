@@ -12,6 +12,7 @@
  */
 #include "writer/cfi_build.h"
 
+#include "common/bulk.h"
 #include "common/cfi_tables.h"
 #include "common/fds.h"
 #include "common/hash.h"
@@ -903,10 +904,10 @@ static long rule_id(struct ruledict *d, const struct rule *r)
  * packs it into a new module: each distinct rule once, with a uint16 id per
  * row (common/cfi_tables.h). The offsets are written over rv's own rows
  * (an offset is smaller than the row it comes from, so row i is read before
- * offset i overwrites it), and that block, shrunk, becomes m->off: a fresh
- * block for the largest tables cost a page fault every 1,024 rows. On
- * success rv->v belongs to the module and is NULL; else the caller still
- * frees it. Returns the module, or NULL (allocation). */
+ * offset i overwrites it), then copied with the ids and rules into blocks
+ * of their final sizes from common/bulk.h, where tables read back from the
+ * cache also live (free_mod frees both alike). The caller still frees rv.
+ * Returns the module, or NULL (allocation). */
 static struct cfi_mod *pack(struct rowvec *rv, const char *name, const struct stat *st,
                             uint64_t lo, uint64_t hi)
 {
@@ -944,14 +945,22 @@ static struct cfi_mod *pack(struct rowvec *rv, const char *name, const struct st
         rid[i] = (uint16_t)id;
     }
     flamme_itab_free(&d.ids);
-    /* A shrunk rule array may move; a failed shrink leaves the larger one. */
-    struct rule *rules = ok ? realloc(d.rules, d.n * sizeof *d.rules) : NULL;
-    if (!ok) {
+    uint32_t *koff = ok ? flamme_bulk_alloc((k ? k : 1) * sizeof *koff) : NULL;
+    uint16_t *krid = koff ? flamme_bulk_alloc((k ? k : 1) * sizeof *krid) : NULL;
+    struct rule *krules = krid ? flamme_bulk_alloc(d.n * sizeof *krules) : NULL;
+    if (krules) {
+        memcpy(koff, off, k * sizeof *koff);
+        memcpy(krid, rid, k * sizeof *krid);
+        memcpy(krules, d.rules, d.n * sizeof *krules);
+    }
+    free(rid);
+    free(d.rules);
+    if (!krules) {
         if (m)
             free(m->name);
         free(m);
-        free(rid);
-        free(d.rules);
+        flamme_bulk_free(koff);
+        flamme_bulk_free(krid);
         return NULL;
     }
     m->lo = lo;
@@ -959,14 +968,10 @@ static struct cfi_mod *pack(struct rowvec *rv, const char *name, const struct st
     m->dev = (uint64_t)st->st_dev;
     m->ino = (uint64_t)st->st_ino;
     m->n = k;
-    m->rid = rid;
-    m->rules = rules ? rules : d.rules;
+    m->off = koff;
+    m->rid = krid;
+    m->rules = krules;
     m->nrules = d.n;
-    /* Shrinking keeps the block where it is (glibc), or may move it; either
-     * way the offsets are in the block returned. */
-    uint32_t *shrunk = realloc(off, (k ? k : 1) * sizeof *off);
-    m->off = shrunk ? shrunk : off;
-    rv->v = NULL;
     return m;
 }
 
@@ -974,9 +979,9 @@ static struct cfi_mod *pack(struct rowvec *rv, const char *name, const struct st
 static void free_mod(struct cfi_mod *m)
 {
     free(m->name);
-    free(m->off);
-    free(m->rid);
-    free(m->rules);
+    flamme_bulk_free(m->off);
+    flamme_bulk_free(m->rid);
+    flamme_bulk_free(m->rules);
     free(m);
 }
 

@@ -17,6 +17,7 @@
  */
 #include "writer/cfi_cache.h"
 
+#include "common/bulk.h"
 #include "common/fds.h"
 #include "common/outfile.h"
 #include "writer/elf.h"
@@ -196,9 +197,9 @@ struct cfi_mod *flamme_cfi_cache_load(const struct flamme_cfi_key *k, uint64_t l
                         &got, &fid);
     if (fd < 0)
         return NULL;
-    uint32_t *off = malloc(got.n * sizeof *off);
-    uint16_t *rid = malloc(got.n * sizeof *rid);
-    struct rule *rule = malloc(got.nrules * sizeof *rule);
+    uint32_t *off = flamme_bulk_alloc(got.n * sizeof *off);
+    uint16_t *rid = flamme_bulk_alloc(got.n * sizeof *rid);
+    struct rule *rule = flamme_bulk_alloc(got.nrules * sizeof *rule);
     struct cfi_mod *m = calloc(1, sizeof *m);
     off_t at_rid = (off_t)(sizeof got + got.n * sizeof *off);
     off_t at_rule = at_rid + (off_t)(got.n * sizeof *rid);
@@ -210,9 +211,9 @@ struct cfi_mod *flamme_cfi_cache_load(const struct flamme_cfi_key *k, uint64_t l
         if (m)
             free(m->name);
         free(m);
-        free(off);
-        free(rid);
-        free(rule);
+        flamme_bulk_free(off);
+        flamme_bulk_free(rid);
+        flamme_bulk_free(rule);
         flamme_close_checked(fd, &fid);
         return NULL;
     }
@@ -399,12 +400,12 @@ void *flamme_kept_load(const char *kind, const struct stat *st, size_t *len)
     int fd = open_table(&want, 1, FLAMME_KEPT_MAX_BLOB, 0, &got, &fid);
     if (fd < 0)
         return NULL;
-    void *data = malloc(got.n);
+    void *data = flamme_bulk_alloc(got.n);
     if (data && flamme_pread_full(fd, data, got.n, sizeof got) == 0) {
         *len = got.n;
         futimens(fd, NULL);
     } else {
-        free(data);
+        flamme_bulk_free(data);
         data = NULL;
     }
     flamme_close_checked(fd, &fid);

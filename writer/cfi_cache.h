@@ -70,8 +70,9 @@ void flamme_cfi_cache_store(const struct flamme_cfi_key *k, const struct cfi_mod
  * it reads: only the key is checked here. */
 #define FLAMME_KEPT_MAX_BLOB (64ull << 20)
 
-/* The bytes kept for kind and the file of st: a new buffer (*len set), or
- * NULL when there are none (or the cache is off). */
+/* The bytes kept for kind and the file of st: a new block of
+ * common/bulk.h (*len set; free it with flamme_bulk_free), or NULL when
+ * there are none (or the cache is off). */
 void *flamme_kept_load(const char *kind, const struct stat *st, size_t *len);
 
 /* Keeps a then b (b may be NULL with blen 0) for kind and the file of st,

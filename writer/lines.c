@@ -28,6 +28,7 @@
  * sane), and nothing here aborts.
  */
 #include "writer/lines.h"
+#include "common/bulk.h"
 #include "common/fds.h"
 #include "writer/elf.h"
 
@@ -281,8 +282,8 @@ static const uint8_t *line_bytes(flamme_lines *l, uint64_t at, uint64_t n)
     if (want > l->line.size - at)
         want = l->line.size - at;
     if (want > l->win_cap) {
-        free(l->win); /* nothing in it is needed: it is read again whole */
-        l->win = malloc(want ? want : 1);
+        flamme_bulk_free(l->win); /* nothing in it is needed: it is read again whole */
+        l->win = flamme_bulk_alloc(want ? want : 1);
         l->win_cap = l->win ? want : 0;
         l->win_len = 0;
         if (!l->win)
@@ -300,12 +301,12 @@ static const uint8_t *line_bytes(flamme_lines *l, uint64_t at, uint64_t n)
 /* Copies section fs of l's file into s (left empty when unreadable). */
 static void copy_fsect(flamme_lines *l, const struct fsect *fs, struct sect *s)
 {
-    s->data = fs->size && fs->size <= LINES_MAX_SECTION ? malloc(fs->size) : NULL;
+    s->data = fs->size && fs->size <= LINES_MAX_SECTION ? flamme_bulk_alloc(fs->size) : NULL;
     s->size = 0;
     if (s->data && file_read(l, fs->at, s->data, (size_t)fs->size) == 0) {
         s->size = fs->size;
     } else {
-        free(s->data);
+        flamme_bulk_free(s->data);
         s->data = NULL;
     }
 }
@@ -322,13 +323,14 @@ static const struct sect *debug_str(flamme_lines *l)
 
 /* ------------------------------------------------------------ building */
 
-/* v (cap elements of size bytes) doubled, or first elements when empty.
+/* v (cap elements of size bytes, a common/bulk.h block) doubled, or first
+ * elements when empty: in place while v is the last block carved.
  * Returns the new block and sets *cap, or NULL (b->oom) when out of memory. */
 static __attribute__((noinline)) void *grow(struct builder *b, void *v, size_t *cap,
                                             size_t first, size_t size)
 {
     size_t nc = *cap ? *cap * 2 : first;
-    void *n = realloc(v, nc * size);
+    void *n = flamme_bulk_realloc(v, nc * size);
     if (!n)
         b->oom = 1;
     else
@@ -705,17 +707,24 @@ out:
 
 /* ------------------------------------------------------------ the file */
 
-/* Copies section sh of image e into s (left empty for SHT_NOBITS, a
- * compressed, an implausible or an unreadable section). */
+/* Copies section sh of image e into s, a common/bulk.h block with a NUL
+ * after it (left empty for SHT_NOBITS, a compressed, an implausible or an
+ * unreadable section). */
 static void load_sect(const struct flamme_elf *e, const Elf64_Shdr *sh, struct sect *s)
 {
     s->data = NULL;
     s->size = 0;
-    if (sh->sh_type == SHT_NOBITS || (sh->sh_flags & SHF_COMPRESSED))
+    if (sh->sh_type == SHT_NOBITS || (sh->sh_flags & SHF_COMPRESSED) ||
+        sh->sh_size > LINES_MAX_SECTION || sh->sh_size > e->size)
         return;
-    s->data = (uint8_t *)flamme_elf_copy(e, sh->sh_offset, sh->sh_size, LINES_MAX_SECTION);
-    if (s->data)
+    uint8_t *d = flamme_bulk_alloc((size_t)sh->sh_size + 1);
+    if (d && flamme_elf_read(e, sh->sh_offset, d, (size_t)sh->sh_size) == 0) {
+        d[sh->sh_size] = '\0';
+        s->data = d;
         s->size = sh->sh_size;
+    } else {
+        flamme_bulk_free(d);
+    }
 }
 
 /* The sections a line table is read from: where .debug_line and
@@ -897,6 +906,16 @@ static void index_by_aranges(flamme_lines *l, const struct flamme_elf *e,
     struct cur c = { src->aranges.data, src->aranges.data + src->aranges.size, 0 };
     uint64_t cu_at = UINT64_MAX;
     int64_t unit = -1;
+    /* Room for every range at once (a 64-bit tuple is 16 bytes): doubling
+     * the OCaml compiler's 20,000 ranges left 700 KB of old copies. */
+    size_t guess = (size_t)(src->aranges.size / 16);
+    if (guess > b->cap_seqs) {
+        struct seq *n = flamme_bulk_realloc(b->seqs, guess * sizeof *n);
+        if (n) {
+            b->seqs = n;
+            b->cap_seqs = guess;
+        }
+    }
     while (src->aranges.data && c.p < c.end && !b->oom) {
         const uint8_t *set = c.p;
         uint64_t len;
@@ -993,7 +1012,7 @@ static void run_rows(flamme_lines *l, struct lunit *lu)
     struct cur c = { p, p ? p + lu->len : NULL, 0 };
     if (p && run_unit(&c, lu->offset_size, &b) == 0 && !b.oom && finish(&b, lu) == 0)
         lu->state = 1;
-    free(b.rows);
+    flamme_bulk_free(b.rows);
     l->run_ns += flamme_cpu_ns_sigsafe(CLOCK_THREAD_CPUTIME_ID) - t0;
 }
 
@@ -1082,10 +1101,13 @@ flamme_lines *flamme_lines_open(const char *path)
     }
     if (b.oom || b.nseqs == 0)
         goto out;
+    struct seq *fit = flamme_bulk_realloc(b.seqs, b.nseqs * sizeof *fit); /* in place */
+    if (fit)
+        b.seqs = fit;
     /* The units of a linked file mostly follow its address order: one pass. */
     if (flamme_sort_runs(b.seqs, b.nseqs, sizeof *b.seqs, cmp_seq) != 0)
         qsort(b.seqs, b.nseqs, sizeof *b.seqs, cmp_seq);
-    l->maxhi = malloc(b.nseqs * sizeof *l->maxhi);
+    l->maxhi = flamme_bulk_alloc(b.nseqs * sizeof *l->maxhi);
     if (!l->maxhi)
         goto out;
     uint64_t hi = 0;
@@ -1102,11 +1124,11 @@ flamme_lines *flamme_lines_open(const char *path)
     l->win_len = 0;
 out:
     free(covered);
-    free(src.aranges.data);
-    free(src.abbrev.data);
+    flamme_bulk_free(src.aranges.data);
+    flamme_bulk_free(src.abbrev.data);
     flamme_elf_close(&e);
     if (!l->seqs) { /* failed: a table without sequences is never returned */
-        free(b.seqs);
+        flamme_bulk_free(b.seqs);
         flamme_lines_close(l);
         return NULL;
     }
@@ -1168,11 +1190,11 @@ void flamme_lines_close(flamme_lines *l)
     for (size_t i = 0; i < l->nunits; i++)
         free(l->units[i].rows);
     free(l->units);
-    free(l->seqs);
-    free(l->maxhi);
-    free(l->win);
-    free(l->line_str.data);
-    free(l->str.data);
+    flamme_bulk_free(l->seqs);
+    flamme_bulk_free(l->maxhi);
+    flamme_bulk_free(l->win);
+    flamme_bulk_free(l->line_str.data);
+    flamme_bulk_free(l->str.data);
     if (l->fd >= 0)
         flamme_close_checked(l->fd, &l->fid);
     free(l->path);

@@ -38,6 +38,7 @@
  * are static functions.
  */
 #include "writer/symbols.h"
+#include "common/bulk.h"
 #include "common/fds.h"
 #include "writer/cfi_cache.h"
 #include "writer/elf.h"
@@ -72,7 +73,8 @@ struct module {
     int is_vdso;
     enum mod_state state;
     struct sym *syms; /* sorted by addr, one per address */
-    int syms_in_blob; /* syms lies inside strbufs[0] (load_kept): not freed apart */
+    int syms_in_blob; /* syms lies inside strbufs[0] (load_kept, a common/bulk.h
+                       * block): not freed apart */
     uint64_t *maxend; /* maxend[i] = max end of sized syms[0..i] */
     size_t nsyms;
     uint64_t text_lo, text_hi; /* .text vaddr range, 0/0 if unknown */
@@ -510,7 +512,7 @@ static int load_debug_file(struct module *m, struct symacc *acc)
  * symbol among syms[0..i]). Returns 0, or -1 when out of memory. */
 static int make_maxend(struct module *m)
 {
-    m->maxend = malloc((m->nsyms ? m->nsyms : 1) * sizeof *m->maxend);
+    m->maxend = flamme_bulk_alloc((m->nsyms ? m->nsyms : 1) * sizeof *m->maxend);
     if (!m->maxend)
         return -1;
     uint64_t me = 0;
@@ -547,7 +549,7 @@ struct kept_sym {
 
 _Static_assert(sizeof(struct kept_sym) == sizeof(struct sym) && _Alignof(struct sym) <= 8 &&
                    sizeof(struct kept_head) % 8 == 0,
-               "kept symbols become symbols in place, aligned in a malloc'd blob");
+               "kept symbols become symbols in place, aligned in a 16-aligned blob");
 
 /* Fills m's symbols (and its maxend, strbufs[0], .text range) from what
  * was kept for the file of st. Returns 0, or -1 when nothing usable was
@@ -592,7 +594,7 @@ static int load_kept(struct module *m, const struct stat *st)
     m->strbufs[0] = (char *)blob;
     return 0;
 bad:
-    free(blob);
+    flamme_bulk_free(blob);
     return -1;
 }
 
@@ -944,10 +946,13 @@ void flamme_symtab_free(flamme_symtab *s)
         free(m->path);
         if (!m->syms_in_blob)
             free(m->syms);
-        free(m->maxend);
+        flamme_bulk_free(m->maxend);
         free(m->phdrs);
         for (int k = 0; k < MAX_STRTABS; k++)
-            free(m->strbufs[k]);
+            if (k == 0 && m->syms_in_blob)
+                flamme_bulk_free(m->strbufs[k]);
+            else
+                free(m->strbufs[k]);
         free(m);
     }
     free(s->mods);

@@ -1,0 +1,48 @@
+/*
+ * common/bulk.h — memory for the large tables a process reads or builds
+ * once: unwind rows read back from the cache, kept symbols, the line index.
+ *
+ * Why not malloc: glibc serves each such block with its own mapping, so
+ * every 4 KB page of it costs the program a page fault when first touched
+ * (the read that fills it). Where a fault is expensive (11-15 µs each
+ * measured on a Firecracker microVM, where reading a 1.26 MB table into
+ * malloc'd memory took 5.8 ms and into a transparent huge page 0.2-0.3 ms)
+ * those faults were most of what the agent cost a short process such as
+ * each compiler run of `dune build`. Blocks of FLAMME_BULK_MIN bytes and up
+ * are carved from 2 MB-aligned chunks the kernel is asked to back with
+ * transparent huge pages (madvise MADV_HUGEPAGE; kernels set to "never", or
+ * without a free huge page, back them with small pages as before). Smaller
+ * blocks go to malloc. A chunk is unmapped once every block in it is freed.
+ *
+ * Who: the builder and the writer (writer/cfi_cache.c, cfi_build.c,
+ * symbols.c, lines.c) and the tools that link them; any thread, serialised
+ * by a lock. async-signal-safe: no. The handler only reads blocks, which
+ * are freed under the same rules as before (agent/cfi.c, writer/).
+ */
+#ifndef FLAMME_COMMON_BULK_H
+#define FLAMME_COMMON_BULK_H
+#include <stddef.h>
+
+/* Blocks from this size up come from huge-page chunks. */
+#define FLAMME_BULK_MIN ((size_t)64 << 10)
+
+/* n bytes aligned to 16, uninitialised. Returns NULL when out of memory
+ * (n == 0 gives a valid block of its own). */
+void *flamme_bulk_alloc(size_t n);
+
+/* Grows or shrinks p (from flamme_bulk_alloc/realloc, or NULL) to n bytes,
+ * keeping its contents up to the smaller size; in place when p is the last
+ * block of its chunk and the chunk has room. Returns the block, or NULL
+ * when out of memory, p then untouched. */
+void *flamme_bulk_realloc(void *p, size_t n);
+
+/* Frees p (NULL allowed). */
+void flamme_bulk_free(void *p);
+
+/* Bytes mapped for chunks now (for tests and the benchmark). */
+size_t flamme_bulk_mapped(void);
+
+/* In a fork child: the lock may have been held by a thread that is gone. */
+void flamme_bulk_atfork_child(void);
+
+#endif

@@ -100,6 +100,7 @@ static struct {
     char exe_path[4096];      /* the executable, as /proc/self/maps names it */
     flamme_lines *lines;      /* its line table (kept across profiles), NULL if none */
     int lines_tried;
+    int exe_loaded; /* this profile has called load_executable */
     int old_efd; /* the previous run's doorbell, closed one run later */
     uint8_t *fact; /* per frame id: FR_* bits (writer/intern.h) */
     uint32_t fact_cap;
@@ -127,7 +128,7 @@ static struct {
      * may still spend (ns), and what it charged to the threads' budgets. */
     int64_t wbal;
     uint64_t charged_ns;
-    uint64_t setup_ns; /* of writer_ns: preload_executable */
+    uint64_t setup_ns; /* of writer_ns: load_executable */
     uint64_t lines_ns0; /* flamme_lines_run_ns of the kept table at the start */
     /* The writer thread's CPU clock when its last sweep ended: what it
      * spends between sweeps (waking, polling) counts with the next one. */
@@ -139,6 +140,33 @@ static struct {
 
 #define ROTATE_GRACE_NS (2ull * DRAIN_INTERVAL_MS * 1000000ull)
 
+/* Reads the executable's symbols and indexes its line table, the first
+ * time this profile names a frame or a thread: the writer's largest fixed
+ * cost (the OCaml compiler's 21 MB: a 1.26 MB symbol table read back and a
+ * line index of 20,000 ranges), the same whatever the program does. So it
+ * is kept out of the budget (sweep subtracts setup_ns), and a run that
+ * takes no sample, as a short compile at a low rate mostly does, never
+ * pays it. The line table is opened through /proc/self/exe: by then the
+ * path may name another file (a rebuild while the program runs), the link
+ * still the one running. Writer thread. */
+static void load_executable(void)
+{
+    if (W.exe_loaded)
+        return;
+    W.exe_loaded = 1;
+    uint64_t c0 = flamme_cpu_ns_sigsafe(CLOCK_THREAD_CPUTIME_ID);
+    const char *fn, *mod;
+    uint64_t off;
+    unsigned long entry = getauxval(AT_ENTRY);
+    if (entry)
+        flamme_symtab_lookup(W.syms, entry, &fn, &mod, &off);
+    if (!W.lines_tried && W.exe_path[0]) {
+        W.lines_tried = 1;
+        W.lines = flamme_lines_open("/proc/self/exe");
+    }
+    W.setup_ns += flamme_cpu_ns_sigsafe(CLOCK_THREAD_CPUTIME_ID) - c0;
+}
+
 /* Writes the source position of a new frame of the main executable (the
  * OCaml program and its runtime), from the executable's DWARF line table,
  * parsed on first use and kept across profiles. */
@@ -146,10 +174,7 @@ static void frame_line(uint32_t id, uint64_t vaddr, const char *module)
 {
     if (!W.exe_path[0] || strcmp(module, W.exe_path) != 0)
         return;
-    if (!W.lines_tried) {
-        W.lines_tried = 1;
-        W.lines = flamme_lines_open(W.exe_path);
-    }
+    load_executable();
     const char *file;
     uint32_t line;
     if (W.lines && flamme_lines_lookup(W.lines, vaddr, &file, &line) &&
@@ -183,6 +208,7 @@ static uint32_t frame_id(uint64_t addr, uint8_t callee_facts, uint8_t *facts)
     if (is_new) {
         const char *fn = "", *mod = "";
         uint64_t off = 0;
+        load_executable();
         flamme_symtab_lookup(W.syms, addr, &fn, &mod, &off);
         if (!*fn && (callee_facts & FR_MAIN))
             fn = "__libc_start_call_main";
@@ -240,7 +266,7 @@ static void announce(int i, int32_t domain)
     uint8_t kind = FLAMME_THREAD_C;
     if (s->t.is_main)
         kind = FLAMME_THREAD_MAIN;
-    else if (flamme_symtab_lookup(W.syms, s->t.start_routine, &fn, &mod, &off) == 1) {
+    else if (load_executable(), flamme_symtab_lookup(W.syms, s->t.start_routine, &fn, &mod, &off) == 1) {
         if (strcmp(fn, "domain_thread_func") == 0)
             kind = FLAMME_THREAD_DOMAIN;
         else if (strcmp(fn, "caml_thread_start") == 0)
@@ -710,7 +736,7 @@ static void sweep(void)
         W.rot_at = W.seg_end;
     uint64_t cpu0 = flamme_cpu_ns_sigsafe(CLOCK_THREAD_CPUTIME_ID);
     uint64_t between = W.cpu_mark && cpu0 > W.cpu_mark ? cpu0 - W.cpu_mark : 0;
-    uint64_t lines0 = flamme_lines_run_ns(W.lines);
+    uint64_t lines0 = flamme_lines_run_ns(W.lines), setup0 = W.setup_ns;
     follow_libraries();
     int hwm = H.threads_hwm();
     for (int i = 0; i < hwm; i++) {
@@ -772,12 +798,12 @@ static void sweep(void)
         W.last_chunk_ns = now;
     }
     /* The line table's units, made on first use, are a one-time cost like
-     * the rest of the executable's (setup, preload_executable). */
-    uint64_t lines_ns = flamme_lines_run_ns(W.lines) - lines0;
+     * the rest of the executable's (setup_ns, load_executable). */
+    uint64_t once_ns = flamme_lines_run_ns(W.lines) - lines0 + (W.setup_ns - setup0);
     uint64_t cpu1 = flamme_cpu_ns_sigsafe(CLOCK_THREAD_CPUTIME_ID);
     uint64_t sweep_ns = cpu1 - cpu0 + between;
     W.cpu_mark = cpu1;
-    budget_sweep(hwm, sweep_ns > lines_ns ? sweep_ns - lines_ns : 0);
+    budget_sweep(hwm, sweep_ns > once_ns ? sweep_ns - once_ns : 0);
 }
 
 /* The writer's doorbell: an eventfd that handlers ring when a ring is
@@ -926,25 +952,6 @@ static pthread_mutex_t sync_mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t sync_cv = PTHREAD_COND_INITIALIZER;
 static uint64_t sync_req, sync_done;
 
-/* Reads the executable's symbols and indexes its line table now, before
- * the first sweep: the writer's largest fixed cost (0.009-0.010 s of CPU
- * for the OCaml compiler's 21 MB), the same whatever the program does, and
- * so kept out of its share of the budget (budget_sweep). Writer thread. */
-static void preload_executable(void)
-{
-    uint64_t c0 = flamme_cpu_ns_sigsafe(CLOCK_THREAD_CPUTIME_ID);
-    const char *fn, *mod;
-    uint64_t off;
-    unsigned long entry = getauxval(AT_ENTRY);
-    if (entry)
-        flamme_symtab_lookup(W.syms, entry, &fn, &mod, &off);
-    if (!W.lines_tried && W.exe_path[0]) {
-        W.lines_tried = 1;
-        W.lines = flamme_lines_open(W.exe_path);
-    }
-    W.cpu_mark = flamme_cpu_ns_sigsafe(CLOCK_THREAD_CPUTIME_ID);
-    W.setup_ns += W.cpu_mark - c0;
-}
 
 /* The wait before the next sweep (ms): DRAIN_INTERVAL_MS after a sweep that
  * drained records, or without a doorbell (nothing else would wake the
@@ -970,7 +977,7 @@ static void *writer_main(void *arg)
 {
     (void)arg;
     W.running = 1;
-    preload_executable();
+    W.cpu_mark = flamme_cpu_ns_sigsafe(CLOCK_THREAD_CPUTIME_ID);
     int fd = atomic_load_explicit(&wake_fd, memory_order_acquire);
     int interval = DRAIN_INTERVAL_MS;
     /* Pairs with the release stores in flamme_writer_stop / _finish_sigsafe. */

@@ -7,14 +7,17 @@ with N inside that function's lines of the source (read from split.ml here,
 not hard-coded), that callers carry their call's line, that without --lines
 the names are unchanged, and that `flamme svg --lines` shows the positions.
 """
+import filecmp
 import os
 import re
+import shutil
 
 import pytest
 
-from flammetest import REPO, collapse, record, run, total
+from flammetest import REPO, clean_env, collapse, record, run, total
 
 SPLIT_ML = os.path.join(REPO, "tests", "e2e", "split.ml")
+REPLACE_ML = os.path.join(REPO, "tests", "lines", "replace_self.ml")
 POS = re.compile(r"^(.*) \(([^()]*):(\d+)\)$")
 FUNCS = ("work_a", "work_b", "work_c", "run_rounds")
 
@@ -47,23 +50,9 @@ def test_function_ranges(check):
     check(all(f in ranges for f in FUNCS), "split.ml: found work_a/b/c and run_rounds", ranges)
 
 
-@pytest.mark.slow
-def test_lines(build, ocaml, compiler, check, tmp_path):
-    ranges = function_ranges(SPLIT_ML)
-    # -g, as dune builds: the no-fp compiler's programs have no line table
-    # without it (the fp compiler's C flags carry -g, and its assembler
-    # keeps the .loc lines even then).
-    exe = ocaml("lines/split", [SPLIT_ML], flags=("-g",))
-    prof = str(tmp_path / "split.flm")
-    r = record(build, [exe, "30"], prof, ["-F", "499"])
-    assert r.returncode == 0 and os.path.exists(prof), "record split.exe 30: %s" % r.stderr[-500:]
-    with_lines = collapse(build, prof, "--lines")
-    plain = collapse(build, prof)
-    n = total(with_lines)
-    check(n > 100 and n == total(plain), "collapse --lines keeps every sample (> 100)",
-          "%d with --lines, %d without" % (n, total(plain)))
-
-    # Leaves in work_a/b/c: positions inside the function's lines.
+def check_positions(with_lines, ranges, check, what=""):
+    """Frames of Split.work_a/b/c and run_rounds carry a position in
+    split.ml, inside that function's lines."""
     seen = {}
     outside = []
     unpositioned = 0
@@ -83,9 +72,28 @@ def test_lines(build, ocaml, compiler, check, tmp_path):
                 outside.append((fr, w))
             seen.setdefault(fn, set()).add(line)
     for fn in FUNCS:
-        check(fn in seen, "Split.%s frames carry a position in split.ml" % fn, sorted(seen.get(fn, [])))
-    check(not outside, "every position lies within its function's lines", outside[:5])
-    check(unpositioned == 0, "no Split.work_*/run_rounds frame without a position", unpositioned)
+        check(fn in seen, what + "Split.%s frames carry a position in split.ml" % fn, sorted(seen.get(fn, [])))
+    check(not outside, what + "every position lies within its function's lines", outside[:5])
+    check(unpositioned == 0, what + "no Split.work_*/run_rounds frame without a position", unpositioned)
+
+
+@pytest.mark.slow
+def test_lines(build, ocaml, compiler, check, tmp_path):
+    ranges = function_ranges(SPLIT_ML)
+    # -g, as dune builds: the no-fp compiler's programs have no line table
+    # without it (the fp compiler's C flags carry -g, and its assembler
+    # keeps the .loc lines even then).
+    exe = ocaml("lines/split", [SPLIT_ML], flags=("-g",))
+    prof = str(tmp_path / "split.flm")
+    r = record(build, [exe, "30"], prof, ["-F", "499"])
+    assert r.returncode == 0 and os.path.exists(prof), "record split.exe 30: %s" % r.stderr[-500:]
+    with_lines = collapse(build, prof, "--lines")
+    plain = collapse(build, prof)
+    n = total(with_lines)
+    check(n > 100 and n == total(plain), "collapse --lines keeps every sample (> 100)",
+          "%d with --lines, %d without" % (n, total(plain)))
+
+    check_positions(with_lines, ranges, check)
     # Callers: run_rounds calls work_a on one line, work_b on another.
     call_line = {}
     for stack, w in with_lines:
@@ -110,3 +118,28 @@ def test_lines(build, ocaml, compiler, check, tmp_path):
     r = run([build.flamme, "svg", prof, "-o", svg])
     text = open(svg).read() if r.returncode == 0 else "(failed)"
     check("Split.work_a" in text and "(split.ml:" not in text, "svg without --lines has none", r.stderr[-300:])
+
+
+@pytest.mark.slow
+def test_lines_after_the_executable_is_replaced(build, ocaml, compiler, check, tmp_path):
+    """A rebuild moves a new file over a running program's path. The writer
+    reads the executable's line table when a sample first needs it, by which
+    time the path names the new file: the positions must still be the
+    running program's. The program replaces itself first thing, with
+    another program's executable (replace_self.ml alone)."""
+    ranges = function_ranges(SPLIT_ML)
+    built = ocaml("lines/replaced", [REPLACE_ML, SPLIT_ML], name="replaced", flags=("-g",))
+    other = ocaml("lines/other", [REPLACE_ML], name="other", flags=("-g",))
+    exe, new = str(tmp_path / "prog.exe"), str(tmp_path / "new.exe")
+    shutil.copy(built, exe)
+    shutil.copy(other, new)
+    env = clean_env()
+    env["REPLACE_SELF_WITH"] = new
+    prof = str(tmp_path / "replaced.flm")
+    r = record(build, [exe, "30"], prof, ["-F", "499"], env=env)
+    assert r.returncode == 0 and os.path.exists(prof), "record prog.exe 30: %s" % r.stderr[-500:]
+    check(not os.path.exists(new) and filecmp.cmp(exe, other, shallow=False),
+          "the program moved the other executable over its own path")
+    with_lines = collapse(build, prof, "--lines")
+    check(total(with_lines) > 100, "more than 100 samples", total(with_lines))
+    check_positions(with_lines, ranges, check, "replaced: ")

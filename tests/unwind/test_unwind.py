@@ -159,12 +159,15 @@ def test_rows_kept(build, program, compiler, check, tmp_path):
         return sorted(cache.glob("*.rows")) if cache.exists() else []
 
     def mine():
-        """The tables whose header (struct hdr: dev, ino, size at 32) names exe."""
+        """The unwind tables (magic FLMROWS; the program's kept symbols,
+        FLMSYMS, have the same key) whose header (struct hdr: dev, ino, size
+        at 32) names exe."""
         out = []
         for p in tables():
             with open(p, "rb") as f:
-                dev, ino, size = struct.unpack_from("<QQQ", f.read(128), 32)
-            if (dev, ino, size) == (xs.st_dev, xs.st_ino, xs.st_size):
+                head = f.read(128)
+            dev, ino, size = struct.unpack_from("<QQQ", head, 32)
+            if head[:8] == b"FLMROWS\0" and (dev, ino, size) == (xs.st_dev, xs.st_ino, xs.st_size):
                 out.append(p)
         return out
 

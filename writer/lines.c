@@ -978,15 +978,18 @@ static int finish(struct builder *b, struct lunit *lu)
         i++;
     if (i < b->nrows && flamme_sort_runs(b->rows, b->nrows, sizeof *b->rows, cmp_brow) != 0)
         qsort(b->rows, b->nrows, sizeof *b->rows, cmp_brow);
-    struct row *rows = malloc((b->nrows ? b->nrows : 1) * sizeof *rows);
-    if (!rows)
-        return -1;
+    /* The rows are written over the builder's (a row is smaller than the
+     * brow it comes from, and brow i is read before row n <= i is
+     * written), then the block shrinks in place: a second block per unit
+     * cost its pages again. */
+    _Static_assert(sizeof(struct row) <= sizeof(struct brow), "rows packed over their brows");
+    struct row *rows = (struct row *)(void *)b->rows;
     size_t n = 0;
     for (size_t i = 0; i < b->nrows; i++) {
-        const struct brow *r = &b->rows[i];
-        struct row nr = { r->addr, r->file, r->line };
-        if (n && rows[n - 1].addr == r->addr) {
-            if (r->file == END_FILE)
+        const struct brow r = b->rows[i];
+        struct row nr = { r.addr, r.file, r.line };
+        if (n && rows[n - 1].addr == r.addr) {
+            if (r.file == END_FILE)
                 continue;
             n--; /* replaced by the later row */
         }
@@ -994,9 +997,10 @@ static int finish(struct builder *b, struct lunit *lu)
             continue;
         rows[n++] = nr;
     }
-    struct row *shrunk = realloc(rows, (n ? n : 1) * sizeof *rows);
+    struct row *shrunk = flamme_bulk_realloc(rows, (n ? n : 1) * sizeof *rows);
     lu->rows = shrunk ? shrunk : rows;
     lu->nrows = n;
+    b->rows = NULL; /* now lu's */
     return 0;
 }
 
@@ -1188,7 +1192,7 @@ void flamme_lines_close(flamme_lines *l)
     free(l->files);
     flamme_itab_free(&l->file_ids);
     for (size_t i = 0; i < l->nunits; i++)
-        free(l->units[i].rows);
+        flamme_bulk_free(l->units[i].rows);
     free(l->units);
     flamme_bulk_free(l->seqs);
     flamme_bulk_free(l->maxhi);

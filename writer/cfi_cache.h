@@ -80,7 +80,7 @@ void *flamme_kept_load(const char *kind, const struct stat *st, size_t *len);
 void flamme_kept_store(const char *kind, const struct stat *st, const void *a, size_t alen,
                        const void *b, size_t blen);
 
-#define FLAMME_CFI_CACHE_MAX_FILES 64
-#define FLAMME_CFI_CACHE_MAX_BYTES (128ull << 20) /* the OCaml compiler's: 3.2 MB */
+#define FLAMME_CFI_CACHE_MAX_FILES 256
+#define FLAMME_CFI_CACHE_MAX_BYTES (128ull << 20) /* ocamlopt.opt: 0.97 + 1.26 MB */
 
 #endif

@@ -143,11 +143,14 @@ def short_processes(build, compilers, hz, runs):
     processes (writer/cfi_cache.h) and without. A 40-function file; per
     compiler the median of `runs` recordings: the start-up (the unwind
     tables, before main) and all the report counts as spent once, from
-    `flamme report`, and the CPU of the process tree."""
+    `flamme report`, the CPU of the process tree (`flamme record` and the
+    compiler), and what that adds to the
+    median CPU of the compile alone (same number of runs, before)."""
     print()
     print("one short compile per process (40 functions, %d Hz, median of %d): what each pays once"
           % (hz, runs))
-    print("%-6s %-22s %11s %11s %9s" % ("build", "unwind tables", "start-up s", "once s", "cpu s"))
+    print("%-6s %-22s %11s %11s %9s %9s" % ("build", "unwind tables", "start-up s", "once s", "cpu s",
+                                           "added ms"))
     with tempfile.TemporaryDirectory(prefix="flamme-short-bench.") as wd:
         with open(os.path.join(wd, "small.ml"), "w") as f:
             f.write(source(40))
@@ -157,6 +160,10 @@ def short_processes(build, compilers, hz, runs):
                 continue
             opt = os.path.join(os.path.dirname(c.ocamlopt), "ocamlopt.opt")
             cache = os.path.join(wd, "rows-" + v)
+            alone = [timed([opt, "-c", "small.ml"], flammetest.clean_env(), wd)[1]
+                     for _ in range(runs)]
+            base = statistics.median(alone)
+            print("%-6s %-22s %11s %11s %9.4f" % (v, "alone", "", "", base))
             for label, extra in (("built (FLAMME_CACHE=0)", {"FLAMME_CACHE": "0"}),
                                  ("first run, kept", {"FLAMME_CACHE_DIR": cache}),
                                  ("read back", {"FLAMME_CACHE_DIR": cache})):
@@ -175,7 +182,8 @@ def short_processes(build, compilers, hz, runs):
                                  figure(rep, r"([\d.]+) s spent once"), cpu))
                 if rows:
                     med = lambda i: statistics.median(r[i] for r in rows)  # noqa: E731
-                    print("%-6s %-22s %11.4f %11.4f %9.4f" % (v, label, med(0), med(1), med(2)))
+                    print("%-6s %-22s %11.4f %11.4f %9.4f %9.1f" % (v, label, med(0), med(1), med(2),
+                                                                   1000 * (med(2) - base)))
 
 
 if __name__ == "__main__":

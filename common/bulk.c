@@ -6,9 +6,10 @@
  * the first chunk with room for it (a new one when none has: a table
  * larger than what is left in the others does not strand their room).
  * Each chunk counts its live blocks and is unmapped when the last is freed
- * (a spare kept for reuse would hold 2 MB the program never gets back). Freeing or growing the
- * block carved last in its chunk works in place, so the arrays the
- * builders grow by doubling, and the sort's scratch, leave no holes. Every block starts after a 16-byte head naming its chunk
+ * (a spare kept for reuse would hold 2 MB the program never gets back).
+ * Freeing or growing the block carved last in its chunk works in place, so
+ * the arrays the builders grow by doubling, and the sort's scratch, leave
+ * no holes. Every block starts after a 16-byte head naming its chunk
  * (NULL: the block came from malloc).
  * Under AddressSanitizer the parts of a chunk not handed out, and the
  * heads of the blocks in it, are poisoned, so reads past a table's end are

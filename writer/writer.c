@@ -167,6 +167,13 @@ static void load_executable(void)
     W.setup_ns += flamme_cpu_ns_sigsafe(CLOCK_THREAD_CPUTIME_ID) - c0;
 }
 
+/* flamme_symtab_lookup, the executable's tables read first. */
+static int sym_lookup(uint64_t addr, const char **fn, const char **mod, uint64_t *off)
+{
+    load_executable();
+    return flamme_symtab_lookup(W.syms, addr, fn, mod, off);
+}
+
 /* Writes the source position of a new frame of the main executable (the
  * OCaml program and its runtime), from the executable's DWARF line table,
  * parsed on first use and kept across profiles. */
@@ -208,8 +215,7 @@ static uint32_t frame_id(uint64_t addr, uint8_t callee_facts, uint8_t *facts)
     if (is_new) {
         const char *fn = "", *mod = "";
         uint64_t off = 0;
-        load_executable();
-        flamme_symtab_lookup(W.syms, addr, &fn, &mod, &off);
+        sym_lookup(addr, &fn, &mod, &off);
         if (!*fn && (callee_facts & FR_MAIN))
             fn = "__libc_start_call_main";
         else if (!*fn && (callee_facts & FR_HIDDEN))
@@ -266,7 +272,7 @@ static void announce(int i, int32_t domain)
     uint8_t kind = FLAMME_THREAD_C;
     if (s->t.is_main)
         kind = FLAMME_THREAD_MAIN;
-    else if (load_executable(), flamme_symtab_lookup(W.syms, s->t.start_routine, &fn, &mod, &off) == 1) {
+    else if (sym_lookup(s->t.start_routine, &fn, &mod, &off) == 1) {
         if (strcmp(fn, "domain_thread_func") == 0)
             kind = FLAMME_THREAD_DOMAIN;
         else if (strcmp(fn, "caml_thread_start") == 0)
@@ -951,7 +957,6 @@ static void write_totals_info(void)
 static pthread_mutex_t sync_mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t sync_cv = PTHREAD_COND_INITIALIZER;
 static uint64_t sync_req, sync_done;
-
 
 /* The wait before the next sweep (ms): DRAIN_INTERVAL_MS after a sweep that
  * drained records, or without a doorbell (nothing else would wake the

@@ -904,9 +904,10 @@ static long rule_id(struct ruledict *d, const struct rule *r)
  * packs it into a new module: each distinct rule once, with a uint16 id per
  * row (common/cfi_tables.h). The offsets are written over rv's own rows
  * (an offset is smaller than the row it comes from, so row i is read before
- * offset i overwrites it), then copied with the ids and rules into blocks
- * of their final sizes from common/bulk.h, where tables read back from the
- * cache also live (free_mod frees both alike). The caller still frees rv.
+ * offset i overwrites it), then copied with the rules into blocks of their
+ * final sizes from common/bulk.h, where the ids are written and where
+ * tables read back from the cache also live (free_mod frees both alike).
+ * The caller still frees rv.
  * Returns the module, or NULL (allocation). */
 static struct cfi_mod *pack(struct rowvec *rv, const char *name, const struct stat *st,
                             uint64_t lo, uint64_t hi)
@@ -933,7 +934,7 @@ static struct cfi_mod *pack(struct rowvec *rv, const char *name, const struct st
     struct ruledict d = { 0 };
     const struct rule unknown = { 0, RULE_UNKNOWN, 0, 0, 0, 0, { 0 } };
     struct cfi_mod *m = calloc(1, sizeof *m);
-    uint16_t *rid = malloc((k ? k : 1) * sizeof *rid);
+    uint16_t *rid = flamme_bulk_alloc((k ? k : 1) * sizeof *rid);
     int ok = m && rid && rv->v && (m->name = strdup(name)) && rule_id(&d, &unknown) == 0;
     _Static_assert(sizeof(uint32_t) <= sizeof(struct trow), "offsets packed over their rows");
     uint32_t *off = (uint32_t *)(void *)rv->v;
@@ -946,21 +947,18 @@ static struct cfi_mod *pack(struct rowvec *rv, const char *name, const struct st
     }
     flamme_itab_free(&d.ids);
     uint32_t *koff = ok ? flamme_bulk_alloc((k ? k : 1) * sizeof *koff) : NULL;
-    uint16_t *krid = koff ? flamme_bulk_alloc((k ? k : 1) * sizeof *krid) : NULL;
-    struct rule *krules = krid ? flamme_bulk_alloc(d.n * sizeof *krules) : NULL;
+    struct rule *krules = koff ? flamme_bulk_alloc(d.n * sizeof *krules) : NULL;
     if (krules) {
         memcpy(koff, off, k * sizeof *koff);
-        memcpy(krid, rid, k * sizeof *krid);
         memcpy(krules, d.rules, d.n * sizeof *krules);
     }
-    free(rid);
     free(d.rules);
     if (!krules) {
         if (m)
             free(m->name);
         free(m);
+        flamme_bulk_free(rid);
         flamme_bulk_free(koff);
-        flamme_bulk_free(krid);
         return NULL;
     }
     m->lo = lo;
@@ -969,7 +967,7 @@ static struct cfi_mod *pack(struct rowvec *rv, const char *name, const struct st
     m->ino = (uint64_t)st->st_ino;
     m->n = k;
     m->off = koff;
-    m->rid = krid;
+    m->rid = rid;
     m->rules = krules;
     m->nrules = d.n;
     return m;

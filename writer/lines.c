@@ -298,7 +298,8 @@ static const uint8_t *line_bytes(flamme_lines *l, uint64_t at, uint64_t n)
     return l->win;
 }
 
-/* Copies section fs of l's file into s (left empty when unreadable). */
+/* Copies section fs of l's file into s, a common/bulk.h block (left empty
+ * when fs is, or unreadable). */
 static void copy_fsect(flamme_lines *l, const struct fsect *fs, struct sect *s)
 {
     s->data = fs->size && fs->size <= LINES_MAX_SECTION ? flamme_bulk_alloc(fs->size) : NULL;
@@ -707,26 +708,6 @@ out:
 
 /* ------------------------------------------------------------ the file */
 
-/* Copies section sh of image e into s, a common/bulk.h block with a NUL
- * after it (left empty for SHT_NOBITS, a compressed, an implausible or an
- * unreadable section). */
-static void load_sect(const struct flamme_elf *e, const Elf64_Shdr *sh, struct sect *s)
-{
-    s->data = NULL;
-    s->size = 0;
-    if (sh->sh_type == SHT_NOBITS || (sh->sh_flags & SHF_COMPRESSED) ||
-        sh->sh_size > LINES_MAX_SECTION || sh->sh_size > e->size)
-        return;
-    uint8_t *d = flamme_bulk_alloc((size_t)sh->sh_size + 1);
-    if (d && flamme_elf_read(e, sh->sh_offset, d, (size_t)sh->sh_size) == 0) {
-        d[sh->sh_size] = '\0';
-        s->data = d;
-        s->size = sh->sh_size;
-    } else {
-        flamme_bulk_free(d);
-    }
-}
-
 /* The sections a line table is read from: where .debug_line and
  * .debug_str lie and a copy of .debug_line_str are kept; .debug_aranges,
  * .debug_abbrev and where .debug_info lies (read a unit head at a time)
@@ -760,9 +741,8 @@ static int load_sections(const struct flamme_elf *e, flamme_lines *l, struct sou
     static const char *const names[] = { ".debug_line_str", ".debug_aranges", ".debug_abbrev" };
     struct sect *dst[] = { &l->line_str, &src->aranges, &src->abbrev };
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
-        const Elf64_Shdr *sh = flamme_elf_section(e, names[i]);
-        if (sh)
-            load_sect(e, sh, dst[i]);
+        struct fsect fs = find_fsect(e, names[i]);
+        copy_fsect(l, &fs, dst[i]);
     }
     const Elf64_Shdr *info = flamme_elf_section(e, ".debug_info");
     src->info = info && info->sh_type != SHT_NOBITS && !(info->sh_flags & SHF_COMPRESSED) &&

@@ -12,13 +12,14 @@
  * for the OCaml compiler (1.3 MB of line programs) opening took 10-17 ms of
  * the writer's CPU when every unit was run into rows, 5.5 ms when each
  * was run once for its ranges, 1.3-1.4 ms with .debug_aranges.
- * .debug_line and .debug_str are not copied whole: a unit's bytes are read
- * (pread, into one window) when it is run, and .debug_str the first time a
- * unit names a string in it (the OCaml compiler's never do). Copies of
- * 1.9 MB were 470 page faults, about 6 ms of each process on a machine
- * where a fault costs 13 us, for the few units a short run looks up. The
- * file stays open (a high descriptor, checked before each read and opened
- * again, the same file, if the program closed it).
+ * .debug_line is copied whole when it is opened (up to 16 MB, into a
+ * common/bulk.h block: one fault where huge pages can be had), since
+ * opening reads every unit's length anyway and the units a profile runs
+ * later lie all over it; a larger one is read a window at a time when its
+ * units are run. .debug_str is copied the first time a unit names a string
+ * in it (the OCaml compiler's never do). The file stays open for those
+ * reads (a high descriptor, checked before each read and opened again,
+ * the same file, if the program closed it).
  * Called by: the agent's writer thread (and tests). It allocates and reads
  * the file through writer/elf.c and pread (never kept mapped); never from
  * a signal handler.
@@ -94,6 +95,11 @@ struct fsect {
 };
 
 #define WINDOW_MIN (64u << 10) /* bytes of .debug_line read at once */
+/* A .debug_line up to this size is read whole, once, when the table is
+ * opened, and kept: the units a profile runs later are scattered over it,
+ * and a window read for each re-read the OCaml compiler's 1.3 MB about
+ * four times over in a 0.2 s compile at 999 Hz. */
+uint64_t flamme_lines_whole_max = 16u << 20;
 
 struct flamme_lines {
     char *path;
@@ -268,19 +274,23 @@ static int file_read(flamme_lines *l, uint64_t at, void *buf, size_t n)
     return flamme_pread_full(l->fd, buf, n, at);
 }
 
-/* The n bytes at offset at of .debug_line, read into the window (at least
- * WINDOW_MIN bytes from at, or n) unless it holds them already; valid until
- * the next call. Returns them, or NULL (out of the section, no memory,
- * unreadable). */
+/* The n bytes at offset at of .debug_line, read into the window (the
+ * whole section up to flamme_lines_whole_max, else at least WINDOW_MIN bytes from at, or
+ * n) unless it holds them already; valid until the next call. Returns them,
+ * or NULL (out of the section, no memory, unreadable). */
 static const uint8_t *line_bytes(flamme_lines *l, uint64_t at, uint64_t n)
 {
     if (at > l->line.size || n > l->line.size - at)
         return NULL;
     if (l->win && at >= l->win_at && at + n <= l->win_at + l->win_len)
         return l->win + (at - l->win_at);
-    uint64_t want = n > WINDOW_MIN ? n : WINDOW_MIN;
-    if (want > l->line.size - at)
+    uint64_t from = at, want = n > WINDOW_MIN ? n : WINDOW_MIN;
+    if (l->line.size <= flamme_lines_whole_max) {
+        from = 0;
+        want = l->line.size;
+    } else if (want > l->line.size - at) {
         want = l->line.size - at;
+    }
     if (want > l->win_cap) {
         flamme_bulk_free(l->win); /* nothing in it is needed: it is read again whole */
         l->win = flamme_bulk_alloc(want ? want : 1);
@@ -289,13 +299,13 @@ static const uint8_t *line_bytes(flamme_lines *l, uint64_t at, uint64_t n)
         if (!l->win)
             return NULL;
     }
-    if (file_read(l, l->line.at + at, l->win, (size_t)want) != 0) {
+    if (file_read(l, l->line.at + from, l->win, (size_t)want) != 0) {
         l->win_len = 0;
         return NULL;
     }
-    l->win_at = at;
+    l->win_at = from;
     l->win_len = want;
-    return l->win;
+    return l->win + (at - from);
 }
 
 /* Copies section fs of l's file into s, a common/bulk.h block (left empty
@@ -1103,9 +1113,11 @@ flamme_lines *flamme_lines_open(const char *path)
     l->seqs = b.seqs;
     l->nseqs = b.nseqs;
     b.seqs = NULL;
-    /* Units are read from the file when they are run, not from what the
-     * index read: the file is checked to be the same one then. */
-    l->win_len = 0;
+    /* A larger .debug_line is read again a window at a time when units
+     * are run: the file is checked to be the same one then. A whole copy
+     * is kept, so units are run from the bytes the index was built from. */
+    if (l->line.size > flamme_lines_whole_max)
+        l->win_len = 0;
 out:
     free(covered);
     flamme_bulk_free(src.aranges.data);

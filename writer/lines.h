@@ -28,4 +28,10 @@ uint64_t flamme_lines_run_ns(const flamme_lines *l);
 
 void flamme_lines_close(flamme_lines *l);
 
+/* A .debug_line of at most this many bytes (16 MB) is copied whole when the
+ * table is opened; a larger one is read again, a window at a time, when
+ * its units are run (the file checked to be the one opened). Tests lower
+ * it to reach the second way. */
+extern uint64_t flamme_lines_whole_max;
+
 #endif

@@ -264,25 +264,37 @@ static int finds_target(flamme_lines *l)
            (int)line <= marked_line + 1;
 }
 
-/* A unit is read from the file when it is first looked up, through a
- * descriptor the table keeps. A program that closes every descriptor (a
- * daemon) meanwhile must not cost it its positions; a file renamed over
- * the path meanwhile (here a copy of the same bytes, so that only the
- * identity check can tell) is not read. */
-TEST(units_read_after_the_program_closed_every_descriptor)
+/* Two copies of this test program in dir, named after tag: the one to
+ * open (copy) and the one to rename over it (other). Returns 1, or 0. */
+static int two_copies(const char *tag, char *copy, size_t csz, char *other, size_t osz)
 {
     lines_target(1);
-    char copy[300], other[310];
-    snprintf(copy, sizeof copy, "%s/self-copy", dir);
-    snprintf(other, sizeof other, "%s/self-other", dir);
+    snprintf(copy, csz, "%s/%s-copy", dir, tag);
+    snprintf(other, osz, "%s/%s-other", dir, tag);
     size_t len = 0;
     uint8_t *b = slurp("/proc/self/exe", &len);
     CHECK(b != NULL && len > 0);
     if (!b)
-        return;
+        return 0;
     spit(copy, b, len);
     spit(other, b, len);
     free(b);
+    return 1;
+}
+
+/* A large .debug_line is read from the file when a unit is first looked
+ * up, through a descriptor the table keeps (flamme_lines_whole_max lowered
+ * to 0 here; a smaller one is copied at open). A program that closes every
+ * descriptor (a daemon) meanwhile must not cost it its positions; a file
+ * renamed over the path meanwhile (here a copy of the same bytes, so that
+ * only the identity check can tell) is not read. */
+TEST(units_read_after_the_program_closed_every_descriptor)
+{
+    uint64_t whole_max = flamme_lines_whole_max;
+    flamme_lines_whole_max = 0;
+    char copy[300], other[310];
+    if (!two_copies("self", copy, sizeof copy, other, sizeof other))
+        return;
     flamme_lines *l = flamme_lines_open(copy);
     flamme_lines *gone = flamme_lines_open(copy);
     CHECK(l != NULL && gone != NULL);
@@ -295,6 +307,25 @@ TEST(units_read_after_the_program_closed_every_descriptor)
     CHECK(!finds_target(gone));
     flamme_lines_close(l);
     flamme_lines_close(gone);
+    flamme_lines_whole_max = whole_max;
+}
+
+/* A .debug_line copied whole at open is the file that was opened: units
+ * run after the path was renamed over (a rebuild) still give that file's
+ * positions, and no descriptor is needed for them. */
+TEST(copied_line_programs_outlive_a_replaced_file)
+{
+    char copy[300], other[310];
+    if (!two_copies("whole", copy, sizeof copy, other, sizeof other))
+        return;
+    flamme_lines *l = flamme_lines_open(copy);
+    CHECK(l != NULL);
+    if (!l)
+        return;
+    CHECK(rename(other, copy) == 0);
+    CHECK(syscall(SYS_close_range, 3u, ~0u, 0u) == 0);
+    CHECK(finds_target(l));
+    flamme_lines_close(l);
 }
 
 /* A line program whose header names its directories and file through
@@ -388,6 +419,7 @@ int main(void)
     RUN(aranges_and_line_programs_agree);
     RUN(damaged_copies_never_crash);
     RUN(units_read_after_the_program_closed_every_descriptor);
+    RUN(copied_line_programs_outlive_a_replaced_file);
     RUN(file_names_from_debug_str);
     char cmd[600];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);

@@ -157,31 +157,40 @@ static void print_budget(const struct flamme_profile *p)
                      &ns, &replayed) < 6)
         return;
     /* The writer's CPU (INFO writer_ns, since 1.0 agents of 2026-11) and
-     * the share of both in the program's CPU time, which in cpu mode is
-     * the weight of every sample in the file times the period. */
+     * the share of both in the program's CPU time: the process's (INFO
+     * process_cpu_ns, agents of 2026-11-28 on) less the agent's; before,
+     * in cpu mode, the weight of every sample in the file times the period
+     * (far off for a run of few samples). */
     const char *wv = flamme_profile_info(p, "writer_ns");
     const char *mode = flamme_profile_info(p, "mode");
-    unsigned long long wns = 0, charged = 0, setup = 0, start = 0;
+    const char *pv = flamme_profile_info(p, "process_cpu_ns");
+    unsigned long long wns = 0, charged = 0, setup = 0, start = 0, proc = 0;
     if (wv && sscanf(wv, "%llu %llu %llu %llu", &wns, &charged, &setup, &start) < 1)
         wv = NULL;
-    uint64_t weight_all = 0;
-    for (size_t i = 0; i < p->nsamples; i++)
-        weight_all += p->samples[i].weight;
-    double prog_s = p->hdr.hz ? (double)weight_all / p->hdr.hz : 0;
     /* The one-time costs (the unwind tables built as the program starts,
      * the executable's symbols and line table read by the writer) are the
      * same however long the program runs: their share is given apart. */
     double all = ((double)ns + (double)wns + (double)start) / 1e9;
     double once = ((double)setup + (double)start) / 1e9;
+    double prog_s = 0;
+    if (pv && sscanf(pv, "%llu", &proc) == 1) {
+        prog_s = (double)proc / 1e9 - all; /* whatever the sampling mode */
+    } else if (mode && !strcmp(mode, "cpu") && p->hdr.hz) {
+        uint64_t weight_all = 0;
+        for (size_t i = 0; i < p->nsamples; i++)
+            weight_all += p->samples[i].weight;
+        prog_s = (double)weight_all / p->hdr.hz;
+    }
     char startup[48] = "";
     if (start)
         snprintf(startup, sizeof startup, ", start-up %.3f s", (double)start / 1e9);
     if (!wv)
         printf("  agent: signal handler %.3f s of CPU (budget: %llu%% of the program's)\n",
                (double)ns / 1e9, pct);
-    else if (!mode || strcmp(mode, "cpu") != 0 || prog_s <= 0)
-        /* No share to give (wall mode, or a run too short for a sample),
-         * but what the agent spent is known, the one-time part included. */
+    else if (prog_s <= 0)
+        /* No share to give (an older agent's wall mode, or a run too short
+         * for a sample), but what the agent spent is known, the one-time
+         * part included. */
         printf("  agent: signal handler %.3f s of CPU%s, writer %.3f s; %.3f s spent once\n"
                "  (the handler's budget: %llu%%)\n",
                (double)ns / 1e9, startup, (double)wns / 1e9, once, pct);

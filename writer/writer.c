@@ -136,6 +136,8 @@ static struct {
     /* CPU the starting thread (the program's) spent in flamme_writer_start:
      * mostly the unwind tables of every loaded module (INFO writer_ns). */
     uint64_t start_ns;
+    /* The process's CPU clock when profiling started (INFO process_cpu_ns). */
+    uint64_t proc_cpu0;
 } W;
 
 #define ROTATE_GRACE_NS (2ull * DRAIN_INTERVAL_MS * 1000000ull)
@@ -950,6 +952,13 @@ static void write_totals_info(void)
              (unsigned long long)W.start_ns);
     if (flamme_pw_info(W.pw, "writer_ns", buf) != 0)
         W.failed = 1;
+    /* The program's CPU time, for the agent's share of it: the samples'
+     * weight says little of a run that took few. */
+    uint64_t proc = flamme_cpu_ns_sigsafe(CLOCK_PROCESS_CPUTIME_ID);
+    snprintf(buf, sizeof buf, "%llu",
+             (unsigned long long)(proc > W.proc_cpu0 ? proc - W.proc_cpu0 : 0));
+    if (flamme_pw_info(W.pw, "process_cpu_ns", buf) != 0)
+        W.failed = 1;
 }
 
 /* flamme_writer_sync: requests counted up by callers, sweeps done
@@ -1231,6 +1240,7 @@ int flamme_writer_start(const struct flamme_writer_host *host, int fd, const cha
                         const char *cmdline)
 {
     uint64_t cpu0 = flamme_cpu_ns_sigsafe(CLOCK_THREAD_CPUTIME_ID);
+    W.proc_cpu0 = flamme_cpu_ns_sigsafe(CLOCK_PROCESS_CPUTIME_ID);
     H = *host;
     if (ws) {
         for (int i = 0; i < H.max_threads; i++)

@@ -29,6 +29,8 @@ counts (issue 8, points 4-6), on programs built with every compiler
   `flamme report` says where that time goes), auto at 99 Hz the timer
   engine; at 3 or more, the timer engine, and --engine perf says why
   (default compiler only: the subject is the engine).
+- a short gcloop at 1 Hz: the report's "of the program's N s" is the
+  program's CPU time (all its domains), not the samples' weight.
 - handoff: four systhreads that hand the runtime lock over at every
   Thread.yield. auto at 999 Hz (perf) moves them to CPU timers, the report
   says so, and their top-20 leaves agree with --engine timer's within 15 pp
@@ -38,6 +40,7 @@ counts (issue 8, points 4-6), on programs built with every compiler
 """
 import os
 import re
+import resource
 import shutil
 import subprocess
 import sys
@@ -70,6 +73,40 @@ def test_gcloop(build, ocaml, compiler, check, tmp_path):
     check(total >= 500, "%s gcloop: enough samples to judge (%d)" % (comp, total))
     check(pct <= 0.5, "%s gcloop: flamme's own functions <= 0.5%% of samples" % comp,
           "%.2f%% (%d of %d)" % (pct, mine, total))
+
+
+def test_share_of_a_short_run(build, ocaml, compiler, check, tmp_path):
+    """The report's "% of the program's N s" on a run of a few tenths of a
+    second at 1 Hz (a sample or two): N is the program's CPU time, every
+    domain's, those that ended included. The samples' weight (1 s each
+    here) is no measure of it."""
+    comp = compiler.name
+    prof = str(tmp_path / "short.flm")
+    exe = ef.build_program(ocaml, "gcloop")
+    r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    r = record_hz(build, exe, ["0.015"], prof, 1, cwd=tmp_path)
+    r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    check(r.returncode == 0 and "gcloop: checksum" in r.stdout, "%s short gcloop: runs under flamme"
+          % comp, r.stderr.strip()[-300:])
+    if r.returncode != 0:
+        return
+    # flamme record, the program and the agent: the record command's own
+    # few milliseconds are in the slack.
+    cpu = r1.ru_utime - r0.ru_utime + r1.ru_stime - r0.ru_stime
+    rep = report(build, prof)
+    h = re.search(r"signal handler ([0-9.]+) s of CPU(?:, start-up ([0-9.]+) s)?, writer ([0-9.]+) s: "
+                  r"[0-9.]+% of the program's ([0-9.]+) s", rep)
+    check(h is not None, "%s short gcloop: the report gives the agent's share of the program's CPU"
+          % comp, rep[:700])
+    if not h:
+        return
+    agent = float(h.group(1)) + float(h.group(2) or 0) + float(h.group(3))
+    prog = float(h.group(4))
+    print("  %s short gcloop at 1 Hz: CPU %.3f s (record, program, agent), agent %.3f s, "
+          "report: the program's %.2f s" % (comp, cpu, agent, prog))
+    check(abs(prog - (cpu - agent)) <= 0.1 * cpu + 0.02,
+          "%s short gcloop: the program's CPU in the report within 10%% of what it used" % comp,
+          "%.2f s for %.3f s" % (prog, cpu - agent))
 
 
 @pytest.mark.slow

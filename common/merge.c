@@ -46,6 +46,16 @@ struct tkey {
     uint32_t index; /* in the merged threads */
 };
 
+/* The agent's costs in a file's INFO: budget (fields 3-7 add up),
+ * writer_ns, process_cpu_ns. Each is counted from the start of its run,
+ * so a pid's last file holds its whole run's; over several pids they add
+ * up. has: a bit per key (1 budget, 2 writer_ns, 4 process_cpu_ns). */
+struct costs {
+    unsigned has;
+    unsigned long long budget[7], writer[4], proc;
+    int nbudget, nwriter;
+};
+
 struct merger {
     struct flamme_profile *m;
     size_t cap_frames, cap_stacks, cap_samples, cap_threads, cap_info, cap_gc, cap_allocs;
@@ -60,13 +70,100 @@ struct merger {
     size_t pid_allocs;
     struct flamme_alloc_event_rec *pend;
     size_t npend, cap_pend;
+    /* What the agent cost (see agent_costs): the current pid's latest
+     * values, and the sums over the pids flushed. */
+    struct costs pid_cost, sum_cost;
+    uint32_t npids;
 };
 
+/* q's agent costs (its last INFO for each key). */
+static void read_costs(const struct flamme_profile *q, struct costs *c)
+{
+    memset(c, 0, sizeof *c);
+    unsigned long long *b = c->budget, *w = c->writer;
+    const char *v = flamme_profile_info(q, "budget");
+    if (v && (c->nbudget = sscanf(v, "%llu %llu %llu %llu %llu %llu %llu", &b[0], &b[1], &b[2],
+                                  &b[3], &b[4], &b[5], &b[6])) >= 6)
+        c->has |= 1;
+    v = flamme_profile_info(q, "writer_ns");
+    if (v && (c->nwriter = sscanf(v, "%llu %llu %llu %llu", &w[0], &w[1], &w[2], &w[3])) >= 1)
+        c->has |= 2;
+    v = flamme_profile_info(q, "process_cpu_ns");
+    if (v && sscanf(v, "%llu", &c->proc) == 1)
+        c->has |= 4;
+}
+
+/* Adds the current pid's costs to the sums. A key some pid lacks is
+ * left out of the sums (has cleared), but for budget and writer_ns,
+ * whose fields an older agent wrote fewer of (the missing ones add 0). */
+static void add_costs(struct merger *g)
+{
+    struct costs *s = &g->sum_cost, *c = &g->pid_cost;
+    s->has = g->npids++ ? s->has & c->has : c->has;
+    for (int i = 0; i < 7; i++)
+        s->budget[i] = i < 2 ? c->budget[i] : s->budget[i] + c->budget[i];
+    for (int i = 0; i < 4; i++)
+        s->writer[i] += c->writer[i];
+    s->proc += c->proc;
+    if (c->nbudget > s->nbudget)
+        s->nbudget = c->nbudget;
+    if (c->nwriter > s->nwriter)
+        s->nwriter = c->nwriter;
+}
+
+/* Appends an INFO entry (strings copied) to m, which has room. 0 / -1. */
+static int put_info(struct flamme_profile *m, const char *key, const char *value)
+{
+    char *k = strdup(key), *v = strdup(value);
+    if (!k || !v) {
+        free(k);
+        free(v);
+        return -1;
+    }
+    m->info[m->ninfo].key = k;
+    m->info[m->ninfo].value = v;
+    m->ninfo++;
+    return 0;
+}
+
+/* Profiles of several processes (a build): the agent's costs of all of
+ * them, as INFO entries after every file's (the last for a key wins). A
+ * cost not every process has is written empty, so that no reader takes
+ * one process's for all of them. 0 / -1. */
+static int sum_costs(struct merger *g)
+{
+    struct flamme_profile *m = g->m;
+    const struct costs *s = &g->sum_cost;
+    if (g->npids < 2)
+        return 0;
+    if (reserve((void **)&m->info, &g->cap_info, m->ninfo + 3, sizeof *m->info))
+        return -1;
+    char buf[200] = "";
+    int n = 0;
+    if (s->has & 1)
+        for (int i = 0; i < s->nbudget; i++)
+            n += snprintf(buf + n, sizeof buf - (size_t)n, "%s%llu", i ? " " : "", s->budget[i]);
+    if (put_info(m, "budget", buf))
+        return -1;
+    buf[0] = 0, n = 0;
+    if (s->has & 2)
+        for (int i = 0; i < s->nwriter; i++)
+            n += snprintf(buf + n, sizeof buf - (size_t)n, "%s%llu", i ? " " : "", s->writer[i]);
+    if (put_info(m, "writer_ns", buf))
+        return -1;
+    buf[0] = 0;
+    if (s->has & 4)
+        snprintf(buf, sizeof buf, "%llu", s->proc);
+    return put_info(m, "process_cpu_ns", buf);
+}
+
 /* Matches the pending events of the current pid (see struct merger); the
- * ones still unmatched stay in m->alloc_orphans. 0 / -1. */
+ * ones still unmatched stay in m->alloc_orphans. Its agent costs are added
+ * up. 0 / -1. */
 static int flush_pid(struct merger *g)
 {
     struct flamme_profile *m = g->m;
+    add_costs(g);
     int r = flamme_alloc_match_events(m->allocs + g->pid_allocs, m->nallocs - g->pid_allocs,
                                       g->pend, g->npend, &m->alloc_orphans, &m->nalloc_orphans);
     g->npend = 0;
@@ -193,6 +290,7 @@ static int absorb(struct merger *g, struct flamme_profile *q)
         memcpy(g->pend + g->npend, q->alloc_orphans, q->nalloc_orphans * sizeof *g->pend);
         g->npend += q->nalloc_orphans;
     }
+    read_costs(q, &g->pid_cost); /* a later file of the pid: its run so far */
     if (q->ninfo)
         memcpy(m->info + m->ninfo, q->info, q->ninfo * sizeof *q->info);
     m->ninfo += q->ninfo;
@@ -280,6 +378,8 @@ int flamme_profile_load_many(const char *const *paths, size_t n, struct flamme_p
         rc = absorb(&g, &all[i]);
     if (rc == 0)
         rc = flush_pid(&g);
+    if (rc == 0)
+        rc = sum_costs(&g);
     for (size_t i = 0; i < n; i++) {
         if (rc == 0)
             free_shell(&all[i]);

@@ -958,10 +958,8 @@ TEST(alloc_round_trip)
     }
 }
 
-/* One allocation segment file: pid, start, its ALLOCs (frame names
- * given, one stack each) and ALLOC_EVENTs (id, event, time). */
-static void alloc_segment(const char *p, uint32_t pid, uint64_t start, const char *const *fn,
-                          const uint64_t *ids, int n, const uint64_t (*ev)[3], int nev)
+/* A new profile at p for pid, started at start (test_header otherwise). */
+static flamme_pw *pid_file(const char *p, uint32_t pid, uint64_t start)
 {
     int fd = open(p, O_WRONLY | O_CREAT | O_TRUNC, 0600);
     CHECK(fd >= 0);
@@ -970,6 +968,15 @@ static void alloc_segment(const char *p, uint32_t pid, uint64_t start, const cha
     h.start_monotonic_ns = start;
     flamme_pw *w = flamme_pw_open(fd, &h);
     CHECK(w != NULL);
+    return w;
+}
+
+/* One allocation segment file: pid, start, its ALLOCs (frame names
+ * given, one stack each) and ALLOC_EVENTs (id, event, time). */
+static void alloc_segment(const char *p, uint32_t pid, uint64_t start, const char *const *fn,
+                          const uint64_t *ids, int n, const uint64_t (*ev)[3], int nev)
+{
+    flamme_pw *w = pid_file(p, pid, start);
     for (int i = 0; i < n; i++) {
         uint32_t f = (uint32_t)i;
         CHECK(flamme_pw_frame(w, f, 0x1000 + 16 * f, 0x10, fn[i], "/bin/x") == 0);
@@ -1028,6 +1035,64 @@ TEST(merge_allocs_across_segments)
         }
     }
     CHECK(seen == 7);
+    flamme_profile_free(&p);
+}
+
+/* A file of pid at start with the agent's cost INFO given (NULL: none). */
+static void cost_file(const char *p, uint32_t pid, uint64_t start, const char *budget,
+                      const char *writer, const char *proc)
+{
+    flamme_pw *w = pid_file(p, pid, start);
+    CHECK(flamme_pw_info(w, "cmd", "x") == 0);
+    if (budget)
+        CHECK(flamme_pw_info(w, "budget", budget) == 0);
+    if (writer)
+        CHECK(flamme_pw_info(w, "writer_ns", writer) == 0);
+    if (proc)
+        CHECK(flamme_pw_info(w, "process_cpu_ns", proc) == 0);
+    CHECK(flamme_pw_close(w, 0, 0, start + 100, 0) == 0);
+}
+
+/* The agent's costs of several processes read as one (the profiles of a
+ * build) add up: each process's from its last file, whose figures count
+ * from the start of its run (segments). A cost one process lacks is
+ * given as none rather than another process's. */
+TEST(merge_sums_the_agent_costs_of_processes)
+{
+    char a1[600], a2[600], b[600], c[600];
+    snprintf(a1, sizeof a1, "%s/cost-a1.flm", dir);
+    snprintf(a2, sizeof a2, "%s/cost-a2.flm", dir);
+    snprintf(b, sizeof b, "%s/cost-b.flm", dir);
+    snprintf(c, sizeof c, "%s/cost-c.flm", dir);
+    /* pid 20's two segments: the second's figures include the first's. */
+    cost_file(a1, 20, 1000, "2 64 1 3 0 100 5", "1000 0 300 400", "50000");
+    cost_file(a2, 20, 2000, "2 64 2 6 1 250 9", "3000 10 300 400", "90000");
+    cost_file(b, 21, 1500, "2 64 4 8 0 50", "500 0 200 300", "20000"); /* no <completed> */
+    const char *paths[] = { a2, b, a1 };
+    struct flamme_profile p;
+    char err[512] = "";
+    CHECK(flamme_profile_load_many(paths, 3, &p, NULL, err, sizeof err) == 0);
+    const char *v = flamme_profile_info(&p, "budget");
+    CHECK(v && !strcmp(v, "2 64 6 14 1 300 9"));
+    v = flamme_profile_info(&p, "writer_ns");
+    CHECK(v && !strcmp(v, "3500 10 500 700"));
+    v = flamme_profile_info(&p, "process_cpu_ns");
+    CHECK(v && !strcmp(v, "110000"));
+    flamme_profile_free(&p);
+    /* An older agent's file (no process_cpu_ns): no total of it. */
+    cost_file(c, 22, 1600, "2 64 0 0 0 10", "100 0 0", NULL);
+    const char *paths2[] = { a2, b, c };
+    CHECK(flamme_profile_load_many(paths2, 3, &p, NULL, err, sizeof err) == 0);
+    v = flamme_profile_info(&p, "process_cpu_ns");
+    CHECK(v && !strcmp(v, ""));
+    v = flamme_profile_info(&p, "writer_ns");
+    CHECK(v && !strcmp(v, "3600 10 500 700"));
+    flamme_profile_free(&p);
+    /* One process's segments: its last file's figures, as written. */
+    const char *paths3[] = { a2, a1 };
+    CHECK(flamme_profile_load_many(paths3, 2, &p, NULL, err, sizeof err) == 0);
+    v = flamme_profile_info(&p, "writer_ns");
+    CHECK(v && !strcmp(v, "3000 10 300 400"));
     flamme_profile_free(&p);
 }
 
@@ -1237,6 +1302,7 @@ int main(void)
     }
     RUN(round_trip_every_record);
     RUN(merge_allocs_across_segments);
+    RUN(merge_sums_the_agent_costs_of_processes);
     RUN(many_chunks_and_auto_flush);
     RUN(truncated_at_every_offset);
     RUN(corrupted_chunks_stop_decoding);

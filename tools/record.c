@@ -39,7 +39,8 @@ static void record_usage(FILE *f)
                "                   doc/design.md)\n"
                "  --live           with --alloc, library only: track sampled blocks until they die\n"
                "                   (FLAMME_LIVE=1)\n"
-               "Child OCaml processes started by CMD write F.<pid>.\n");
+               "Child OCaml processes started by CMD write F.<pid> (those of an earlier run\n"
+               "to F are removed first).\n");
 }
 
 /* Finds libflamme.so: beside this executable (the build tree), else
@@ -185,10 +186,12 @@ static int summarize_many(const char *const *paths, size_t n, const char *what)
     return 0;
 }
 
-/* Lists PATH.<pid> profiles written by child processes of this run. */
-static void summarize_children(const char *path)
+/* The PATH.<pid> files beside PATH (profiles of child processes), as a
+ * new array of new strings (*n set; NULL and 0 when none or no memory). */
+static char **child_files(const char *path, size_t *n)
 {
     char dir[PATH_MAX], base[PATH_MAX];
+    *n = 0;
     snprintf(dir, sizeof dir, "%s", path);
     char *slash = strrchr(dir, '/');
     if (slash) {
@@ -202,19 +205,80 @@ static void summarize_children(const char *path)
     }
     DIR *d = opendir(dir);
     if (!d)
-        return;
-    size_t bl = strlen(base);
+        return NULL;
+    size_t bl = strlen(base), cap = 0;
+    char **list = NULL;
     struct dirent *e;
     while ((e = readdir(d))) {
-        const char *n = e->d_name;
-        if (strncmp(n, base, bl) || n[bl] != '.' || !n[bl + 1] ||
-            strspn(n + bl + 1, "0123456789") != strlen(n + bl + 1))
+        const char *nm = e->d_name;
+        if (strncmp(nm, base, bl) || nm[bl] != '.' || !nm[bl + 1] ||
+            strspn(nm + bl + 1, "0123456789") != strlen(nm + bl + 1))
             continue;
-        char full[PATH_MAX * 2];
-        snprintf(full, sizeof full, "%s/%s", dir, n);
-        summarize(full);
+        if (*n == cap) {
+            cap = cap ? 2 * cap : 16;
+            char **a = realloc(list, cap * sizeof *a);
+            if (!a)
+                break;
+            list = a;
+        }
+        size_t len = strlen(dir) + strlen(nm) + 2;
+        if (!(list[*n] = malloc(len)))
+            break;
+        snprintf(list[*n], len, "%s/%s", dir, nm);
+        (*n)++;
     }
     closedir(d);
+    return list;
+}
+
+static void free_files(char **list, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        free(list[i]);
+    free(list);
+}
+
+/* One summary for the PATH.<pid> profiles written by child processes of
+ * this run (a build starts dozens), and how to read them as one (with
+ * PATH when with_path: the run's first OCaml process wrote it). */
+static void summarize_children(const char *path, int with_path)
+{
+    size_t n;
+    char **list = child_files(path, &n);
+    if (n == 1) {
+        summarize(list[0]);
+    } else if (n > 1) {
+        char what[3 * PATH_MAX + 128];
+        snprintf(what, sizeof what,
+                 "%zu profiles of child processes, %s.<pid> (read as one by: flamme report %s%s%s.[0-9]*)",
+                 n, path, with_path ? path : "", with_path ? " " : "", path);
+        summarize_many((const char *const *)list, n, what);
+    }
+    free_files(list, n);
+}
+
+/* Profiles PATH.<pid> that child processes of an earlier run to the same
+ * PATH left would be taken for this run's (by the summary, and by a
+ * `flamme report PATH.*`): removed before it starts, and said. Only files
+ * that are flamme profiles. */
+static void remove_earlier_children(const char *path)
+{
+    size_t n, gone = 0;
+    char **list = child_files(path, &n);
+    for (size_t i = 0; i < n; i++) {
+        char magic[8] = "";
+        FILE *f = fopen(list[i], "rb");
+        int ours = f && fread(magic, 1, sizeof magic, f) == sizeof magic &&
+                   !memcmp(magic, FLAMME_MAGIC, sizeof magic);
+        if (f)
+            fclose(f);
+        if (ours && unlink(list[i]) == 0)
+            gone++;
+    }
+    if (gone)
+        fprintf(stderr, "flamme record: removed %zu profiles %s.<pid> of an earlier run's child processes\n",
+                gone, path);
+    free_files(list, n);
 }
 
 pid_t flamme_record_spawn(const char *verb, const char *out, char **cmd, int *rc)
@@ -342,6 +406,8 @@ int flamme_cmd_record(int argc, char **argv)
         snprintf(num, sizeof num, "%ld", depth);
         setenv("FLAMME_DEPTH", num, 1);
     }
+    if (!strchr(out, '%'))
+        remove_earlier_children(out);
     int rc;
     pid_t pid = flamme_record_spawn("record", out, argv + i, &rc);
     if (pid < 0)
@@ -373,6 +439,6 @@ int flamme_cmd_record(int argc, char **argv)
                 out, argv[i]);
     else
         summarize(out);
-    summarize_children(out);
+    summarize_children(out, wrote);
     return rc;
 }

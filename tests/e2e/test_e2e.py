@@ -407,6 +407,60 @@ def test_forkexec(ctx, tmp_path):
               "%d samples, %.1f%%\n%s" % (n, 100 * share, describe(st)))
 
 
+def agent_line(ctx, profs):
+    """(records, writer s, the program's s) from `flamme report PROFS`."""
+    p = ctx.run([ctx.flamme, "report", *profs])
+    m = re.search(r"samples: (\d+) records", p.stdout)
+    w = re.search(r"writer ([0-9.]+) s: [0-9.]+% of the program's ([0-9.]+) s", p.stdout)
+    assert p.returncode == 0 and m and w, "flamme report %s: no samples or agent line:\n%s" % (
+        " ".join(profs), p.stdout[:800] + p.stderr)
+    return int(m.group(1)), float(w.group(1)), float(w.group(2))
+
+
+@pytest.mark.slow
+@ENGINE
+def test_children(ctx, tmp_path):
+    """A command that is no OCaml program (sh) starts three that are, as a
+    build does: the first writes the profile, the others FILE.<pid>, and
+    record sums those up in one line that says how to read them all. Read
+    as one, their samples and the agent's costs add up (not one process's
+    for all). A second run to the same FILE removes the first run's
+    FILE.<pid> first, so that none is taken for its own."""
+    cwd = tmp_path / "children"
+    cwd.mkdir()
+    exe = ctx.exe("split")
+    script = "; ".join(["%s 5 > /dev/null" % exe] * 3)
+    p = ctx.run([ctx.flamme, "record", "-F", str(HZ), "-o", "prof.flm", "--", "sh", "-c", script],
+                cwd=str(cwd))
+    assert p.returncode == 0, "children: exit status %d:\n%s" % (p.returncode, p.stderr)
+    kids = sorted(n for n in os.listdir(cwd) if re.fullmatch(r"prof\.flm\.\d+", n))
+    ctx.check(len(kids) == 2 and os.path.exists(cwd / "prof.flm"),
+              "children: the first OCaml process wrote prof.flm, the two others prof.flm.<pid>",
+              sorted(os.listdir(cwd)))
+    lines = [l for l in p.stderr.splitlines() if l.startswith("flamme:")]
+    ctx.check(len(lines) == 2 and "wrote 2 profiles of child processes" in lines[-1]
+              and "flamme report prof.flm prof.flm.[0-9]*" in lines[-1],
+              "children: one summary line for the children's profiles, with the command reading all",
+              p.stderr)
+    files = [str(cwd / "prof.flm")] + [str(cwd / k) for k in kids]
+    each = [agent_line(ctx, [f]) for f in files]
+    records, writer, prog = agent_line(ctx, files)
+    print("  children: %s; read as one: %d records, writer %.3f s, the programs' %.2f s"
+          % (", ".join("%d records, writer %.3f s, %.2f s" % e for e in each), records, writer, prog))
+    ctx.check(records == sum(e[0] for e in each), "children: read as one, the samples add up")
+    ctx.check(abs(writer - sum(e[1] for e in each)) <= 0.003,
+              "children: read as one, the writers' CPU adds up", "%.3f s" % writer)
+    ctx.check(abs(prog - sum(e[2] for e in each)) <= 0.03,
+              "children: read as one, the programs' CPU adds up", "%.2f s" % prog)
+    p = ctx.run([ctx.flamme, "record", "-F", str(HZ), "-o", "prof.flm", "--", "sh", "-c",
+                 "; ".join(["%s 5 > /dev/null" % exe] * 2)], cwd=str(cwd))
+    left = [n for n in os.listdir(cwd) if re.fullmatch(r"prof\.flm\.\d+", n)]
+    ctx.check(p.returncode == 0 and "removed 2 profiles prof.flm.<pid>" in p.stderr and
+              len(left) == 1 and left[0] not in kids,
+              "children: a second run removes the first run's children's profiles first",
+              "%s\n%s" % (sorted(os.listdir(cwd)), p.stderr))
+
+
 @pytest.mark.slow
 @ENGINE
 def test_stress(ctx):

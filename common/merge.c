@@ -380,6 +380,7 @@ int flamme_profile_load_many(const char *const *paths, size_t n, struct flamme_p
         rc = flush_pid(&g);
     if (rc == 0)
         rc = sum_costs(&g);
+    p->npids = g.npids;
     for (size_t i = 0; i < n; i++) {
         if (rc == 0)
             free_shell(&all[i]);

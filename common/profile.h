@@ -333,6 +333,7 @@ struct flamme_profile {
     uint32_t segment_seq;
     uint64_t segment_from_ns, segment_until_ns, segment_period_ns;
     uint32_t nfiles;        /* files read into it: 1, more after flamme_profile_load_many */
+    uint32_t npids;         /* merged: the processes (header pids) they came from */
     uint32_t segment_last_seq; /* merged: the last file's seq (segment_seq is the first's) */
     uint32_t segment_missing;  /* merged: seqs missing between files of one pid */
 };

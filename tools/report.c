@@ -125,11 +125,17 @@ static void print_header(const char *path, const struct flamme_profile *p)
     struct tm tm;
     if (gmtime_r(&secs, &tm))
         strftime(when, sizeof when, "%Y-%m-%d %H:%M:%S UTC", &tm);
-    printf("  pid %u, %u Hz per thread, %.2f s, started %s\n", (unsigned)p->hdr.pid,
-           (unsigned)p->hdr.hz, dur, when);
+    /* Profiles of a build: the first process's pid and start, the last
+     * one's command (INFO: the last value counts). */
+    if (p->npids > 1)
+        printf("  %u processes (the first: pid %u), %u Hz per thread, %.2f s, started %s\n",
+               (unsigned)p->npids, (unsigned)p->hdr.pid, (unsigned)p->hdr.hz, dur, when);
+    else
+        printf("  pid %u, %u Hz per thread, %.2f s, started %s\n", (unsigned)p->hdr.pid,
+               (unsigned)p->hdr.hz, dur, when);
     const char *cmd = flamme_profile_info(p, "cmdline");
     if (cmd) {
-        fputs("  command: ", stdout);
+        fputs(p->npids > 1 ? "  command of the last: " : "  command: ", stdout);
         flamme_put_term_safe(stdout, cmd);
         putchar('\n');
     }

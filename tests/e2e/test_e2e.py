@@ -447,6 +447,9 @@ def test_children(ctx, tmp_path):
     records, writer, prog = agent_line(ctx, files)
     print("  children: %s; read as one: %d records, writer %.3f s, the programs' %.2f s"
           % (", ".join("%d records, writer %.3f s, %.2f s" % e for e in each), records, writer, prog))
+    rep = ctx.run([ctx.flamme, "report", *files]).stdout
+    ctx.check("3 processes (the first: pid " in rep and "command of the last: " in rep,
+              "children: read as one, the report says how many processes", rep[:400])
     ctx.check(records == sum(e[0] for e in each), "children: read as one, the samples add up")
     ctx.check(abs(writer - sum(e[1] for e in each)) <= 0.003,
               "children: read as one, the writers' CPU adds up", "%.3f s" % writer)

@@ -1072,6 +1072,7 @@ TEST(merge_sums_the_agent_costs_of_processes)
     struct flamme_profile p;
     char err[512] = "";
     CHECK(flamme_profile_load_many(paths, 3, &p, NULL, err, sizeof err) == 0);
+    CHECK(p.nfiles == 3 && p.npids == 2);
     const char *v = flamme_profile_info(&p, "budget");
     CHECK(v && !strcmp(v, "2 64 6 14 1 300 9"));
     v = flamme_profile_info(&p, "writer_ns");

@@ -18,6 +18,7 @@
 #include "common/outfile.h"
 #include "common/profile.h"
 #include "common/roots.h"
+#include "tools/collapse.h"
 #include "tools/cmds.h"
 
 static void record_usage(FILE *f)
@@ -238,6 +239,79 @@ static void free_files(char **list, size_t n)
     free(list);
 }
 
+/* Child profiles of one command (the basename of its argv[0]). */
+struct by_cmd {
+    char name[64];
+    size_t files;
+    size_t samples;
+    const char *file; /* the one file, when files == 1 */
+};
+
+static int by_samples(const void *a, const void *b)
+{
+    const struct by_cmd *x = a, *y = b;
+    return x->samples != y->samples ? (x->samples < y->samples ? 1 : -1) : strcmp(x->name, y->name);
+}
+
+#define BY_CMD_MAX 64  /* commands told apart; the rest count as "others" */
+#define BY_CMD_SHOWN 8 /* printed, by samples */
+
+/* Which commands the n child profiles in list came from, most samples
+ * first: a build's own program (a test, `dune exec`) is one child among
+ * many compilers, and the line names its file. */
+static void summarize_commands(char **list, size_t n)
+{
+    struct by_cmd c[BY_CMD_MAX + 1];
+    size_t nc = 0;
+    memset(c, 0, sizeof c);
+    snprintf(c[BY_CMD_MAX].name, sizeof c[BY_CMD_MAX].name, "others");
+    for (size_t i = 0; i < n; i++) {
+        struct flamme_profile p;
+        char err[512];
+        if (flamme_profile_load(list[i], &p, err, sizeof err) != 0)
+            continue;
+        const char *cmd = flamme_profile_info(&p, "cmdline");
+        char name[64] = "?";
+        if (cmd && *cmd) {
+            size_t len = strcspn(cmd, " ");
+            const char *base = cmd;
+            for (size_t k = 0; k < len; k++)
+                if (cmd[k] == '/')
+                    base = cmd + k + 1;
+            len -= (size_t)(base - cmd);
+            snprintf(name, sizeof name, "%.*s", (int)(len < sizeof name ? len : sizeof name - 1), base);
+        }
+        size_t k = 0;
+        while (k < nc && strcmp(c[k].name, name))
+            k++;
+        if (k == nc && nc < BY_CMD_MAX)
+            snprintf(c[nc++].name, sizeof c[0].name, "%s", name);
+        else if (k == nc)
+            k = BY_CMD_MAX;
+        c[k].files++;
+        c[k].samples += p.nsamples;
+        c[k].file = list[i];
+        flamme_profile_free(&p);
+    }
+    if (c[BY_CMD_MAX].files)
+        c[nc++] = c[BY_CMD_MAX];
+    qsort(c, nc, sizeof *c, by_samples);
+    fputs("flamme: by command:", stderr);
+    for (size_t k = 0; k < nc && k < BY_CMD_SHOWN; k++) {
+        fputs(k ? "; " : " ", stderr);
+        flamme_put_term_safe(stderr, c[k].name);
+        if (c[k].files == 1) {
+            fprintf(stderr, ": %zu samples, ", c[k].samples);
+            flamme_put_term_safe(stderr, c[k].file);
+        } else {
+            fprintf(stderr, " x%zu: %zu samples", c[k].files, c[k].samples);
+        }
+    }
+    if (nc > BY_CMD_SHOWN)
+        fprintf(stderr, "; %zu more commands", nc - BY_CMD_SHOWN);
+    fputc('\n', stderr);
+}
+
 /* One summary for the PATH.<pid> profiles written by child processes of
  * this run (a build starts dozens), and how to read them as one (with
  * PATH when with_path: the run's first OCaml process wrote it). */
@@ -252,7 +326,8 @@ static void summarize_children(const char *path, int with_path)
         snprintf(what, sizeof what,
                  "%zu profiles of child processes, %s.<pid> (read as one by: flamme report %s%s%s.[0-9]*)",
                  n, path, with_path ? path : "", with_path ? " " : "", path);
-        summarize_many((const char *const *)list, n, what);
+        if (summarize_many((const char *const *)list, n, what) == 0)
+            summarize_commands(list, n);
     }
     free_files(list, n);
 }
@@ -276,8 +351,8 @@ static void remove_earlier_children(const char *path)
             gone++;
     }
     if (gone)
-        fprintf(stderr, "flamme record: removed %zu profiles %s.<pid> of an earlier run's child processes\n",
-                gone, path);
+        fprintf(stderr, "flamme record: removed %zu profile%s %s.<pid> of an earlier run's child processes\n",
+                gone, gone == 1 ? "" : "s", path);
     free_files(list, n);
 }
 

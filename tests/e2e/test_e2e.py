@@ -438,10 +438,12 @@ def test_children(ctx, tmp_path):
               "children: the first OCaml process wrote prof.flm, the two others prof.flm.<pid>",
               sorted(os.listdir(cwd)))
     lines = [l for l in p.stderr.splitlines() if l.startswith("flamme:")]
-    ctx.check(len(lines) == 2 and "wrote 2 profiles of child processes" in lines[-1]
-              and "flamme report prof.flm prof.flm.[0-9]*" in lines[-1],
+    ctx.check(len(lines) == 3 and "wrote 2 profiles of child processes" in lines[1]
+              and "flamme report prof.flm prof.flm.[0-9]*" in lines[1],
               "children: one summary line for the children's profiles, with the command reading all",
               p.stderr)
+    ctx.check(lines[-1].startswith("flamme: by command: split.exe x2: "),
+              "children: a line says which commands wrote them", p.stderr)
     files = [str(cwd / "prof.flm")] + [str(cwd / k) for k in kids]
     each = [agent_line(ctx, [f]) for f in files]
     records, writer, prog = agent_line(ctx, files)

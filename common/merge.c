@@ -267,7 +267,8 @@ static int absorb(struct merger *g, struct flamme_profile *q)
             g->keys[g->nkeys++] = key;
             *slot = (uint32_t)g->nkeys;
         }
-        m->threads[m->nthreads++] = *t;
+        m->threads[m->nthreads] = *t;
+        m->threads[m->nthreads++].command = flamme_profile_info(q, "cmdline"); /* moves with info */
         t->name = NULL;
     }
     for (size_t i = 0; i < q->nsamples; i++) {
@@ -381,6 +382,9 @@ int flamme_profile_load_many(const char *const *paths, size_t n, struct flamme_p
     if (rc == 0)
         rc = sum_costs(&g);
     p->npids = g.npids;
+    if (p->npids < 2) /* one process: labels as they were */
+        for (size_t i = 0; i < p->nthreads; i++)
+            p->threads[i].command = NULL;
     for (size_t i = 0; i < n; i++) {
         if (rc == 0)
             free_shell(&all[i]);

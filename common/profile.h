@@ -251,6 +251,10 @@ struct flamme_thread {
     uint64_t start_ns, end_ns; /* end_ns 0 if never ended in the file */
     char *name;
     uint64_t lost;
+    /* Profiles of several processes read as one: the process's command
+     * line (its INFO cmdline, owned by the profile's info), NULL otherwise.
+     * Thread labels then begin with the command's name. */
+    const char *command;
 };
 
 struct flamme_gc_event {

@@ -39,6 +39,25 @@ const char *flamme_thread_label(const struct flamme_thread *t, char *buf, size_t
         snprintf(buf, len, "thread ?");
         return buf;
     }
+    if (t->command && len > 1) {
+        /* Several processes (a build): "ocamlopt.opt: main", argv[0]'s
+         * basename first, as perf's folded stacks begin with the comm. */
+        size_t n = strcspn(t->command, " ");
+        const char *base = t->command;
+        for (size_t k = 0; k < n; k++)
+            if (t->command[k] == '/')
+                base = t->command + k + 1;
+        n -= (size_t)(base - t->command);
+        if (n > 40)
+            n = 40;
+        int w = snprintf(buf, len, "%.*s: ", (int)n, base);
+        if (w < 0 || (size_t)w >= len - 1)
+            return buf;
+        struct flamme_thread plain = *t;
+        plain.command = NULL;
+        flamme_thread_label(&plain, buf + w, len - (size_t)w);
+        return buf;
+    }
     switch (t->kind) {
     case FLAMME_THREAD_MAIN:
         snprintf(buf, len, "main");

@@ -452,6 +452,9 @@ def test_children(ctx, tmp_path):
     rep = ctx.run([ctx.flamme, "report", *files]).stdout
     ctx.check("3 processes (the first: pid " in rep and "command of the last: " in rep,
               "children: read as one, the report says how many processes", rep[:400])
+    roots = {l.split(";", 1)[0] for l in ctx.run([ctx.flamme, "collapse", "--threads", *files]).stdout.splitlines()}
+    ctx.check(roots == {"split.exe: main"}, "children: read as one, --threads labels name the command",
+              sorted(roots))
     ctx.check(records == sum(e[0] for e in each), "children: read as one, the samples add up")
     ctx.check(abs(writer - sum(e[1] for e in each)) <= 0.003,
               "children: read as one, the writers' CPU adds up", "%.3f s" % writer)

@@ -926,12 +926,16 @@ static int finalize(void)
     if (W.closed)
         return W.failed ? -1 : 0;
     W.closed = 1;
-    /* Compressed and written before the writer's clock is read for INFO
-     * writer_ns, so that the profile's last chunk (in a short program,
-     * nearly all of it) counts among the agent's costs; only INFO, EXIT
-     * and END are left for close. */
+    /* Compressed and written before INFO writer_ns, and its CPU time
+     * added there (the writer's own clock stopped counting when its loop
+     * ended), so that the profile's last chunk (in a short program, nearly
+     * all of it) counts among the agent's costs; only INFO, EXIT and END
+     * are left for close. */
+    uint64_t c0 = flamme_cpu_ns_sigsafe(CLOCK_THREAD_CPUTIME_ID);
     if (flamme_pw_flush(W.pw) != 0)
         W.failed = 1;
+    if (!W.running)
+        W.cpu_done_ns += flamme_cpu_ns_sigsafe(CLOCK_THREAD_CPUTIME_ID) - c0;
     write_totals_info();
     write_exit();
     if (flamme_pw_close(W.pw, W.samples, W.lost, flamme_now_sigsafe(), W.threads) != 0)

@@ -657,12 +657,33 @@ static uint64_t loader_adds(void)
     return c[0];
 }
 
+/* The loader's counts (adds, subs) and maps_gen when the mappings were
+ * last read: by flamme_writer_start (libraries_seen), then by
+ * follow_libraries. */
+static uint64_t seen_gen, seen[2];
+
+/* Before the start reads the mappings (the unwind tables of every
+ * module, and the symbolizer's when it is made): a first sweep that
+ * found the counts unset re-read every mapping of a short process for
+ * nothing. A symbolizer kept from an earlier profile re-reads them here
+ * if libraries came or went meanwhile. */
+static void libraries_seen(void)
+{
+    uint64_t c[2] = {seen[0], seen[1]};
+    dl_iterate_phdr(phdr_counts, c);
+    uint64_t gen = atomic_load_explicit(&maps_gen, memory_order_acquire);
+    if (W.syms && (gen != seen_gen || c[0] != seen[0] || c[1] != seen[1]))
+        flamme_symtab_refresh(W.syms);
+    seen_gen = gen;
+    seen[0] = c[0];
+    seen[1] = c[1];
+}
+
 /* Re-reads the mappings for the symbolizer and the unwind rows when
  * libraries came or went since the last sweep, before the rings are
  * drained: frames in a new library are named from the start. */
 static void follow_libraries(void)
 {
-    static uint64_t seen_gen, seen[2];
     uint64_t c[2] = {seen[0], seen[1]};
     dl_iterate_phdr(phdr_counts, c);
     uint64_t gen = atomic_load_explicit(&maps_gen, memory_order_acquire);
@@ -1313,6 +1334,7 @@ int flamme_writer_start(const struct flamme_writer_host *host, int fd, const cha
         flamme_pw_stacks_are_nodes(W.pw);
     }
     W.dedup = flamme_dedup_new();
+    libraries_seen();
     if (!W.syms)
         W.syms = flamme_symtab_new();
     if (!W.pw || !W.dedup || !W.syms) {

@@ -70,7 +70,7 @@ struct merger {
     size_t pid_allocs;
     struct flamme_alloc_event_rec *pend;
     size_t npend, cap_pend;
-    /* What the agent cost (see agent_costs): the current pid's latest
+    /* What the agent cost (struct costs): the current pid's latest
      * values, and the sums over the pids flushed. */
     struct costs pid_cost, sum_cost;
     uint32_t npids;

@@ -32,7 +32,8 @@ static void record_usage(FILE *f)
                "  -o, --output F   profile path (default flamme.flm; an old one becomes F.old)\n"
                "  --depth N        max frames per sample (default 16384)\n"
                "  --period S       a continuous profile: one complete file per S seconds,\n"
-               "                   F's name + .000001, .000002, ... (FLAMME_PERIOD)\n"
+               "                   F's name + .000001, .000002, ... (FLAMME_PERIOD); an earlier\n"
+               "                   run's segments to F are removed first\n"
                "  --alloc[=RATE]   also sample allocations (OCaml 5.3+, FLAMME_ALLOC): a program that\n"
                "                   links the flamme library takes RATE (per word, default 1e-4) as\n"
                "                   Flamme.start's ~alloc (Gc.Memprof); any other is sampled by heap\n"
@@ -212,7 +213,9 @@ static char **child_files(const char *path, size_t *n)
     struct dirent *e;
     while ((e = readdir(d))) {
         const char *nm = e->d_name;
-        if (strncmp(nm, base, bl) || nm[bl] != '.' || !nm[bl + 1] ||
+        /* A pid has no leading zero; a segment's number (PATH.000001,
+         * FLAMME_PERIOD with a PATH not ending in .flm) does. */
+        if (strncmp(nm, base, bl) || nm[bl] != '.' || nm[bl + 1] < '1' || nm[bl + 1] > '9' ||
             strspn(nm + bl + 1, "0123456789") != strlen(nm + bl + 1))
             continue;
         if (*n == cap) {
@@ -332,6 +335,37 @@ static void summarize_children(const char *path, int with_path)
     free_files(list, n);
 }
 
+/* 1 if the file at path begins as a flamme profile does. */
+static int is_profile(const char *path)
+{
+    char magic[8] = "";
+    FILE *f = fopen(path, "rb");
+    int ours = f && fread(magic, 1, sizeof magic, f) == sizeof magic &&
+               !memcmp(magic, FLAMME_MAGIC, sizeof magic);
+    if (f)
+        fclose(f);
+    return ours;
+}
+
+/* The segments an earlier continuous run to the same -o wrote (the names
+ * the agent gives this run's: OUT's, numbered from 1) would stand in the
+ * new run's way: the agent writes beside them (NAME.<pid>), and the
+ * summary counted the old ones. Removed first, and said, as far as they
+ * run on from the first and are flamme profiles. */
+static void remove_earlier_segments(const char *out)
+{
+    unsigned seq = 1;
+    for (;; seq++) {
+        char path[PATH_MAX + 32];
+        if (flamme_out_name(out, 0, 1, seq, path, sizeof path) != 0 || !is_profile(path) ||
+            unlink(path) != 0)
+            break;
+    }
+    if (seq > 1)
+        fprintf(stderr, "flamme record: removed %u segment%s of an earlier run to %s\n", seq - 1,
+                seq == 2 ? "" : "s", out);
+}
+
 /* Profiles PATH.<pid> that child processes of an earlier run to the same
  * PATH left would be taken for this run's (by the summary, and by a
  * `flamme report PATH.*`): removed before it starts, and said. Only files
@@ -340,16 +374,9 @@ static void remove_earlier_children(const char *path)
 {
     size_t n, gone = 0;
     char **list = child_files(path, &n);
-    for (size_t i = 0; i < n; i++) {
-        char magic[8] = "";
-        FILE *f = fopen(list[i], "rb");
-        int ours = f && fread(magic, 1, sizeof magic, f) == sizeof magic &&
-                   !memcmp(magic, FLAMME_MAGIC, sizeof magic);
-        if (f)
-            fclose(f);
-        if (ours && unlink(list[i]) == 0)
+    for (size_t i = 0; i < n; i++)
+        if (is_profile(list[i]) && unlink(list[i]) == 0)
             gone++;
-    }
     if (gone)
         fprintf(stderr, "flamme record: removed %zu profile%s %s.<pid> of an earlier run's child processes\n",
                 gone, gone == 1 ? "" : "s", path);
@@ -481,8 +508,12 @@ int flamme_cmd_record(int argc, char **argv)
         snprintf(num, sizeof num, "%ld", depth);
         setenv("FLAMME_DEPTH", num, 1);
     }
-    if (!strchr(out, '%'))
+    if (!strchr(out, '%')) {
         remove_earlier_children(out);
+        const char *period = getenv("FLAMME_PERIOD");
+        if (period && *period)
+            remove_earlier_segments(out);
+    }
     int rc;
     pid_t pid = flamme_record_spawn("record", out, argv + i, &rc);
     if (pid < 0)

@@ -184,6 +184,19 @@ def test_record_period(build, ocaml_default, check, tmp_path, name):
     check(p.returncode == 0 and m and int(m.group(2)) == len(files) >= 5 and recs and
           int(m.group(1)) == int(recs.group(1)) and "no profile written" not in p.stderr,
           "flamme record --period -o %s: one summary line counting every segment" % name, p.stderr)
+    if "%" in name or not files:
+        return
+    # A shorter second run to the same -o: its own segments, under the same
+    # names (not beside the old ones), and the summary counts only them.
+    p = flammetest.record(build, [exe, str(SECS / 2)], str(tmp_path / name),
+                          args=("--period", str(PERIOD), "-F", str(HZ)), timeout=120)
+    again = sorted(glob.glob(str(tmp_path / "r.*")))
+    m = re.search(r"^flamme: \d+ samples, .* wrote (\d+) segments, ", p.stderr, re.M)
+    check(p.returncode == 0 and m and ("removed %d segments" % len(files)) in p.stderr and
+          all(re.fullmatch(r"r\.\d{6}\.flm", os.path.basename(f)) for f in again) and
+          int(m.group(1)) == len(again) < len(files),
+          "flamme record --period, again to %s: the earlier run's segments removed first" % name,
+          "%s\n%s" % ([os.path.basename(f) for f in again], p.stderr))
 
 
 def test_record_pid_name(build, ocaml_default, check, tmp_path):

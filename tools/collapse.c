@@ -33,6 +33,17 @@
 #include <stdlib.h>
 #include <string.h>
 
+const char *flamme_command_name(const char *cmdline, size_t *len)
+{
+    size_t n = strcspn(cmdline, " ");
+    const char *base = cmdline;
+    for (size_t k = 0; k < n; k++)
+        if (cmdline[k] == '/')
+            base = cmdline + k + 1;
+    *len = n - (size_t)(base - cmdline);
+    return base;
+}
+
 const char *flamme_thread_label(const struct flamme_thread *t, char *buf, size_t len)
 {
     if (!t) {
@@ -42,12 +53,8 @@ const char *flamme_thread_label(const struct flamme_thread *t, char *buf, size_t
     if (t->command && len > 1) {
         /* Several processes (a build): "ocamlopt.opt: main", argv[0]'s
          * basename first, as perf's folded stacks begin with the comm. */
-        size_t n = strcspn(t->command, " ");
-        const char *base = t->command;
-        for (size_t k = 0; k < n; k++)
-            if (t->command[k] == '/')
-                base = t->command + k + 1;
-        n -= (size_t)(base - t->command);
+        size_t n;
+        const char *base = flamme_command_name(t->command, &n);
         if (n > 40)
             n = 40;
         int w = snprintf(buf, len, "%.*s: ", (int)n, base);

@@ -17,6 +17,11 @@ struct flamme_collapse_opts {
     int lines;      /* 1: frames with a source position get " (file:line)" (one frame per line) */
 };
 
+/* The command's name in a command line (INFO cmdline): its first word's
+ * basename, as perf's comm. Returns where it begins in cmdline, *len its
+ * length (0 for an empty line). */
+const char *flamme_command_name(const char *cmdline, size_t *len);
+
 /* Display name of one thread: "main", "domain N", "thread TID (domain N)", ... */
 const char *flamme_thread_label(const struct flamme_thread *t, char *buf, size_t len);
 

@@ -276,12 +276,8 @@ static void summarize_commands(char **list, size_t n)
         const char *cmd = flamme_profile_info(&p, "cmdline");
         char name[64] = "?";
         if (cmd && *cmd) {
-            size_t len = strcspn(cmd, " ");
-            const char *base = cmd;
-            for (size_t k = 0; k < len; k++)
-                if (cmd[k] == '/')
-                    base = cmd + k + 1;
-            len -= (size_t)(base - cmd);
+            size_t len;
+            const char *base = flamme_command_name(cmd, &len);
             snprintf(name, sizeof name, "%.*s", (int)(len < sizeof name ? len : sizeof name - 1), base);
         }
         size_t k = 0;

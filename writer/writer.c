@@ -662,6 +662,23 @@ static uint64_t loader_adds(void)
  * follow_libraries. */
 static uint64_t seen_gen, seen[2];
 
+/* 1 if libraries came or went (the loader's counts, or maps_gen that
+ * flamme_writer_libraries_changed moves) since the last call, which this
+ * one now counts as seen; 0 otherwise. */
+static int libraries_changed(void)
+{
+    uint64_t c[2] = {seen[0], seen[1]};
+    dl_iterate_phdr(phdr_counts, c);
+    /* Pairs with the release add in flamme_writer_libraries_changed. */
+    uint64_t gen = atomic_load_explicit(&maps_gen, memory_order_acquire);
+    if (gen == seen_gen && c[0] == seen[0] && c[1] == seen[1])
+        return 0;
+    seen_gen = gen;
+    seen[0] = c[0];
+    seen[1] = c[1];
+    return 1;
+}
+
 /* Before the start reads the mappings (the unwind tables of every
  * module, and the symbolizer's when it is made): a first sweep that
  * found the counts unset re-read every mapping of a short process for
@@ -669,14 +686,8 @@ static uint64_t seen_gen, seen[2];
  * if libraries came or went meanwhile. */
 static void libraries_seen(void)
 {
-    uint64_t c[2] = {seen[0], seen[1]};
-    dl_iterate_phdr(phdr_counts, c);
-    uint64_t gen = atomic_load_explicit(&maps_gen, memory_order_acquire);
-    if (W.syms && (gen != seen_gen || c[0] != seen[0] || c[1] != seen[1]))
+    if (libraries_changed() && W.syms)
         flamme_symtab_refresh(W.syms);
-    seen_gen = gen;
-    seen[0] = c[0];
-    seen[1] = c[1];
 }
 
 /* Re-reads the mappings for the symbolizer and the unwind rows when
@@ -684,14 +695,8 @@ static void libraries_seen(void)
  * drained: frames in a new library are named from the start. */
 static void follow_libraries(void)
 {
-    uint64_t c[2] = {seen[0], seen[1]};
-    dl_iterate_phdr(phdr_counts, c);
-    uint64_t gen = atomic_load_explicit(&maps_gen, memory_order_acquire);
-    if (gen == seen_gen && c[0] == seen[0] && c[1] == seen[1])
+    if (!libraries_changed())
         return;
-    seen_gen = gen;
-    seen[0] = c[0];
-    seen[1] = c[1];
     flamme_symtab_refresh(W.syms);
     flamme_cfi_add_from_maps(NULL, W.self_module);
 }
@@ -1082,7 +1087,7 @@ int flamme_writer_active(void)
 
 void flamme_writer_libraries_changed(void)
 {
-    /* Pairs with the acquire load in follow_libraries. */
+    /* Pairs with the acquire load in libraries_changed. */
     atomic_fetch_add_explicit(&maps_gen, 1, memory_order_release);
     if (atomic_load_explicit(&wake_fd, memory_order_acquire) < 0)
         return;

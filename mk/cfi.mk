@@ -9,4 +9,4 @@
 # before this file was read, so it lists cfi.o exactly once.)
 SO_SRCS  := $(filter-out agent/cfi.c agent/walk.c agent/memo.c,$(SO_SRCS))
 LIB_SRCS += agent/cfi.c agent/walk.c agent/memo.c
-UNIT_TESTS += tests/unit/test_cfi.c tests/unit/test_cfi_cache.c
+UNIT_TESTS += tests/unit/test_cfi.c tests/unit/test_cfi_cache.c tests/unit/test_cfi_synth.c

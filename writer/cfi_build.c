@@ -19,6 +19,7 @@
 #include "common/index_table.h"
 #include "common/runsort.h"
 #include "writer/cfi_cache.h"
+#include "writer/cfi_synth.h"
 #include "writer/elf.h"
 
 #include <elf.h>
@@ -224,6 +225,8 @@ struct rowvec {
     size_t n, cap;
     int oom;
     int unsorted; /* some row sorts before the one pushed ahead of it (trow_cmp) */
+    uint64_t (*spans)[2]; /* link-time [begin, end) of each FDE, for cfi_synth */
+    size_t nspans, spancap;
 };
 
 /* The slot for the next row, or NULL when out of memory (rv->oom). */
@@ -641,6 +644,16 @@ static int do_fde(const struct ehf *e, const uint8_t *p, const uint8_t *end,
     if (r.bad || range == 0 || begin + range < begin)
         return 0;
     uint64_t end_pc = begin + range, loc = begin;
+    if (out->nspans == out->spancap) {
+        size_t nc = out->spancap ? out->spancap * 2 : 1024;
+        uint64_t(*nv)[2] = realloc(out->spans, nc * sizeof *nv);
+        if (!nv)
+            return -1;
+        out->spans = nv;
+        out->spancap = nc;
+    }
+    out->spans[out->nspans][0] = begin;
+    out->spans[out->nspans++][1] = end_pc;
     struct regstate init = { .cfa_reg = ~0ull, .ra_how = SAVE_LOST }; /* registers: SAME */
     struct rd cr = { c->insns, c->insns_end, e->buf, e->vaddr, 0 };
     if (run_cfa(&cr, c, &init, NULL, &loc, end_pc, bias, NULL) != 0)
@@ -1026,6 +1039,60 @@ static int publish(struct cfi_mod *m)
  * memory (the OCaml runtime's stack switches: caml_start_program,
  * caml_c_call, caml_runstack...); elsewhere the walker follows rbp. Builder
  * lock held. Returns the number of rows, or -1. */
+static int span_cmp(const void *a, const void *b)
+{
+    const uint64_t *x = a, *y = b;
+    return x[0] < y[0] ? -1 : x[0] > y[0];
+}
+
+struct synth_ctx {
+    struct rowvec *rv;
+    uint64_t bias;
+};
+
+static int synth_row(void *p, const struct flamme_synth_row *s)
+{
+    struct synth_ctx *c = p;
+    struct rule r = { 0, RULE_GAP, 0, 0, 0, 0, { 0 } };
+    if (s->rsp_off) {
+        r.cfa_off = s->rsp_off;
+        r.reg = RULE_REG;
+        r.dwreg = DW_REG_RSP;
+        memcpy(r.save, s->save, sizeof r.save);
+    }
+    push_row(c->rv, s->pc + c->bias, r);
+    c->rv->unsorted = 1; /* after every FDE's rows */
+    return c->rv->oom ? -1 : 0;
+}
+
+/* Adds the rows derived from the code of el's functions that no FDE covers
+ * (writer/cfi_synth.h), for link-time addresses [lo, hi). rv's spans are
+ * sorted and merged here. Returns 0, or -1 when out of memory. */
+static int add_synth_rows(const struct flamme_elf *el, struct rowvec *rv, uint64_t bias,
+                          uint64_t lo, uint64_t hi)
+{
+    size_t n = 0;
+    /* parse_eh_frame runs the FDEs in the order of their first pc */
+    int sorted = 1;
+    for (size_t i = 1; i < rv->nspans && sorted; i++)
+        sorted = rv->spans[i - 1][0] <= rv->spans[i][0];
+    if (!sorted)
+        qsort(rv->spans, rv->nspans, sizeof *rv->spans, span_cmp);
+    for (size_t i = 0; i < rv->nspans; i++) {
+        if (n && rv->spans[i][0] <= rv->spans[n - 1][1]) {
+            if (rv->spans[i][1] > rv->spans[n - 1][1])
+                rv->spans[n - 1][1] = rv->spans[i][1];
+        } else {
+            rv->spans[n][0] = rv->spans[i][0];
+            rv->spans[n++][1] = rv->spans[i][1];
+        }
+    }
+    rv->nspans = n;
+    struct synth_ctx c = { rv, bias };
+    return flamme_cfi_synth_module(el, (const uint64_t(*)[2])rv->spans, n, lo, hi, synth_row, &c) <
+                   0 ? -1 : 0;
+}
+
 static long add_fd(int fd, const char *name, uint64_t bias, int bias_from_map, uint64_t map_off,
                    uint64_t lo, uint64_t hi, int switch_only)
 {
@@ -1041,9 +1108,10 @@ static long add_fd(int fd, const char *name, uint64_t bias, int bias_from_map, u
     struct flamme_cfi_key key = { &st, lo - bias, hi - lo, switch_only };
     struct cfi_mod *m = ok ? flamme_cfi_cache_load(&key, lo, name) : NULL;
     ok = ok && (m || load_eh_frame(&el, &e) == 0);
-    flamme_elf_close(&el);
-    if (!ok)
+    if (!ok) {
+        flamme_elf_close(&el);
         return -1;
+    }
     if (!m) {
         struct rowvec rv = { 0 };
         int rc = parse_eh_frame(&e, bias, &rv);
@@ -1053,15 +1121,21 @@ static long add_fd(int fd, const char *name, uint64_t bias, int bias_from_map, u
                 rv.v[i].r = (struct rule){ 0, RULE_GAP, 0, 0, 0, 0, { 0 } };
                 rv.unsorted = 1; /* a gap now shares a pc with the row after it */
             }
+        /* Frame pointers do not help code without CFI either (crtstuff,
+         * hand-written stubs): its derived rows are kept in both modes. */
+        if (rc == 0 && !rv.oom && add_synth_rows(&el, &rv, bias, lo - bias, hi - bias) != 0)
+            rc = -1;
         if (rc == 0 && !rv.oom)
             m = pack(&rv, name, &st, lo, hi);
         free(rv.v);
+        free(rv.spans);
         if (!m)
             return -1;
         m->switch_only = switch_only;
         if (m->n)
             flamme_cfi_cache_store(&key, m);
     }
+    flamme_elf_close(&el);
     if (m->n == 0 || publish(m) != 0) {
         free_mod(m);
         return -1;

@@ -1,6 +1,9 @@
 /* tests/unwind/breakwalk_stubs.c — C stubs built to break stack walks, for
  * tests/unwind/breakwalk.ml. They are assembly without call-frame
- * information, so a walker can only use rbp there, and rbp is garbage:
+ * information, and their stack cannot be derived from their code either
+ * (writer/cfi_synth.c): each realigns rsp (and $-32, as code with aligned
+ * vector spills does), saving the old one in rbx. So a walker can only use
+ * rbp there, and rbp is garbage:
  *   brk_spin_fake: rbp points at a forged frame [0, unwind_decoy + 1], so a
  *     frame-pointer walk "ends cleanly" at an ordinary function;
  *   brk_spin_zero: rbp = 0, a "clean end" right at the leaf;
@@ -26,14 +29,18 @@ __asm__(".text\n"
         "brk_spin_fake:\n"
         "  push %rbp\n"
         "  mov %rsp, %rbp\n"
+        "  push %rbx\n"
+        "  mov %rsp, %rbx\n"
+        "  and $-32, %rsp\n"
         "  lea unwind_decoy+1(%rip), %rax\n"
         "  push %rax\n"
         "  push $0\n"
         "  lea (%rsp), %rbp\n"
         "1: sub $1, %rdi\n"
         "  jnz 1b\n"
-        "  add $16, %rsp\n"
         "  mov $1, %eax\n"
+        "  mov %rbx, %rsp\n"
+        "  pop %rbx\n"
         "  pop %rbp\n"
         "  ret\n"
         ".size brk_spin_fake, .-brk_spin_fake\n"
@@ -41,10 +48,15 @@ __asm__(".text\n"
         "brk_spin_zero:\n"
         "  push %rbp\n"
         "  mov %rsp, %rbp\n"
+        "  push %rbx\n"
+        "  mov %rsp, %rbx\n"
+        "  and $-32, %rsp\n"
         "  xor %ebp, %ebp\n"
         "1: sub $1, %rdi\n"
         "  jnz 1b\n"
         "  mov $1, %eax\n"
+        "  mov %rbx, %rsp\n"
+        "  pop %rbx\n"
         "  pop %rbp\n"
         "  ret\n"
         ".size brk_spin_zero, .-brk_spin_zero\n"
@@ -52,10 +64,15 @@ __asm__(".text\n"
         "brk_spin_junk:\n"
         "  push %rbp\n"
         "  mov %rsp, %rbp\n"
+        "  push %rbx\n"
+        "  mov %rsp, %rbx\n"
+        "  and $-32, %rsp\n"
         "  movabs $0x00007ff0deadbee8, %rbp\n"
         "1: sub $1, %rdi\n"
         "  jnz 1b\n"
         "  mov $1, %eax\n"
+        "  mov %rbx, %rsp\n"
+        "  pop %rbx\n"
         "  pop %rbp\n"
         "  ret\n"
         ".size brk_spin_junk, .-brk_spin_junk\n");

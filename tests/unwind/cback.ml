@@ -1,13 +1,15 @@
 (* tests/unwind/cback.ml — OCaml code over C bindings: a [@@noalloc]
    checksum, sorting through glibc's qsort with an OCaml comparison called
-   back from C, a C fold driving an OCaml closure, and a stub that
-   allocates a string per call.
+   back from C, a C fold driving an OCaml closure, a stub that
+   allocates a string per call, and a [@@noalloc] hash in assembly without
+   unwind information.
    Usage: cback.exe [SCALE] *)
 
 external checksum : Bytes.t -> int = "cb_checksum" [@@noalloc]
 external sort_keys : int array -> (int -> int -> int) -> int array = "cb_sort_keys"
 external fold : int -> ('a -> int -> 'a) -> 'a -> 'a = "cb_fold"
 external render : int -> string = "cb_render"
+external asm_hash : Bytes.t -> int = "cb_asm_hash" [@@noalloc]
 
 let scale = if Array.length Sys.argv > 1 then float_of_string Sys.argv.(1) else 1.0
 let rounds = max 1 (int_of_float (scale *. 500.))
@@ -33,7 +35,7 @@ let[@inline never] one_round r =
   let keys = Array.init 3000 (fun i -> (i * 31 + r) land 4095) in
   let sorted = sort_keys keys by_weight in
   let b = Bytes.make 20_000 (Char.chr (r land 255)) in
-  let c = checksum b in
+  let c = checksum b + asm_hash b in
   let f = fold 40_000 step r in
   sorted.(0) + c + f
 

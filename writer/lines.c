@@ -722,9 +722,17 @@ out:
  * .debug_str lie and a copy of .debug_line_str are kept; .debug_aranges,
  * .debug_abbrev and where .debug_info lies (read a unit head at a time)
  * serve the index at open only. */
+/* .debug_info is read a window at a time: a pread per unit's first
+ * entry (512 bytes each) was 356 system calls for the OCaml compiler,
+ * about a millisecond of a short compile's writer on a VM where each
+ * costs 2-6 us. */
+#define INFO_WINDOW (64u << 10)
+
 struct sources {
     struct sect aranges, abbrev;
     const Elf64_Shdr *info;
+    uint8_t *win; /* .debug_info bytes [win_at, win_at + win_len) */
+    uint64_t win_at, win_len;
 };
 
 /* Where a section of image e lies, if it can be read as it is (not
@@ -816,14 +824,22 @@ static int64_t unit_at(const flamme_lines *l, uint64_t off)
 /* The line unit that the compilation unit at offset cu of .debug_info
  * names (DW_AT_stmt_list of its first entry), or -1. */
 static int64_t unit_of_cu(const flamme_lines *l, const struct flamme_elf *e,
-                          const struct sources *src, uint64_t cu)
+                          struct sources *src, uint64_t cu)
 {
     if (!src->info || !src->abbrev.data || cu >= src->info->sh_size)
         return -1;
-    uint8_t buf[CU_HEAD_MAX];
-    uint64_t n = src->info->sh_size - cu < sizeof buf ? src->info->sh_size - cu : sizeof buf;
-    if (flamme_elf_read(e, src->info->sh_offset + cu, buf, (size_t)n) != 0)
+    uint64_t size = src->info->sh_size, n = size - cu < CU_HEAD_MAX ? size - cu : CU_HEAD_MAX;
+    if (!src->win && !(src->win = malloc(INFO_WINDOW)))
         return -1;
+    if (cu < src->win_at || cu + n > src->win_at + src->win_len) {
+        uint64_t w = size - cu < INFO_WINDOW ? size - cu : INFO_WINDOW;
+        src->win_len = 0;
+        if (flamme_elf_read(e, src->info->sh_offset + cu, src->win, w) != 0)
+            return -1;
+        src->win_at = cu;
+        src->win_len = w;
+    }
+    const uint8_t *buf = src->win + (cu - src->win_at);
     struct cur c = { buf, buf + n, 0 };
     uint64_t len;
     int osz = rd_initial_length(&c, &len);
@@ -890,8 +906,8 @@ static int64_t unit_of_cu(const flamme_lines *l, const struct flamme_elf *e,
  * sets covered[u] for each unit a well-formed set named; the others (no
  * .debug_aranges, a set that is malformed or names no line program) are
  * left to the caller to scan. */
-static void index_by_aranges(flamme_lines *l, const struct flamme_elf *e,
-                             const struct sources *src, struct builder *b, uint8_t *covered)
+static void index_by_aranges(flamme_lines *l, const struct flamme_elf *e, struct sources *src,
+                             struct builder *b, uint8_t *covered)
 {
     struct cur c = { src->aranges.data, src->aranges.data + src->aranges.size, 0 };
     uint64_t cu_at = UINT64_MAX;
@@ -1122,6 +1138,7 @@ out:
     free(covered);
     flamme_bulk_free(src.aranges.data);
     flamme_bulk_free(src.abbrev.data);
+    free(src.win);
     flamme_elf_close(&e);
     if (!l->seqs) { /* failed: a table without sequences is never returned */
         flamme_bulk_free(b.seqs);

@@ -939,6 +939,16 @@ int flamme_symtab_lookup(flamme_symtab *s, uint64_t addr, const char **function,
     return 1;
 }
 
+const char *flamme_symtab_module(flamme_symtab *s, uint64_t addr)
+{
+    struct mapping *mp = find_map(s, addr);
+    if (!mp && now_ns() - s->last_refresh_ns >= REFRESH_MIN_NS) {
+        read_maps(s);
+        mp = find_map(s, addr);
+    }
+    return mp ? mp->mod->path : "";
+}
+
 void flamme_symtab_free(flamme_symtab *s)
 {
     if (!s)

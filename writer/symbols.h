@@ -22,6 +22,11 @@ flamme_symtab *flamme_symtab_new(void);
 int flamme_symtab_lookup(flamme_symtab *s, uint64_t addr, const char **function,
                          const char **module, uint64_t *offset);
 
+/* The path of the file mapped at addr, as /proc/self/maps names it (""
+ * when no mapping holds it), without reading the file's symbols. Valid
+ * until flamme_symtab_free. */
+const char *flamme_symtab_module(flamme_symtab *s, uint64_t addr);
+
 /* Re-reads /proc/self/maps (e.g. after dlopen); keeps parsed ELF files. */
 void flamme_symtab_refresh(flamme_symtab *s);
 

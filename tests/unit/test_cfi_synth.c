@@ -13,7 +13,11 @@
  *    stacks, an instruction outside the subset, a path off the end;
  *  - this test binary's own crtstuff (gcc links it in without an FDE):
  *    after flamme_cfi_add_module the walker finds a caller through
- *    __do_global_dtors_aux from before and after its push %rbp.
+ *    __do_global_dtors_aux from before and after its push %rbp;
+ *  - against the compiler's own CFI: the functions of libc and libz (which
+ *    have FDEs) are derived as if they had none, and wherever the decoder
+ *    gives rows, they agree with the .eh_frame rows at every byte (CFA
+ *    offset, and the slot of each register the decoder says is saved).
  */
 #include "tests/unit/check.h"
 #include "agent/cfi.h"
@@ -22,6 +26,7 @@
 #include "writer/cfi_synth.h"
 #include "writer/elf.h"
 
+#include <dlfcn.h>
 #include <fcntl.h>
 #include <link.h>
 #include <stdio.h>
@@ -44,6 +49,21 @@ struct rows {
     int n;
     struct flamme_synth_row r[MAXROWS];
 };
+
+/* Rows of a real function: up to a row per instruction. */
+struct bigrows {
+    int n;
+    struct flamme_synth_row r[16384];
+};
+
+static int collect_big(void *ctx, const struct flamme_synth_row *row)
+{
+    struct bigrows *rs = ctx;
+    if (rs->n == (int)(sizeof rs->r / sizeof rs->r[0]))
+        return -1;
+    rs->r[rs->n++] = *row;
+    return 0;
+}
 
 static int collect(void *ctx, const struct flamme_synth_row *row)
 {
@@ -342,6 +362,129 @@ TEST(walk_through_crtstuff)
     }
 }
 
+/* The loaded library that defines symbol: its path, bias, and the
+ * executable mapping holding the symbol. Returns 1, or 0. */
+static int loaded_lib(const char *lib, const char *symbol, char *path, size_t len, uint64_t *bias,
+                      uint64_t *lo, uint64_t *hi)
+{
+    void *h = dlopen(lib, RTLD_NOW);
+    struct link_map *lm = NULL;
+    void *sym = h ? dlsym(h, symbol) : NULL;
+    if (!h || !sym || dlinfo(h, RTLD_DI_LINKMAP, &lm) != 0 || !lm)
+        return 0;
+    snprintf(path, len, "%s", lm->l_name);
+    *bias = lm->l_addr;
+    FILE *f = fopen("/proc/self/maps", "r");
+    char line[4400];
+    int found = 0;
+    while (f && !found && fgets(line, sizeof line, f)) {
+        unsigned long long a, b;
+        char perms[8];
+        if (sscanf(line, "%llx-%llx %7s", &a, &b, perms) == 3 && perms[2] == 'x' &&
+            (uintptr_t)sym >= a && (uintptr_t)sym < b) {
+            *lo = a;
+            *hi = b;
+            found = 1;
+        }
+    }
+    if (f)
+        fclose(f);
+    return found; /* the library stays loaded: its rows are looked up */
+}
+
+/* Derives every sized function symbol of the library (all of which have
+ * FDEs) and compares the rows with the .eh_frame rows published for it.
+ * *derived: functions that got rows; returns the bytes where they
+ * disagree (printing the first few). */
+static long against_fdes(const char *lib, const char *symbol, long *functions, long *derived,
+                         long *compared)
+{
+    char path[4096];
+    uint64_t bias = 0, lo = 0, hi = 0;
+    *functions = *derived = *compared = 0;
+    CHECK(loaded_lib(lib, symbol, path, sizeof path, &bias, &lo, &hi));
+    CHECK(flamme_cfi_add_module(path, bias, lo, hi) > 0);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    struct flamme_elf el;
+    if (fd < 0 || flamme_elf_open_fd(&el, fd) != 0) {
+        CHECK(0);
+        if (fd >= 0)
+            close(fd);
+        return -1;
+    }
+    const Elf64_Shdr *tab = NULL;
+    for (int t = SHT_SYMTAB; !tab && t; t = t == SHT_SYMTAB ? SHT_DYNSYM : 0)
+        for (size_t i = 0; i < el.shnum && !tab; i++)
+            if (el.sh[i].sh_type == (uint32_t)t)
+                tab = &el.sh[i];
+    Elf64_Sym *syms = tab ? malloc(tab->sh_size) : NULL;
+    uint8_t *code = malloc(1 << 16);
+    struct bigrows *rs = malloc(sizeof *rs);
+    long bad = 0;
+    if (!syms || !code || !rs || flamme_elf_read(&el, tab->sh_offset, syms, tab->sh_size) != 0)
+        bad = -1;
+    uint64_t last = 0;
+    for (size_t k = 0; bad >= 0 && k < tab->sh_size / sizeof *syms; k++) {
+        const Elf64_Sym *y = &syms[k];
+        const Elf64_Shdr *sec = y->st_shndx < el.shnum ? &el.sh[y->st_shndx] : NULL;
+        if (ELF64_ST_TYPE(y->st_info) != STT_FUNC || !sec || !(sec->sh_flags & SHF_EXECINSTR) ||
+            y->st_size == 0 || y->st_size > (1 << 16) || y->st_value == last ||
+            y->st_value + bias < lo || y->st_value + bias >= hi)
+            continue;
+        last = y->st_value;
+        (*functions)++;
+        if (flamme_elf_read(&el, sec->sh_offset + (y->st_value - sec->sh_addr), code,
+                            y->st_size) != 0)
+            continue;
+        rs->n = 0;
+        if (flamme_cfi_synth_function(code, y->st_size, y->st_value, collect_big, rs) <= 0)
+            continue;
+        (*derived)++;
+        for (int i = 0; i < rs->n; i++) {
+            const struct flamme_synth_row *r = &rs->r[i];
+            uint64_t end = i + 1 < rs->n ? rs->r[i + 1].pc : y->st_value + y->st_size;
+            for (uint64_t pc = r->pc; r->rsp_off && pc < end; pc++) {
+                struct flamme_cfi_row row;
+                /* Where the compiler's rows use rbp, the two cannot be
+                 * compared offset for offset. */
+                if (!flamme_cfi_lookup_sigsafe(pc + bias, &row) || row.cfa_reg != FLAMME_CFA_RSP)
+                    continue;
+                (*compared)++;
+                int ok = row.cfa_off == r->rsp_off;
+                /* After a pop the compiler's rows may still name the slot
+                 * (it holds the value popped): only a register the decoder
+                 * says is saved must be where the compiler says. */
+                for (int j = 0; j < FLAMME_CFI_NSAVED && ok; j++)
+                    ok = !r->save[j] || row.save[j] == FLAMME_SAVE_LOST ||
+                         row.save[j] == 8 * r->save[j];
+                if (!ok && bad++ < 3)
+                    fprintf(stderr, "  %s: function at %#llx, +%#llx: .eh_frame CFA rsp+%d, derived rsp+%d\n",
+                            lib, (unsigned long long)y->st_value,
+                            (unsigned long long)(pc - y->st_value), row.cfa_off, r->rsp_off);
+            }
+        }
+    }
+    free(syms);
+    free(code);
+    free(rs);
+    flamme_elf_close(&el);
+    close(fd);
+    return bad;
+}
+
+TEST(agrees_with_the_compilers_cfi)
+{
+    static const char *const libs[][2] = { { "libc.so.6", "qsort" }, { "libz.so.1", "inflate" } };
+    for (size_t i = 0; i < sizeof libs / sizeof libs[0]; i++) {
+        long functions, derived, compared;
+        long bad = against_fdes(libs[i][0], libs[i][1], &functions, &derived, &compared);
+        printf("  info: %s: %ld of %ld functions derived, %ld bytes compared, %ld disagree\n",
+               libs[i][0], derived, functions, compared, bad);
+        CHECK(bad == 0);
+        CHECK(derived >= functions / 2 && compared > 10 * derived);
+    }
+}
+
 int main(void)
 {
     RUN(crtstuff_rows);
@@ -349,5 +492,6 @@ int main(void)
     RUN(refused);
     RUN(garbage);
     RUN(walk_through_crtstuff);
+    RUN(agrees_with_the_compilers_cfi);
     return CHECK_DONE();
 }

@@ -2,9 +2,9 @@
  * tests/unit/test_cfi_synth.c — rows derived from the code of functions
  * without an FDE (writer/cfi_synth.c):
  *  - gcc's crtstuff functions, as gcc 12 compiles them into every
- *    executable (the bytes of deregister_tm_clones and
- *    __do_global_dtors_aux): a row at each change of the stack, none for
- *    the padding between them;
+ *    executable (the bytes of deregister_tm_clones, register_tm_clones
+ *    and __do_global_dtors_aux): a row at each change of the stack, none
+ *    for the padding between them;
  *  - hand-written stubs: pushes of callee-saved registers, a frame pointer
  *    with leave, a loop, a call, a tail call;
  *  - code whose stack cannot be known gets no rows: rsp realigned or moved
@@ -132,6 +132,25 @@ static const uint8_t deregister[] = {
     0x0f, 0x1f, 0x80, 0x00, 0x00, 0x00, 0x00, /* 29 nopl 0(%rax) */
 };
 
+static const uint8_t register_tm[] = {
+    0x48, 0x8d, 0x3d, 0xb9, 0x74, 0x0f, 0x00, /* 00 lea __TMC_END__(%rip),%rdi */
+    0x48, 0x8d, 0x35, 0xb2, 0x74, 0x0f, 0x00, /* 07 lea __TMC_END__(%rip),%rsi */
+    0x48, 0x29, 0xfe,                         /* 0e sub %rdi,%rsi */
+    0x48, 0x89, 0xf0,                         /* 11 mov %rsi,%rax */
+    0x48, 0xc1, 0xee, 0x3f,                   /* 14 shr $0x3f,%rsi */
+    0x48, 0xc1, 0xf8, 0x03,                   /* 18 sar $0x3,%rax */
+    0x48, 0x01, 0xc6,                         /* 1c add %rax,%rsi */
+    0x48, 0xd1, 0xfe,                         /* 1f sar %rsi */
+    0x74, 0x14,                               /* 22 je 38 */
+    0x48, 0x8b, 0x05, 0xbd, 0x6f, 0x0b, 0x00, /* 24 mov _ITM_registerTM...(%rip),%rax */
+    0x48, 0x85, 0xc0,                         /* 2b test %rax,%rax */
+    0x74, 0x08,                               /* 2e je 38 */
+    0xff, 0xe0,                               /* 30 jmp *%rax */
+    0x66, 0x0f, 0x1f, 0x44, 0x00, 0x00,       /* 32 nopw 0(%rax,%rax,1) */
+    0xc3,                                     /* 38 ret */
+    0x0f, 0x1f, 0x80, 0x00, 0x00, 0x00, 0x00, /* 39 nopl 0(%rax) */
+};
+
 TEST(crtstuff_rows)
 {
     struct rows rs;
@@ -147,6 +166,11 @@ TEST(crtstuff_rows)
     CHECK(row_is(&rs, 1, 0x21, 0, 0));
     CHECK(row_is(&rs, 2, 0x28, 8, 0));
     CHECK(row_is(&rs, 3, 0x29, 0, 0));
+    CHECK(derive(register_tm, sizeof register_tm, &rs) == 4);
+    CHECK(row_is(&rs, 0, 0x00, 8, 0));
+    CHECK(row_is(&rs, 1, 0x32, 0, 0));
+    CHECK(row_is(&rs, 2, 0x38, 8, 0));
+    CHECK(row_is(&rs, 3, 0x39, 0, 0));
 }
 
 TEST(stub_rows)

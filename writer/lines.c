@@ -19,7 +19,8 @@
  * units are run. .debug_str is copied the first time a unit names a string
  * in it (the OCaml compiler's never do). The file stays open for those
  * reads (a high descriptor, checked before each read and opened again,
- * the same file, if the program closed it).
+ * the same file, if the program closed it). A large file's index is kept
+ * between processes (load_kept, store_kept; writer/cfi_cache.h).
  * Called by: the agent's writer thread (and tests). It allocates and reads
  * the file through writer/elf.c and pread (never kept mapped); never from
  * a signal handler.
@@ -31,9 +32,11 @@
 #include "writer/lines.h"
 #include "common/bulk.h"
 #include "common/fds.h"
+#include "writer/cfi_cache.h"
 #include "writer/elf.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -747,18 +750,20 @@ static struct fsect find_fsect(const struct flamme_elf *e, const char *name)
     return (struct fsect){ sh->sh_offset, sh->sh_size };
 }
 
-/* Finds (.debug_line, .debug_str) or copies the sections of image e into l
- * and src. Returns 0 when .debug_line was found, -1 otherwise. */
-static int load_sections(const struct flamme_elf *e, flamme_lines *l, struct sources *src)
+/* Finds .debug_str and copies .debug_line_str of image e into l, and when
+ * the index is to be built (index), copies what it is built from into
+ * src. l->line is already found. Returns 0 when there is a .debug_line,
+ * -1 otherwise. */
+static int load_sections(const struct flamme_elf *e, flamme_lines *l, struct sources *src,
+                         int index)
 {
     /* .debug_line first: without it nothing else is worth copying. */
-    l->line = find_fsect(e, ".debug_line");
     if (!l->line.size)
         return -1;
     l->str_at = find_fsect(e, ".debug_str");
     static const char *const names[] = { ".debug_line_str", ".debug_aranges", ".debug_abbrev" };
     struct sect *dst[] = { &l->line_str, &src->aranges, &src->abbrev };
-    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+    for (size_t i = 0; i < (index ? sizeof names / sizeof names[0] : 1); i++) {
         struct fsect fs = find_fsect(e, names[i]);
         copy_fsect(l, &fs, dst[i]);
     }
@@ -1053,30 +1058,13 @@ static int push_unit(flamme_lines *l, size_t *cap, uint64_t off, uint64_t len, i
     return 0;
 }
 
-flamme_lines *flamme_lines_open(const char *path)
+/* Builds l's index (units, sequences) from the sections load_sections
+ * found. Returns 0, or -1 (nothing usable, or out of memory). */
+static int build_index(flamme_lines *l, const struct flamme_elf *e, struct sources *src)
 {
-    struct flamme_fd_id fid;
-    int fd = flamme_open_high(path, O_RDONLY, &fid);
-    if (fd < 0)
-        return NULL;
-    flamme_lines *l = calloc(1, sizeof *l);
-    struct flamme_elf e;
-    if (!l || !(l->path = strdup(path)) || flamme_elf_open_fd(&e, fd) != 0) {
-        if (l)
-            free(l->path);
-        free(l);
-        flamme_close_checked(fd, &fid);
-        return NULL;
-    }
-    l->fd = fd; /* kept: units are read when they are run */
-    l->fid = fid;
-    l->file = fid;
-    struct sources src = { 0 };
     struct builder b = { .l = l, .scan = 1 };
     size_t cap_units = 0;
     uint8_t *covered = NULL;
-    if (load_sections(&e, l, &src) < 0)
-        goto out;
     /* Every unit's place in .debug_line first: .debug_aranges names them
      * by offset. Only their lengths are read, a window at a time. */
     for (uint64_t pos = 0; pos < l->line.size && !b.oom;) {
@@ -1095,7 +1083,7 @@ flamme_lines *flamme_lines_open(const char *path)
     }
     if (b.oom || !(covered = calloc(l->nunits ? l->nunits : 1, 1)))
         goto out;
-    index_by_aranges(l, &e, &src, &b, covered);
+    index_by_aranges(l, e, src, &b, covered);
     /* The units no range named: their sequences, by running each program
      * once without keeping rows. */
     for (size_t i = 0; i < l->nunits && !b.oom; i++) {
@@ -1130,31 +1118,165 @@ flamme_lines *flamme_lines_open(const char *path)
     struct seq *fit = flamme_bulk_realloc(b.seqs, b.nseqs * sizeof *fit); /* in place */
     if (fit)
         b.seqs = fit;
-    l->maxhi = flamme_bulk_alloc(b.nseqs * sizeof *l->maxhi);
-    if (!l->maxhi)
-        goto out;
-    uint64_t hi = 0;
-    for (size_t i = 0; i < b.nseqs; i++) {
-        if (b.seqs[i].hi > hi)
-            hi = b.seqs[i].hi;
-        l->maxhi[i] = hi;
-    }
     l->seqs = b.seqs;
     l->nseqs = b.nseqs;
     b.seqs = NULL;
+out:
+    free(covered);
+    flamme_bulk_free(b.seqs);
+    return l->seqs ? 0 : -1;
+}
+
+/* max hi of the sequences up to each one (lookups walk back over those
+ * that still cover an address). Returns 0, or -1 when out of memory. */
+static int make_maxhi(flamme_lines *l)
+{
+    l->maxhi = flamme_bulk_alloc(l->nseqs * sizeof *l->maxhi);
+    if (!l->maxhi)
+        return -1;
+    uint64_t hi = 0;
+    for (size_t i = 0; i < l->nseqs; i++) {
+        if (l->seqs[i].hi > hi)
+            hi = l->seqs[i].hi;
+        l->maxhi[i] = hi;
+    }
+    return 0;
+}
+
+/* ------------------------------------------------------------ kept index */
+
+/* A large file's index (units and sequences, not their rows) is kept
+ * between processes (writer/cfi_cache.h, kind "FLMLINE") like its unwind
+ * tables and symbols: building it reads .debug_aranges, the head of every
+ * compilation unit in .debug_info and .debug_abbrev, about 1.4 MB for the
+ * OCaml compiler, in every short compile. Layout: struct kept_head, nunits
+ * struct kept_unit (by offset), nseqs struct kept_seq (by lo). */
+#define KEPT_KIND "FLMLINE"
+uint64_t flamme_lines_kept_min = 256u << 10;
+
+struct kept_head {
+    uint64_t line_size, nunits, nseqs;
+};
+struct kept_unit {
+    uint64_t off, len, offset_size;
+};
+struct kept_seq {
+    uint64_t lo, hi, unit;
+};
+
+/* Fills l's units and sequences from what was kept for the file of st.
+ * Returns 0, or -1 when nothing usable was kept (missing, another
+ * .debug_line size, or failing a check: units inside the section, their
+ * offset sizes, sequences non-empty, of a unit, by address). */
+static int load_kept(flamme_lines *l, const struct stat *st)
+{
+    size_t len = 0;
+    uint8_t *blob = flamme_kept_load(KEPT_KIND, st, &len);
+    struct kept_head h;
+    if (!blob || len < sizeof h)
+        goto bad;
+    memcpy(&h, blob, sizeof h);
+    if (h.line_size != l->line.size || h.nunits == 0 || h.nseqs == 0 ||
+        h.nunits >= UINT32_MAX || h.nunits > len / sizeof(struct kept_unit) ||
+        h.nseqs > len / sizeof(struct kept_seq) ||
+        len != sizeof h + h.nunits * sizeof(struct kept_unit) + h.nseqs * sizeof(struct kept_seq))
+        goto bad;
+    l->units = calloc(h.nunits, sizeof *l->units);
+    l->seqs = flamme_bulk_alloc(h.nseqs * sizeof *l->seqs);
+    if (!l->units || !l->seqs)
+        goto bad;
+    const uint8_t *at = blob + sizeof h;
+    for (uint64_t i = 0; i < h.nunits; i++, at += sizeof(struct kept_unit)) {
+        struct kept_unit u;
+        memcpy(&u, at, sizeof u);
+        if ((u.offset_size != 4 && u.offset_size != 8) || u.off > l->line.size ||
+            u.len > l->line.size - u.off || (i && u.off <= l->units[i - 1].off))
+            goto bad;
+        l->units[i] = (struct lunit){ u.off, u.len, (int)u.offset_size, 0, NULL, 0 };
+    }
+    for (uint64_t i = 0; i < h.nseqs; i++, at += sizeof(struct kept_seq)) {
+        struct kept_seq q;
+        memcpy(&q, at, sizeof q);
+        if (q.unit >= h.nunits || q.lo >= q.hi || (i && q.lo < l->seqs[i - 1].lo))
+            goto bad;
+        l->seqs[i] = (struct seq){ q.lo, q.hi, (uint32_t)q.unit };
+    }
+    l->nunits = h.nunits;
+    l->nseqs = h.nseqs;
+    flamme_bulk_free(blob);
+    return 0;
+bad:
+    free(l->units);
+    l->units = NULL;
+    flamme_bulk_free(l->seqs);
+    l->seqs = NULL;
+    flamme_bulk_free(blob);
+    return -1;
+}
+
+/* Keeps l's index for the file of st (load_kept). Best effort. */
+static void store_kept(const flamme_lines *l, const struct stat *st)
+{
+    struct kept_head h = { l->line.size, l->nunits, l->nseqs };
+    size_t len = sizeof h + l->nunits * sizeof(struct kept_unit) +
+                 l->nseqs * sizeof(struct kept_seq);
+    uint8_t *blob = malloc(len), *at = blob;
+    if (!blob)
+        return;
+    memcpy(at, &h, sizeof h);
+    at += sizeof h;
+    for (size_t i = 0; i < l->nunits; i++, at += sizeof(struct kept_unit)) {
+        const struct lunit *u = &l->units[i];
+        struct kept_unit k = { u->off, u->len, (uint64_t)u->offset_size };
+        memcpy(at, &k, sizeof k);
+    }
+    for (size_t i = 0; i < l->nseqs; i++, at += sizeof(struct kept_seq)) {
+        struct kept_seq k = { l->seqs[i].lo, l->seqs[i].hi, l->seqs[i].unit };
+        memcpy(at, &k, sizeof k);
+    }
+    flamme_kept_store(KEPT_KIND, st, blob, len, NULL, 0);
+    free(blob);
+}
+
+flamme_lines *flamme_lines_open(const char *path)
+{
+    struct flamme_fd_id fid;
+    int fd = flamme_open_high(path, O_RDONLY, &fid);
+    if (fd < 0)
+        return NULL;
+    flamme_lines *l = calloc(1, sizeof *l);
+    struct flamme_elf e;
+    if (!l || !(l->path = strdup(path)) || flamme_elf_open_fd(&e, fd) != 0) {
+        if (l)
+            free(l->path);
+        free(l);
+        flamme_close_checked(fd, &fid);
+        return NULL;
+    }
+    l->fd = fd; /* kept: units are read when they are run */
+    l->fid = fid;
+    l->file = fid;
+    struct sources src = { 0 };
+    struct stat st;
+    l->line = find_fsect(&e, ".debug_line");
+    int keep = l->line.size >= flamme_lines_kept_min && fstat(fd, &st) == 0;
+    int kept = keep && load_kept(l, &st) == 0;
+    if (load_sections(&e, l, &src, !kept) < 0 || (!kept && build_index(l, &e, &src) != 0) ||
+        make_maxhi(l) != 0)
+        goto out;
+    if (keep && !kept)
+        store_kept(l, &st);
     /* A larger .debug_line is read again a window at a time when units
      * are run: the file is checked to be the same one then. A whole copy
      * is kept, so units are run from the bytes the index was built from. */
     if (l->line.size > flamme_lines_whole_max)
         l->win_len = 0;
 out:
-    free(covered);
     flamme_bulk_free(src.aranges.data);
     flamme_bulk_free(src.abbrev.data);
     free(src.win);
     flamme_elf_close(&e);
-    if (!l->seqs) { /* failed: a table without sequences is never returned */
-        flamme_bulk_free(b.seqs);
+    if (!l->seqs || !l->maxhi) { /* failed: a table without sequences is never returned */
         flamme_lines_close(l);
         return NULL;
     }

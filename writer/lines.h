@@ -34,4 +34,10 @@ void flamme_lines_close(flamme_lines *l);
  * it to reach the second way. */
 extern uint64_t flamme_lines_whole_max;
 
+/* A .debug_line of at least this many bytes (256 KB) has its index (where
+ * each unit's code lies, not the units' rows) kept between processes in
+ * the cache directory (writer/cfi_cache.h), read back instead of built
+ * from .debug_aranges and .debug_info. Tests lower it. */
+extern uint64_t flamme_lines_kept_min;
+
 #endif

@@ -3,7 +3,9 @@
  * .debug_line. This binary is built with -g, so it looks itself up: the
  * address of a function defined here must map to this file and to the line
  * recorded inside that function. Garbage, a truncated copy of this binary
- * and an ELF file without .debug_line must give NULL, never a crash.
+ * and an ELF file without .debug_line must give NULL, never a crash. The
+ * index kept between processes gives the same positions, is what a later
+ * open reads, and a damaged one is built again.
  */
 #include <dlfcn.h>
 #include <fcntl.h>
@@ -15,7 +17,10 @@
 #include <unistd.h>
 
 #include "tests/unit/check.h"
+#include "writer/cfi_cache.h"
 #include "writer/lines.h"
+
+#include <dirent.h>
 
 static char dir[256];
 static int marked_line;
@@ -406,6 +411,96 @@ TEST(file_names_from_debug_str)
     dlclose(h);
 }
 
+/* The one file in directory d (a path into out), or 0 when there is not
+ * exactly one. */
+static int only_file(const char *d, char *out, size_t len)
+{
+    DIR *dh = opendir(d);
+    struct dirent *de;
+    int n = 0;
+    while (dh && (de = readdir(dh)))
+        if (de->d_name[0] != '.' && n++ == 0)
+            snprintf(out, len, "%s/%s", d, de->d_name);
+    if (dh)
+        closedir(dh);
+    return n == 1;
+}
+
+/* Lookups of a and b differ at how many code bytes of this executable. */
+static size_t differences(flamme_lines *a, flamme_lines *b, size_t *found)
+{
+    uint64_t range[2] = { 0, 0 };
+    dl_iterate_phdr(exec_segment, range);
+    size_t differ = 0;
+    *found = 0;
+    for (uint64_t at = range[0]; a && b && at < range[1]; at++) {
+        const char *f1 = NULL, *f2 = NULL;
+        uint32_t l1 = 0, l2 = 0;
+        int k1 = flamme_lines_lookup(a, at, &f1, &l1), k2 = flamme_lines_lookup(b, at, &f2, &l2);
+        *found += k1;
+        differ += k1 != k2 || (k1 && (strcmp(f1, f2) != 0 || l1 != l2));
+    }
+    return differ;
+}
+
+TEST(kept_index_gives_the_same_positions)
+{
+    char cache[300], kept[600];
+    snprintf(cache, sizeof cache, "%s/kept", dir);
+    flamme_cfi_cache_configure(cache);
+    uint64_t min0 = flamme_lines_kept_min;
+    flamme_lines_kept_min = 0; /* this binary's .debug_line is small */
+    flamme_lines *built = flamme_lines_open("/proc/self/exe");
+    CHECK(built != NULL && only_file(cache, kept, sizeof kept));
+    flamme_lines *read = flamme_lines_open("/proc/self/exe");
+    size_t found = 0;
+    CHECK(read != NULL && differences(built, read, &found) == 0 && found > 1000);
+    flamme_lines_close(read);
+    /* What a later open uses is the kept index: with every sequence moved
+     * to the first unit (still well formed) most positions change. */
+    size_t len = 0;
+    uint8_t *b = slurp(kept, &len);
+    const size_t hdr = 128; /* writer/cfi_cache.c's header */
+    uint64_t nunits = 0, nseqs = 0;
+    CHECK(b && len > hdr + 24);
+    if (!b || len <= hdr + 24) {
+        free(b);
+        return;
+    }
+    memcpy(&nunits, b + hdr + 8, 8);
+    memcpy(&nseqs, b + hdr + 16, 8);
+    CHECK(len == hdr + 24 + 24 * nunits + 24 * nseqs && nunits > 1);
+    uint8_t *moved = malloc(len);
+    memcpy(moved, b, len);
+    for (uint64_t i = 0; len == hdr + 24 + 24 * nunits + 24 * nseqs && i < nseqs; i++)
+        memset(moved + hdr + 24 + 24 * nunits + 24 * i + 16, 0, 8);
+    spit(kept, moved, len);
+    read = flamme_lines_open("/proc/self/exe");
+    CHECK(read != NULL && differences(built, read, &found) > found / 2);
+    flamme_lines_close(read);
+    /* Damaged ones are built again: a unit outside .debug_line, sequences
+     * out of order, a short file. */
+    for (int how = 0; how < 3; how++) {
+        memcpy(moved, b, len);
+        size_t n = len;
+        if (how == 0)
+            memset(moved + hdr + 24, 0xff, 8);
+        else if (how == 1 && nseqs > 1)
+            memset(moved + hdr + 24 + 24 * nunits + 24 * (nseqs - 1), 0, 8);
+        else
+            n = len - 8;
+        spit(kept, moved, n);
+        read = flamme_lines_open("/proc/self/exe");
+        CHECK(read != NULL && differences(built, read, &found) == 0);
+        flamme_lines_close(read);
+    }
+    free(moved);
+    free(b);
+    flamme_lines_close(built);
+    flamme_lines_kept_min = min0;
+    flamme_cfi_cache_configure(NULL);
+}
+
 int main(void)
 {
     snprintf(dir, sizeof dir, "/tmp/flamme-test-lines-XXXXXX");
@@ -421,6 +516,7 @@ int main(void)
     RUN(units_read_after_the_program_closed_every_descriptor);
     RUN(copied_line_programs_outlive_a_replaced_file);
     RUN(file_names_from_debug_str);
+    RUN(kept_index_gives_the_same_positions);
     char cmd[600];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
     if (system(cmd) != 0)

@@ -1032,13 +1032,6 @@ static int publish(struct cfi_mod *m)
     return 0;
 }
 
-/* Builds and publishes the module for the x86_64 ELF open on fd, mapped at
- * [lo, hi) with load bias bias, or (bias_from_map) with the bias of an
- * executable mapping starting at lo at file offset map_off. switch_only: the
- * file's code has frame pointers, keep only the rows whose CFA is found in
- * memory (the OCaml runtime's stack switches: caml_start_program,
- * caml_c_call, caml_runstack...); elsewhere the walker follows rbp. Builder
- * lock held. Returns the number of rows, or -1. */
 static int span_cmp(const void *a, const void *b)
 {
     const uint64_t *x = a, *y = b;
@@ -1093,6 +1086,13 @@ static int add_synth_rows(const struct flamme_elf *el, struct rowvec *rv, uint64
                    0 ? -1 : 0;
 }
 
+/* Builds and publishes the module for the x86_64 ELF open on fd, mapped at
+ * [lo, hi) with load bias bias, or (bias_from_map) with the bias of an
+ * executable mapping starting at lo at file offset map_off. switch_only: the
+ * file's code has frame pointers, keep only the rows whose CFA is found in
+ * memory (the OCaml runtime's stack switches: caml_start_program,
+ * caml_c_call, caml_runstack...); elsewhere the walker follows rbp. Builder
+ * lock held. Returns the number of rows, or -1. */
 static long add_fd(int fd, const char *name, uint64_t bias, int bias_from_map, uint64_t map_off,
                    uint64_t lo, uint64_t hi, int switch_only)
 {
@@ -1129,8 +1129,10 @@ static long add_fd(int fd, const char *name, uint64_t bias, int bias_from_map, u
             m = pack(&rv, name, &st, lo, hi);
         free(rv.v);
         free(rv.spans);
-        if (!m)
+        if (!m) {
+            flamme_elf_close(&el);
             return -1;
+        }
         m->switch_only = switch_only;
         if (m->n)
             flamme_cfi_cache_store(&key, m);

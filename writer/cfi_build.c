@@ -1043,6 +1043,8 @@ struct synth_ctx {
     uint64_t bias;
 };
 
+/* flamme_synth_emit_fn: appends the derived row s (link-time pc) to the
+ * module's rows at its runtime pc. Returns 0, or -1 when out of memory. */
 static int synth_row(void *p, const struct flamme_synth_row *s)
 {
     struct synth_ctx *c = p;

@@ -36,9 +36,9 @@
 #include "writer/elf.h"
 
 #include <fcntl.h>
-#include <sys/stat.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "common/clock.h"
@@ -721,16 +721,16 @@ out:
 
 /* ------------------------------------------------------------ the file */
 
-/* The sections a line table is read from: where .debug_line and
- * .debug_str lie and a copy of .debug_line_str are kept; .debug_aranges,
- * .debug_abbrev and where .debug_info lies (read a unit head at a time)
- * serve the index at open only. */
 /* .debug_info is read a window at a time: a pread per unit's first
  * entry (512 bytes each) was 356 system calls for the OCaml compiler,
  * about a millisecond of a short compile's writer on a VM where each
  * costs 2-6 us. */
 #define INFO_WINDOW (64u << 10)
 
+/* The sections a line table is read from: where .debug_line and
+ * .debug_str lie and a copy of .debug_line_str are kept; .debug_aranges,
+ * .debug_abbrev and where .debug_info lies (read a unit head at a time)
+ * serve the index at open only. */
 struct sources {
     struct sect aranges, abbrev;
     const Elf64_Shdr *info;

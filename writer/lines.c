@@ -729,7 +729,7 @@ out:
 
 /* The sections a line table is read from: where .debug_line and
  * .debug_str lie and a copy of .debug_line_str are kept; .debug_aranges,
- * .debug_abbrev and where .debug_info lies (read a unit head at a time)
+ * .debug_abbrev and where .debug_info lies (read a window at a time)
  * serve the index at open only. */
 struct sources {
     struct sect aranges, abbrev;

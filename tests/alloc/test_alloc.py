@@ -208,9 +208,9 @@ def test_segments(build, split, compiler, check, tmp_path):
           % comp, repr(live[:4]))
     # svg reads the segments as one too (one segment may have no allocations).
     # Its small_tuples box holds that function's live bytes: the program's
-    # `sink` also keeps its last 8 blocks alive, mid_bytes' ones, and one
-    # of them is sampled in about a run in four (8,000 bytes of
-    # Split.mid_bytes in the live view).
+    # `sink` also keeps its last 8 blocks alive, mid_bytes' ones, and now
+    # and then one of them was sampled (8,000 bytes of Split.mid_bytes in
+    # the live view: 3 of 102 runs here).
     svg = str(tmp_path / "seg.svg")
     rc, so, se = sh([build.flamme, "svg", "--live", "-o", svg] + segs)
     lt = sum(w for f, w in live if f[-1] == "Split.small_tuples")

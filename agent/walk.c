@@ -188,6 +188,47 @@ static int realloc_stub_at(struct flamme_cfi_cache *cfi, uintptr_t ra,
     return c[10] == 0x41 && c[11] == 0x5a && c[5] == 0xe8 && (c[3] == 0x6a || c[0] == 0x68);
 }
 
+/* The interrupted pc inside that stack check's own code: at its push
+ * (nothing pushed yet), at the pop after the call returned (the frame size
+ * still pushed) or at the jmp back. The rows there are the same wrong ones
+ * (the frame as allocated): seen as `...;[unknown];Gcalloc.make` in place
+ * of `...;Gcalloc.trees;Gcalloc.make`, the junk return address naming
+ * nothing and rbp skipping the caller. Recognised as realloc_stub_at does,
+ * by the rows around (the call's 8 above the push's and the jmp's) and
+ * the code bytes (the first read directly, as the thread was executing
+ * it; the rest checked). Returns the CFA's offset from rsp there (8, or 16
+ * at the pop), or 0. */
+static int stack_check_leaf(struct flamme_cfi_cache *cfi, uintptr_t pc,
+                            const struct flamme_cfi_row *row)
+{
+    if (row->cfa_reg != FLAMME_CFA_RSP || row->cfa_off <= 8)
+        return 0;
+    if (realloc_stub_at(cfi, pc, row))
+        return 16;
+    const unsigned char *d = (const unsigned char *)pc;
+    if (d[0] != 0x6a && d[0] != 0x68 && d[0] != 0xeb && d[0] != 0xe9)
+        return 0;
+    struct flamme_cfi_row o;
+    unsigned char c[14];
+    /* push $size: the call right after it, then pop %r10 */
+    uintptr_t at = d[0] == 0x6a ? pc + 2 : d[0] == 0x68 ? pc + 5 : pc - 7;
+    if (!flamme_cfi_lookup_cached_sigsafe(cfi, at, &o) || o.pc != at ||
+        o.cfa_reg != FLAMME_CFA_RSP || o.cfa_off != row->cfa_off + 8)
+        return 0;
+    if (at > pc) {
+        size_t k = at - pc;
+        return flamme_safe_read_sigsafe(c, pc, k + 7) == 0 && c[k] == 0xe8 && c[k + 5] == 0x41 &&
+                       c[k + 6] == 0x5a
+                   ? 8
+                   : 0;
+    }
+    /* jmp back: call, pop %r10 right before it */
+    return flamme_safe_read_sigsafe(c, at, 7) == 0 && c[0] == 0xe8 && c[5] == 0x41 &&
+                   c[6] == 0x5a
+               ? 8
+               : 0;
+}
+
 /* One step of the walk by call-frame information (leaf: w is the
  * interrupted frame). Returns 1 and moves w's registers to the caller's
  * frame (*pc = its return address), 0 when lookup_pc has no usable rule
@@ -208,10 +249,27 @@ static int cfi_step(struct walk *w, uintptr_t lookup_pc, uintptr_t *pc, int leaf
      * is on top of the stack. Only the interrupted frame can be there. */
     if (leaf && row.cfa_reg == FLAMME_CFA_RSP && row.cfa_off == 0)
         row.cfa_off = 8;
-    if (!leaf && realloc_stub_at(w->copy ? w->copy->cfi : NULL, lookup_pc + 1, &row)) {
-        /* The caller's return address is above the pushed frame size;
-         * nothing else is saved yet. */
-        row.cfa_off = 16;
+    /* At a ret the return address is on top of the stack and every
+     * callee-saved register is the caller's again, whatever the rows say:
+     * OCaml's frame-pointer code has no row after its pop %rbp (rsp+16
+     * until the ret), so a sample on the ret read the word above the
+     * return address. The instruction's first byte is read directly: the
+     * thread was executing it. */
+    const unsigned char *insn = (const unsigned char *)lookup_pc;
+    if (leaf && (insn[0] == 0xc3 || insn[0] == 0xc2 || (insn[0] == 0xf3 && insn[1] == 0xc3))) {
+        row.cfa_reg = FLAMME_CFA_RSP;
+        row.dwreg = R_RSP;
+        row.cfa_off = 8;
+        for (int i = 0; i < FLAMME_CFI_NSAVED; i++)
+            row.save[i] = FLAMME_SAVE_SAME;
+    }
+    int stub_off = leaf ? stack_check_leaf(w->copy ? w->copy->cfi : NULL, lookup_pc, &row)
+                   : realloc_stub_at(w->copy ? w->copy->cfi : NULL, lookup_pc + 1, &row) ? 16
+                                                                                        : 0;
+    if (stub_off) {
+        /* The caller's return address is at rsp, or above the pushed frame
+         * size; nothing else is saved yet. */
+        row.cfa_off = stub_off;
         for (int i = 0; i < FLAMME_CFI_NSAVED; i++)
             row.save[i] = FLAMME_SAVE_SAME;
     }

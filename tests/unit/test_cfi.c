@@ -12,6 +12,7 @@
  * The test binary is built with -fno-omit-frame-pointer (CFLAGS_COMMON).
  */
 #include "tests/unit/check.h"
+#include "tests/unit/maps.h"
 #include "agent/cfi.h"
 #include "writer/cfi_build.h"
 #include "writer/symbols.h"
@@ -35,27 +36,6 @@ static struct {
     uint64_t bias, lo, hi;
     long rows;
 } libc;
-
-/* The r-x mapping of /proc/self/maps holding addr. Returns 1, or 0. */
-static int exec_mapping_of(uintptr_t addr, uint64_t *lo, uint64_t *hi)
-{
-    FILE *f = fopen("/proc/self/maps", "r");
-    char line[4400];
-    int found = 0;
-    while (f && !found && fgets(line, sizeof line, f)) {
-        unsigned long long a, b;
-        char perms[8];
-        if (sscanf(line, "%llx-%llx %7s", &a, &b, perms) == 3 && perms[2] == 'x' && addr >= a &&
-            addr < b) {
-            *lo = a;
-            *hi = b;
-            found = 1;
-        }
-    }
-    if (f)
-        fclose(f);
-    return found;
-}
 
 static void *libc_sym(const char *name)
 {

@@ -20,6 +20,7 @@
  *    offset, and the slot of each register the decoder says is saved).
  */
 #include "tests/unit/check.h"
+#include "tests/unit/maps.h"
 #include "agent/cfi.h"
 #include "agent/walk.h"
 #include "writer/cfi_build.h"
@@ -303,35 +304,6 @@ static uint64_t local_sym(const char *path, const char *name, uint64_t *size)
     return v;
 }
 
-static int exe_mapping(uint64_t *lo, uint64_t *hi, uint64_t *bias)
-{
-    struct link_map *lm = _r_debug.r_map; /* the executable first */
-    *bias = lm ? lm->l_addr : 0;
-    FILE *f = fopen("/proc/self/maps", "r");
-    char line[4400], exe[4096];
-    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-    int found = 0;
-    if (n <= 0 || !f) {
-        if (f)
-            fclose(f);
-        return 0;
-    }
-    exe[n] = 0;
-    while (!found && fgets(line, sizeof line, f)) {
-        unsigned long long a, b;
-        char perms[8];
-        int pos = 0;
-        if (sscanf(line, "%llx-%llx %7s %*s %*s %*s %n", &a, &b, perms, &pos) == 3 &&
-            perms[2] == 'x' && pos && strncmp(line + pos, exe, (size_t)n) == 0) {
-            *lo = a;
-            *hi = b;
-            found = 1;
-        }
-    }
-    fclose(f);
-    return found;
-}
-
 /* A walk from inside __do_global_dtors_aux, with the stack a call into it
  * leaves (and its push %rbp), reaches the return address above it. */
 TEST(walk_through_crtstuff)
@@ -339,7 +311,9 @@ TEST(walk_through_crtstuff)
     char exe[4096];
     ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
     uint64_t lo = 0, hi = 0, bias = 0, size = 0;
-    CHECK(n > 0 && exe_mapping(&lo, &hi, &bias));
+    struct link_map *lm = _r_debug.r_map; /* the executable first */
+    bias = lm ? lm->l_addr : 0;
+    CHECK(n > 0 && exec_mapping_of((uintptr_t)&local_sym, &lo, &hi));
     if (n <= 0)
         return;
     exe[n] = 0;
@@ -397,22 +371,7 @@ static int loaded_lib(const char *lib, const char *symbol, char *path, size_t le
         return 0;
     snprintf(path, len, "%s", lm->l_name);
     *bias = lm->l_addr;
-    FILE *f = fopen("/proc/self/maps", "r");
-    char line[4400];
-    int found = 0;
-    while (f && !found && fgets(line, sizeof line, f)) {
-        unsigned long long a, b;
-        char perms[8];
-        if (sscanf(line, "%llx-%llx %7s", &a, &b, perms) == 3 && perms[2] == 'x' &&
-            (uintptr_t)sym >= a && (uintptr_t)sym < b) {
-            *lo = a;
-            *hi = b;
-            found = 1;
-        }
-    }
-    if (f)
-        fclose(f);
-    return found; /* the library stays loaded: its rows are looked up */
+    return exec_mapping_of((uintptr_t)sym, lo, hi); /* the library stays loaded */
 }
 
 /* Derives every sized function symbol of the library (all of which have

@@ -24,6 +24,11 @@
 #include "writer/writer.h"
 
 #define MAX_RANGES 16
+/* OCaml stacks read before a walk (two checked reads each when the thread
+ * was interrupted in C); a longer effect-handler chain is read as the walk
+ * reaches it (agent/walk.c), so a shortened walk pays only for the stacks
+ * it crosses. */
+#define FIRST_OCAML_RANGES 8
 
 int flamme_sample_sig = SIGPROF;
 
@@ -87,9 +92,10 @@ static void forward(int sig, siginfo_t *si, void *uc)
  * OCaml stacks of its domain (or, when another systhread owns the domain
  * state, the ones this thread had last, if still live). sp is the thread's
  * stack pointer. Fills ranges (MAX_RANGES), *domain and *nocaml (1: no OCaml
- * stack known). Returns the number of ranges. */
+ * stack known), and in copy where the effect-handler chain goes on beyond
+ * the ranges (struct flamme_walk_copy's more). Returns the number of ranges. */
 static int collect_ranges(struct flamme_slot *s, uintptr_t sp, struct flamme_range *ranges,
-                          int32_t *domain_out, int *nocaml_out)
+                          int32_t *domain_out, int *nocaml_out, struct flamme_walk_copy *copy)
 {
     int nr = 0;
     if (s->stack_hi > s->stack_lo) {
@@ -110,8 +116,13 @@ static int collect_ranges(struct flamme_slot *s, uintptr_t sp, struct flamme_ran
         /* Interrupted on an OCaml stack (not the system stack): the stack
          * descriptors are live, no need for the costly checked reads. */
         int direct = sp < s->stack_lo || sp >= s->stack_hi;
-        int k = flamme_ocaml_ranges_sigsafe(ds, s->stack_lo, s->stack_hi, direct, ranges + nr,
-                                            MAX_RANGES - nr, &domain);
+        uintptr_t more;
+        int k = flamme_ocaml_ranges_sigsafe(ds, s->stack_lo, s->stack_hi, direct, &s->chain,
+                                            ranges + nr, FIRST_OCAML_RANGES, &domain, &more);
+        copy->chain = &s->chain;
+        copy->more = more;
+        copy->more_direct = direct;
+        copy->first_ocaml = nr;
         if (k > 0) {
             /* Remember this thread's OCaml stacks and domain for the samples
              * taken while another systhread owns the domain state. */
@@ -357,7 +368,13 @@ static __attribute__((noinline)) void walk_sample_sigsafe(struct flamme_slot *s,
     struct flamme_range ranges[MAX_RANGES];
     int32_t domain;
     int nocaml;
-    int nr = collect_ranges(s, sp, ranges, &domain, &nocaml);
+    /* Checked copies (a system call each) where the known stacks end: mostly
+     * when this thread's OCaml stacks are unknown, but also while the
+     * runtime grows a stack (caml_try_realloc_stack has already pointed the
+     * frame pointers at the new stack; current_stack still names the old). */
+    struct flamme_walk_copy copy = {.buf = s->scratch, .words = FLAMME_SCRATCH_WORDS, .budget = 16,
+                                    .cfi = s->cfi_cache};
+    int nr = collect_ranges(s, sp, ranges, &domain, &nocaml, &copy);
     uint32_t sflags = 0;
     if (nocaml)
         sflags |= FLAMME_SAMPLE_NO_OCAML;
@@ -379,11 +396,6 @@ static __attribute__((noinline)) void walk_sample_sigsafe(struct flamme_slot *s,
         return;
     }
     uint32_t wflags;
-    /* Checked copies (a system call each) where the known stacks end: mostly
-     * when this thread's OCaml stacks are unknown, but also while the
-     * runtime grows a stack (caml_try_realloc_stack has already pointed the
-     * frame pointers at the new stack; current_stack still names the old). */
-    struct flamme_walk_copy copy = {s->scratch, FLAMME_SCRATCH_WORDS, 16, s->cfi_cache};
     struct flamme_walk_trace tr = {.max_walked = max};
     if (memo) {
         tr.ra_at = memo->trace;
@@ -470,11 +482,12 @@ int flamme_blocked_begin_nosig(uintptr_t callee, uintptr_t ret, uintptr_t sp, ui
     struct flamme_range ranges[MAX_RANGES];
     int32_t domain;
     int nocaml;
-    int nr = collect_ranges(s, sp, ranges, &domain, &nocaml);
+    struct flamme_walk_copy copy = {.buf = s->scratch, .words = FLAMME_SCRATCH_WORDS, .budget = 16,
+                                    .cfi = s->cfi_cache};
+    int nr = collect_ranges(s, sp, ranges, &domain, &nocaml, &copy);
     uint64_t *frames = rec + FLAMME_SAMPLE_HDR_WORDS;
     uint32_t wflags, n = 0;
     frames[n++] = callee;
-    struct flamme_walk_copy copy = {s->scratch, FLAMME_SCRATCH_WORDS, 16, s->cfi_cache};
     struct flamme_walk_regs regs = {{0}, FLAMME_WALK_REG(FLAMME_DW_RSP) | FLAMME_WALK_REG(FLAMME_DW_RBP)};
     regs.r[FLAMME_DW_RSP] = sp;
     regs.r[FLAMME_DW_RBP] = fp;
@@ -494,8 +507,9 @@ uint32_t flamme_walk_caller_nosig(struct flamme_slot *s, uintptr_t ret, uintptr_
 {
     struct flamme_range ranges[MAX_RANGES];
     int nocaml;
-    int nr = collect_ranges(s, sp, ranges, domain, &nocaml);
-    struct flamme_walk_copy copy = {s->scratch, FLAMME_SCRATCH_WORDS, 16, s->cfi_cache};
+    struct flamme_walk_copy copy = {.buf = s->scratch, .words = FLAMME_SCRATCH_WORDS, .budget = 16,
+                                    .cfi = s->cfi_cache};
+    int nr = collect_ranges(s, sp, ranges, domain, &nocaml, &copy);
     struct flamme_walk_regs regs = {{0}, FLAMME_WALK_REG(FLAMME_DW_RSP) | FLAMME_WALK_REG(FLAMME_DW_RBP)};
     regs.r[FLAMME_DW_RSP] = sp;
     regs.r[FLAMME_DW_RBP] = fp;

@@ -62,6 +62,7 @@ struct flamme_slot {
     void **caml_state_slot;    /* this thread's `caml_state` TLS variable, or NULL */
     const void *last_ds;       /* handler-private: last non-NULL caml_state seen */
     struct flamme_range ocaml_ranges[FLAMME_SLOT_RANGES]; /* handler-private: last good OCaml stacks */
+    struct flamme_ocaml_chain chain; /* handler-private: the effect-handler chain last found */
     int n_ocaml_ranges;
     int32_t last_domain;       /* handler-private: last domain id seen, or the creator's */
     uint64_t scratch[FLAMME_SCRATCH_WORDS]; /* handler-private: stack copied by checked reads */

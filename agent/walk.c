@@ -40,6 +40,12 @@ struct walk {
     int switches;                  /* moves to another stack towards younger addresses */
     uintptr_t ra_at;               /* where the last step read its return address (0: a copy) */
     uint8_t step;                  /* what the last step was (FLAMME_STEP_*, agent/memo.h) */
+    /* Handlers nested deeper than the ranges given (struct flamme_walk_copy's
+     * more): the rest of the chain, and the window of ranges the walk moves
+     * along it (ranges then points at own). window counts the moves. */
+    uintptr_t more;
+    int more_direct, first_ocaml, window;
+    struct flamme_range own[MAX_RANGES];
 };
 
 /* Index of the range holding [addr, addr+len), or -1. */
@@ -52,6 +58,48 @@ static int find_range(const struct flamme_range *r, int n, uintptr_t addr, uintp
         if (addr >= r[i].lo && addr + len <= r[i].hi && addr + len > addr)
             return i;
     return -1;
+}
+
+/* The walk reached memory in none of its stacks while the thread's
+ * effect-handler chain goes on beyond them: drops the OCaml stacks before
+ * the current one (the walk goes from a stack to its parent only, so it
+ * has left them; the system stack, before first_ocaml, stays) and fetches
+ * the chain's next stacks into the room made. Returns 1 if stacks were
+ * added, 0 if none could be (no chain left, the walk not on an OCaml
+ * stack, no room: the current stack is already the window's first). */
+static int more_ranges(struct walk *w)
+{
+    if (!w->more || w->cur < w->first_ocaml || w->cur >= w->nranges)
+        return 0;
+    int keep = w->nranges - w->cur, at = w->first_ocaml + keep;
+    if (at >= MAX_RANGES)
+        return 0;
+    if (w->ranges != w->own) {
+        for (int i = 0; i < w->nranges; i++)
+            w->own[i] = w->ranges[i];
+        w->ranges = w->own;
+    }
+    for (int i = 0; i < keep; i++)
+        w->own[w->first_ocaml + i] = w->own[w->cur + i];
+    int k = flamme_ocaml_more_ranges_sigsafe(&w->more, w->more_direct, w->copy->chain, w->own + at,
+                                             MAX_RANGES - at);
+    w->nranges = at + k;
+    w->cur = w->first_ocaml;
+    w->window++;
+    /* A new stretch of the chain: its stack switches are bounded afresh
+     * (the chain is walked in order, and the frame count bounds the walk). */
+    w->switches = 0;
+    return k > 0;
+}
+
+/* The known stack holding [addr, addr+len) as find_range finds it, moving
+ * the window along the effect-handler chain once when none does. */
+static int locate(struct walk *w, uintptr_t addr, uintptr_t len)
+{
+    int r = find_range(w->ranges, w->nranges, addr, len, w->cur);
+    if (r < 0 && more_ranges(w))
+        r = find_range(w->ranges, w->nranges, addr, len, -1);
+    return r;
 }
 
 /* Copies the stack words at [addr, addr + words*8) into copy->buf with
@@ -82,7 +130,7 @@ static int stack_word(struct walk *w, uintptr_t addr, uintptr_t *v, int *range)
 {
     if (addr & 7)
         return -1;
-    int r = find_range(w->ranges, w->nranges, addr, 8, w->cur);
+    int r = locate(w, addr, 8);
     if (range)
         *range = r;
     if (r >= 0) {
@@ -241,7 +289,7 @@ static int cfi_step(struct walk *w, uintptr_t lookup_pc, uintptr_t *pc, int leaf
     if (!flamme_cfi_lookup_cached_sigsafe(w->copy ? w->copy->cfi : NULL, lookup_pc, &row) ||
         row.cfa_reg == FLAMME_CFA_UNKNOWN)
         return 0;
-    int from = w->cur, guessed_rbp = 0;
+    int from = w->cur, window = w->window, guessed_rbp = 0;
     /* CFA = rsp + 0 puts the return address below the stack pointer: no
      * function is ever there. It is the OCaml runtime's row right after
      * the pop %rbp that ends a stack switch in frame-pointer builds
@@ -318,7 +366,8 @@ static int cfi_step(struct walk *w, uintptr_t lookup_pc, uintptr_t *pc, int leaf
         others |= row.save[i] != FLAMME_SAVE_SAME;
     int rbp16 = row.save[0] == -16, rbp_kept = row.save[0] == FLAMME_SAVE_SAME;
     w->step = FLAMME_STEP_OTHER;
-    if (!leaf && !others && r >= 0 && r == from && cfa > sp && (rbp16 || rbp_kept)) {
+    if (!leaf && !others && r >= 0 && r == from && window == w->window && cfa > sp &&
+        (rbp16 || rbp_kept)) {
         if (row.cfa_reg == FLAMME_CFA_RSP)
             w->step = guessed_rbp || rbp_kept ? FLAMME_STEP_RSP : FLAMME_STEP_RSP_RBP;
         else if (row.cfa_reg == FLAMME_CFA_RBP && row.cfa_off == 16 && rbp16)
@@ -357,7 +406,8 @@ static int fp_step(struct walk *w, uintptr_t *pc)
         return 0; /* clean end: clone/_start zero rbp */
     if (fp & 7)
         return -1;
-    int r = find_range(w->ranges, w->nranges, fp, 16, w->cur);
+    int window = w->window;
+    int r = locate(w, fp, 16);
     uintptr_t next, ret;
     if (r >= 0) {
         next = ((const uintptr_t *)fp)[0];
@@ -381,7 +431,7 @@ static int fp_step(struct walk *w, uintptr_t *pc)
     if (r >= 0 && next != 0 && next <= fp &&
         find_range(w->ranges, w->nranges, next, 16, r) == r)
         return 2; /* this frame stands, the chain after it is broken */
-    w->step = r >= 0 && r == w->cur ? FLAMME_STEP_FP : FLAMME_STEP_OTHER;
+    w->step = r >= 0 && r == w->cur && window == w->window ? FLAMME_STEP_FP : FLAMME_STEP_OTHER;
     if (r >= 0 && r != w->cur) {
         if (++w->switches > MAX_SWITCHES)
             return 2;
@@ -501,7 +551,7 @@ static uint32_t walk(struct walk *w, uintptr_t pc, uint64_t *frames, uint32_t ma
             if (pc == 0)
                 return n; /* outermost frame (RA zero) */
             put_frame(t, frames, &n, pc, w->ra_at, leaf ? FLAMME_STEP_OTHER : w->step);
-            if (memo && w->ra_at)
+            if (memo && w->ra_at && !w->window)
                 replay_memo(w, t, frames, &n, max, &pc);
             leaf = 0;
             continue;
@@ -536,7 +586,7 @@ static uint32_t walk(struct walk *w, uintptr_t pc, uint64_t *frames, uint32_t ma
         put_frame(t, frames, &n, pc, w->ra_at, c == 2 ? FLAMME_STEP_OTHER : w->step);
         if (c == 2)
             goto broken;
-        if (memo && w->ra_at)
+        if (memo && w->ra_at && !w->window)
             replay_memo(w, t, frames, &n, max, &pc);
     }
     *flags |= FLAMME_SAMPLE_TRUNCATED;
@@ -551,7 +601,14 @@ uint32_t flamme_walk_traced_sigsafe(uintptr_t pc, const struct flamme_walk_regs 
                                     struct flamme_walk_copy *copy, uint64_t *frames, uint32_t max,
                                     uint32_t *flags, struct flamme_walk_trace *trace)
 {
-    struct walk w = {*regs, ranges, nranges, copy, 0, 0, -1, 0, 0, FLAMME_STEP_OTHER};
+    struct walk w = {.g = *regs, .ranges = ranges, .nranges = nranges, .copy = copy, .cur = -1,
+                     .step = FLAMME_STEP_OTHER};
+    /* (w.more is set only with a copy: more_ranges reads w->copy->chain.) */
+    if (copy && copy->more && nranges <= MAX_RANGES) {
+        w.more = copy->more;
+        w.more_direct = copy->more_direct;
+        w.first_ocaml = copy->first_ocaml;
+    }
     if (!(w.g.valid & BIT(R_RSP))) {
         *flags = FLAMME_SAMPLE_BROKEN;
         if (max == 0)

@@ -27,6 +27,16 @@ struct flamme_walk_copy {
     uint32_t words;
     int budget;
     struct flamme_cfi_cache *cfi; /* the thread's memo of unwind rows (agent/cfi.h), or NULL */
+    /* An effect-handler chain longer than the ranges given: the next
+     * stack's descriptor (flamme_ocaml_ranges_sigsafe's *more; 0: none),
+     * whether it may be read plainly, and the index of the first OCaml
+     * range (those before it, the system stack, are always kept). The walk
+     * moves its window of OCaml ranges along the chain as it reaches the
+     * end of it (agent/walk.c, more_ranges). */
+    uintptr_t more;
+    int more_direct;
+    int first_ocaml;
+    struct flamme_ocaml_chain *chain; /* the thread's (runtime_hooks/ocaml_rt.h), or NULL */
 };
 
 /* Where a walk read its return addresses: ra_at[i] is the stack address

@@ -24,8 +24,10 @@ extern int flamme_ocaml_ds_id;
 #define SI_SP 0
 #define SI_HANDLER 16
 #define SI_SIZE 56
-/* struct stack_handler: handle_value, handle_exn, handle_effect, parent@24. */
+/* struct stack_handler: handle_value, handle_exn, handle_effect, parent@24;
+ * 32 bytes, right at the usable stack's end. */
 #define SH_PARENT 24
+#define SH_SIZE 32
 /* struct c_stack_link: stack@0 sp@8 prev@16. */
 #define CSL_SP 8
 

@@ -194,9 +194,119 @@ static int read_word(uintptr_t *dst, uintptr_t addr, int direct)
     return flamme_safe_read_sigsafe(dst, addr, sizeof *dst);
 }
 
-int flamme_ocaml_ranges_sigsafe(const void *ds, uintptr_t sys_lo, uintptr_t sys_hi, int direct,
-                                struct flamme_range *out, int max, int32_t *domain)
+/* Checked reads of several words with one system call: iov[0..n) each
+ * names 8 bytes, read into got[0..n). Returns how many were read, in
+ * order (the call stops at the first unreadable one), or -1 where
+ * process_vm_readv is refused (the caller reads one by one). */
+static int readv_words(uintptr_t *got, const struct iovec *iov, int n)
 {
+    if (!atomic_load_explicit(&vm_read_ok, memory_order_relaxed))
+        return -1;
+    struct iovec local = {got, (size_t)n * sizeof *got};
+    long r = syscall(SYS_process_vm_readv, (long)self_pid, &local, 1UL, iov, (unsigned long)n, 0UL);
+    return r < 0 ? (errno == EPERM || errno == ENOSYS ? -1 : 0) : (int)(r / (long)sizeof *got);
+}
+
+/* The stack whose descriptor is s, read plainly or checked: its range
+ * (the whole block) and its handler's parent (0 where unreadable: the
+ * chain ends there). Returns 0, or -1 if s does not look like a stack
+ * descriptor or cannot be read. */
+static int stack_at(uintptr_t s, int direct, struct flamme_range *r, uintptr_t *parent)
+{
+    uintptr_t handler;
+    if ((s & 7) || read_word(&handler, s + SI_HANDLER, direct) != 0)
+        return -1;
+    if (handler <= s + SI_SIZE || handler - s > MAX_OCAML_STACK || (handler & 7))
+        return -1;
+    r->lo = s;
+    r->hi = handler + SH_SIZE;
+    if (read_word(parent, handler + SH_PARENT, direct) != 0)
+        *parent = 0;
+    return 0;
+}
+
+/* The guess's stacks from g[j] (whose descriptor is the chain's next) on,
+ * checked with one system call: each must still have the handler the
+ * guess has, and its parent must be the guess's next. Appends the stacks
+ * confirmed to out (at most max) and sets *s to the last one's parent.
+ * Returns how many (0: the caller reads the next stack itself). */
+static int check_guess(struct flamme_ocaml_chain *c, const struct flamme_range *g, int ng, int j,
+                       struct flamme_range *out, int max, uintptr_t *s)
+{
+    int k = ng - j;
+    if (k > max)
+        k = max;
+    if (k > FLAMME_CHAIN_BATCH)
+        k = FLAMME_CHAIN_BATCH;
+    for (int i = 0; i < k; i++) {
+        uintptr_t handler = g[j + i].hi - SH_SIZE;
+        c->iov[2 * i] = (struct iovec){(void *)(g[j + i].lo + SI_HANDLER), sizeof(uintptr_t)};
+        c->iov[2 * i + 1] = (struct iovec){(void *)(handler + SH_PARENT), sizeof(uintptr_t)};
+    }
+    int words = readv_words(c->got, c->iov, 2 * k), n = 0;
+    for (int i = 0; i < k && 2 * i + 1 < words; i++) {
+        /* The same handler: the same block, so the same range; the parent
+         * was read where the guess's handler has it, so only now is it
+         * this stack's. */
+        if (c->got[2 * i] != g[j + i].hi - SH_SIZE)
+            break;
+        out[n++] = g[j + i];
+        *s = c->got[2 * i + 1];
+        if (j + i + 1 >= ng || *s != g[j + i + 1].lo)
+            break;
+    }
+    return n;
+}
+
+/* Follows the chain from descriptor s: each stack's range, then its
+ * handler's parent, the checked reads made for the stacks the last sample
+ * found together (chain may be NULL) and the ones it finds remembered.
+ * Stops after max stacks (*more: the next descriptor) or at the end or at
+ * anything that is not a stack descriptor (*more: 0). */
+static int chain_ranges(uintptr_t s, int direct, struct flamme_ocaml_chain *c,
+                        struct flamme_range *out, int max, uintptr_t *more)
+{
+    const struct flamme_range *g = c ? c->r[c->w ^ 1] : NULL;
+    int ng = c && !direct ? c->n[c->w ^ 1] : 0, n = 0, hint = 0;
+    *more = 0;
+    while (s) {
+        if (n == max) {
+            *more = s;
+            break;
+        }
+        int got = 0;
+        for (int i = 0; i < ng; i++) {
+            int j = (hint + i) % ng;
+            if (g[j].lo == s) {
+                got = check_guess(c, g, ng, j, out + n, max - n, &s);
+                hint = j + got;
+                break;
+            }
+        }
+        if (!got) {
+            uintptr_t parent;
+            if (stack_at(s, direct, out + n, &parent) != 0)
+                break;
+            got = 1;
+            s = parent;
+        }
+        for (int i = 0; c && i < got && c->n[c->w] < FLAMME_CHAIN_MAX; i++)
+            c->r[c->w][c->n[c->w]++] = out[n + i];
+        n += got;
+    }
+    return n;
+}
+
+int flamme_ocaml_ranges_sigsafe(const void *ds, uintptr_t sys_lo, uintptr_t sys_hi, int direct,
+                                struct flamme_ocaml_chain *chain, struct flamme_range *out,
+                                int max, int32_t *domain, uintptr_t *more)
+{
+    *more = 0;
+    if (chain) {
+        /* What the last sample found becomes the guess. */
+        chain->w ^= 1;
+        chain->n[chain->w] = 0;
+    }
     if (!ds)
         return 0;
     /* The domain state is never freed while its thread runs, so read it directly. */
@@ -207,31 +317,21 @@ int flamme_ocaml_ranges_sigsafe(const void *ds, uintptr_t sys_lo, uintptr_t sys_
     uintptr_t c_stack = *(const uintptr_t *)(d + DS_C_STACK);
     if (c_stack < sys_lo || c_stack >= sys_hi)
         return 0;
-    uintptr_t s = *(const uintptr_t *)(d + DS_CURRENT_STACK);
-    int n = 0;
-    while (s && n < max) {
-        uintptr_t handler, parent;
-        if ((s & 7) || read_word(&handler, s + SI_HANDLER, direct) != 0)
-            break;
-        if (handler <= s + SI_SIZE || handler - s > MAX_OCAML_STACK || (handler & 7))
-            break;
-        out[n].lo = s + SI_SIZE;
-        out[n].hi = handler;
-        n++;
-        if (read_word(&parent, handler + SH_PARENT, direct) != 0)
-            break;
-        s = parent;
-    }
-    return n;
+    return chain_ranges(*(const uintptr_t *)(d + DS_CURRENT_STACK), direct, chain, out, max, more);
+}
+
+int flamme_ocaml_more_ranges_sigsafe(uintptr_t *more, int direct, struct flamme_ocaml_chain *chain,
+                                     struct flamme_range *out, int max)
+{
+    return chain_ranges(*more, direct, chain, out, max, more);
 }
 
 int flamme_ocaml_range_live_sigsafe(const struct flamme_range *r)
 {
     uintptr_t handler;
-    if (r->lo < SI_SIZE ||
-        flamme_safe_read_sigsafe(&handler, r->lo - SI_SIZE + SI_HANDLER, sizeof handler) != 0)
+    if (flamme_safe_read_sigsafe(&handler, r->lo + SI_HANDLER, sizeof handler) != 0)
         return 0;
-    return handler == r->hi;
+    return handler + SH_SIZE == r->hi;
 }
 
 int32_t flamme_ocaml_domain_of_current_thread(void)

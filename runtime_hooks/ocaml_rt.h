@@ -11,9 +11,29 @@
 #ifndef FLAMME_RUNTIME_HOOKS_OCAML_RT_H
 #define FLAMME_RUNTIME_HOOKS_OCAML_RT_H
 #include <stdint.h>
+#include <sys/uio.h>
 
 struct flamme_range {
     uintptr_t lo, hi; /* [lo, hi) */
+};
+
+/* Stacks of an effect-handler chain a thread's samples remember, and how
+ * many of them one system call checks. */
+#define FLAMME_CHAIN_MAX 64
+#define FLAMME_CHAIN_BATCH 16
+
+/* The effect-handler chain a thread's last sample found. Interrupted in C,
+ * a sample reads each stack descriptor of the chain with checked reads
+ * (the runtime may be freeing one), two per stack; the stacks it expects
+ * from this memory are checked together, with one system call, and only
+ * where the chain changed is it read stack by stack. Handler-private, one
+ * per thread (agent/threads.h); zeroed memory is an empty one. */
+struct flamme_ocaml_chain {
+    struct flamme_range r[2][FLAMME_CHAIN_MAX]; /* current stack first */
+    int n[2];
+    int w; /* the half the present sample writes; the other is the guess */
+    struct iovec iov[2 * FLAMME_CHAIN_BATCH]; /* scratch */
+    uintptr_t got[2 * FLAMME_CHAIN_BATCH];    /* scratch */
 };
 
 /* Asks the loader, once, everything the agent will need about the runtime:
@@ -38,18 +58,33 @@ void **flamme_ocaml_state_slot(void);
 
 /* Appends to out[*n] (up to max) the OCaml stack ranges of domain state ds as
  * seen from a thread whose system stack is [sys_lo, sys_hi): the current
- * stack and each parent stack of the effect-handler chain. Rejects ds unless
- * its c_stack lies in the thread's system stack (so another systhread's or a
- * terminating domain's state is never trusted). With direct = 0 the
- * runtime's stack descriptors are read with a fault-tolerant read (a system
- * call), so a stack freed in caml_try_realloc_stack's window is skipped
- * rather than dereferenced; direct = 1 reads them plainly, which the caller
- * may ask for only when the thread was interrupted on an OCaml stack (the
- * runtime frees stacks only while running C on the system stack). Sets *domain to the domain id (or leaves
- * it). Returns the number of ranges added (0 if ds is unusable).
- * async-signal-safe: yes. */
+ * stack and each parent stack of the effect-handler chain, each range the
+ * stack's whole block (its descriptor, the stack, its handler: the walk
+ * reads all three). Rejects ds unless its c_stack lies in the thread's
+ * system stack (so another systhread's or a terminating domain's state is
+ * never trusted). With direct = 0 the runtime's stack descriptors are read
+ * with fault-tolerant reads (system calls), so a stack freed in
+ * caml_try_realloc_stack's window is skipped rather than dereferenced;
+ * chain (the thread's, may be NULL) makes that one call for the stacks its
+ * last sample found. direct = 1 reads them plainly, which the caller may
+ * ask for only when the thread was interrupted on an OCaml stack (the
+ * runtime frees stacks only while running C on the system stack). Sets
+ * *domain to the domain id (or leaves it). When the chain goes on beyond
+ * max stacks (handlers nested deeper), *more is the descriptor of the next
+ * one (for flamme_ocaml_more_ranges_sigsafe), else 0. Returns the number of
+ * ranges added (0 if ds is unusable). async-signal-safe: yes. */
 int flamme_ocaml_ranges_sigsafe(const void *ds, uintptr_t sys_lo, uintptr_t sys_hi, int direct,
-                                struct flamme_range *out, int max, int32_t *domain);
+                                struct flamme_ocaml_chain *chain, struct flamme_range *out,
+                                int max, int32_t *domain, uintptr_t *more);
+
+/* The next stacks of an effect-handler chain, from the descriptor *more
+ * (as flamme_ocaml_ranges_sigsafe left it) on, read plainly or not as
+ * direct says (same rule, same chain memory): writes up to max ranges to
+ * out, moves *more along (0 at the chain's end or at a descriptor that
+ * does not look like one). Returns the number of ranges written.
+ * async-signal-safe: yes. */
+int flamme_ocaml_more_ranges_sigsafe(uintptr_t *more, int direct, struct flamme_ocaml_chain *chain,
+                                     struct flamme_range *out, int max);
 
 /* 1 if the OCaml stack r (as returned by flamme_ocaml_ranges_sigsafe) is
  * still a live stack: its descriptor, read fault-tolerantly, still ends at

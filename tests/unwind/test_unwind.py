@@ -6,6 +6,8 @@ unwind-test, part of make test), checked the way a user reads a profile:
             exchange, fetch_and_add: noalloc calls on the C stack)
   hashstr   Hashtbl with string keys, String.equal, caml_modify
   effdeep   effects with deep handlers: perform/continue/discontinue, nested
+  nestfx    effect handlers nested 40 deep (and 2,000 deep), effects
+            forwarded outwards through them, caml_hash under all of them
   yielder   systhreads that Thread.yield
   breakwalk C stubs without unwind info that leave garbage in rbp
   dlprog    a plugin library dlopen'ed, run and dlclose'd 60 times
@@ -227,6 +229,39 @@ def test_effdeep(build, program, compiler, check, tmp_path):
     check(tot >= 50 and nested >= 0.5 * tot,
           "effdeep: fiber stacks reach the handlers and main (>= half of Effdeep.work)",
           "%d of %d" % (nested, tot))
+
+
+@pytest.mark.slow
+def test_nestfx(build, program, compiler, check, tmp_path):
+    st, _ = recorded(build, program, compiler, check, tmp_path, "nestfx", ["4", "40"])
+    # The body runs under every layer: 40 fibers, each one caml_runstack
+    # frame, down to main (a walk used to stop at the 15th fiber, [broken]).
+    for name, pred in (("Nestfx.work", leaf_in({"Nestfx.work"})),
+                       ("caml_hash", lambda s: "caml_hash" in s.frames)):
+        sel = [s for s in st if pred(s)]
+        tot = sum(s.weight for s in sel)
+        under = sum(s.weight for s in sel if s.complete() and "Nestfx.body" in s.frames and
+                    s.frames.count("caml_runstack") == 40)
+        print("    %s: %d samples, %d whole under the 40 layers" % (name, tot, under))
+        check(tot >= 50 and under >= GOAL / 100 * tot,
+              "nestfx: %s stacks reach main through all 40 handlers (>= %g%%)" % (name, GOAL),
+              "%d of %d" % (under, tot))
+    # 2,000 layers: stacks deeper than the budget walks; each is whole or
+    # says it is cut ([truncated]), never [broken], and a cut one still
+    # holds more than a window of stacks.
+    prof = str(tmp_path / "nestfx-2000.flm")
+    st, _ = recorded_raw(build, program("nestfx"), ["1", "2000"], prof, str(tmp_path))
+    tot = sum(s.weight for s in st)
+    broken = sum(s.weight for s in st if s.frames[:1] == ["[broken]"])
+    cut = [s for s in st if s.frames[:1] == ["[truncated]"]]
+    cutw = sum(s.weight for s in cut)
+    deep = sum(s.weight for s in cut if s.frames.count("caml_runstack") >= 32)
+    print("    2,000 layers: %d samples, %d [broken], %d [truncated] (%d of them through >= 32 "
+          "fibers)" % (tot, broken, cutw, deep))
+    check(tot >= 200 and broken == 0, "nestfx 2,000 layers: no stack [broken]", broken)
+    check(cutw >= 0.5 * tot and deep >= 0.9 * cutw,
+          "nestfx 2,000 layers: most stacks cut, >= 90% of them through >= 32 fibers",
+          "%d cut of %d, %d through >= 32 fibers" % (cutw, tot, deep))
 
 
 @pytest.mark.slow

@@ -174,6 +174,10 @@ int flamme_gc_report(const struct flamme_profile *p, FILE *out)
     fprintf(out, "GC:\n");
     fprintf(out, "  share of each domain's samples: flagged by the runtime's GC hooks (minor, major slice),\n"
                  "  and by stack: GC work / waiting in a stop-the-world section ([GC stw wait])\n");
+    /* Domain ids are per process: read as one, domain 0 is every process's first. */
+    if (p->npids > 1)
+        fprintf(out, "  (%u processes read as one: a domain's row adds up that domain of each)\n",
+                p->npids);
     fprintf(out, "  %-8s %10s %8s %8s %9s %14s\n", "domain", "samples", "minor", "major", "GC stack",
             "[GC stw wait]");
     for (int r = 0; r <= MAX_DOMAINS; r++) {

@@ -452,6 +452,9 @@ def test_children(ctx, tmp_path):
     rep = ctx.run([ctx.flamme, "report", *files]).stdout
     ctx.check("3 processes (the first: pid " in rep and "command of the last: " in rep,
               "children: read as one, the report says how many processes", rep[:400])
+    ctx.check("(3 processes read as one: a domain's row adds up that domain of each)" in rep,
+              "children: read as one, the GC table says its domain rows add up the processes'",
+              rep[rep.find("GC:"):][:400])
     roots = {l.split(";", 1)[0] for l in ctx.run([ctx.flamme, "collapse", "--threads", *files]).stdout.splitlines()}
     ctx.check(roots == {"split.exe: main"}, "children: read as one, --threads labels name the command",
               sorted(roots))

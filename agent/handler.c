@@ -105,6 +105,7 @@ static int collect_ranges(struct flamme_slot *s, uintptr_t sp, struct flamme_ran
     }
     int32_t domain = -1;
     int nocaml = 1;
+    copy->first_ocaml = nr;
     if (s->caml_state_slot) {
         const void *ds = *s->caml_state_slot;
         /* In a blocking section caml_state is NULL; the last state this thread
@@ -117,12 +118,11 @@ static int collect_ranges(struct flamme_slot *s, uintptr_t sp, struct flamme_ran
          * descriptors are live, no need for the costly checked reads. */
         int direct = sp < s->stack_lo || sp >= s->stack_hi;
         uintptr_t more;
-        int k = flamme_ocaml_ranges_sigsafe(ds, s->stack_lo, s->stack_hi, direct, &s->chain,
+        int k = flamme_ocaml_ranges_sigsafe(ds, s->stack_lo, s->stack_hi, sp, direct, &s->chain,
                                             ranges + nr, FIRST_OCAML_RANGES, &domain, &more);
         copy->chain = &s->chain;
         copy->more = more;
         copy->more_direct = direct;
-        copy->first_ocaml = nr;
         if (k > 0) {
             /* Remember this thread's OCaml stacks and domain for the samples
              * taken while another systhread owns the domain state. */

@@ -282,7 +282,8 @@ static int stack_check_leaf(struct flamme_cfi_cache *cfi, uintptr_t pc,
  * frame (*pc = its return address), 0 when lookup_pc has no usable rule
  * (then frame pointers are used), -1 when the rule needs a register the
  * walk does not know or leads outside the readable stacks, or back to
- * younger frames of the same stack. */
+ * younger frames of the same stack, -2 when caml_runstack's parent is
+ * unknown in a frame-pointer runtime (frame pointers may go on). */
 static int cfi_step(struct walk *w, uintptr_t lookup_pc, uintptr_t *pc, int leaf)
 {
     struct flamme_cfi_row row;
@@ -329,9 +330,22 @@ static int cfi_step(struct walk *w, uintptr_t lookup_pc, uintptr_t *pc, int leaf
     if (deref) {
         /* The runtime's stack switches keep the other stack's pointer in
          * memory: a c_stack_link, a fiber's handler, a stack_info's saved sp. */
-        uintptr_t v;
-        if (any_word(w, base + (uintptr_t)(intptr_t)row.cfa_off, &v) != 0)
+        uintptr_t v, at = base + (uintptr_t)(intptr_t)row.cfa_off;
+        if (any_word(w, at, &v) != 0)
             return -1;
+        /* caml_runstack's row reads the parent from the handler of the
+         * stack the walk is on; a callback from C running on that stack
+         * has taken it away (0 there), and the chain's next range is the
+         * parent it keeps (runtime_hooks/ocaml_rt.c, stashed_parent). */
+        if (row.nderef == 2 && v == 0 && w->cur >= w->first_ocaml && w->cur < w->nranges &&
+            at == flamme_ocaml_parent_slot(&w->ranges[w->cur])) {
+            v = w->cur + 1 < w->nranges ? w->ranges[w->cur + 1].lo : w->more;
+            /* Not found (the callback is between taking the parent away
+             * and registering it): with frame pointers, caml_runstack's
+             * frame still links to its caller's. */
+            if (!v && flamme_ocaml_has_frame_pointers() == 1)
+                return -2;
+        }
         if (row.nderef == 2 && any_word(w, v + row.mid_add, &v) != 0)
             return -1;
         cfa = v + (uintptr_t)(intptr_t)row.cfa_add;
@@ -545,6 +559,8 @@ static uint32_t walk(struct walk *w, uintptr_t pc, uint64_t *frames, uint32_t ma
             pc = at;
             c = 0;
         }
+        if (c == -2)
+            c = 0;
         if (c < 0)
             goto broken;
         if (c > 0) {
@@ -603,11 +619,12 @@ uint32_t flamme_walk_traced_sigsafe(uintptr_t pc, const struct flamme_walk_regs 
 {
     struct walk w = {.g = *regs, .ranges = ranges, .nranges = nranges, .copy = copy, .cur = -1,
                      .step = FLAMME_STEP_OTHER};
-    /* (w.more is set only with a copy: more_ranges reads w->copy->chain.) */
+    /* (w.more is set only with a copy: more_ranges reads w->copy->chain.)
+     * Without a copy no range is taken for an OCaml stack's. */
+    w.first_ocaml = copy && copy->chain ? copy->first_ocaml : nranges;
     if (copy && copy->more && nranges <= MAX_RANGES) {
         w.more = copy->more;
         w.more_direct = copy->more_direct;
-        w.first_ocaml = copy->first_ocaml;
     }
     if (!(w.g.valid & BIT(R_RSP))) {
         *flags = FLAMME_SAMPLE_BROKEN;

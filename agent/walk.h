@@ -30,7 +30,9 @@ struct flamme_walk_copy {
     /* An effect-handler chain longer than the ranges given: the next
      * stack's descriptor (flamme_ocaml_ranges_sigsafe's *more; 0: none),
      * whether it may be read plainly, and the index of the first OCaml
-     * range (those before it, the system stack, are always kept). The walk
+     * range (those before it, the system stack, are always kept; with a
+     * chain only: ranges[first_ocaml..] are OCaml stacks in chain order,
+     * each the parent of the one before). The walk
      * moves its window of OCaml ranges along the chain as it reaches the
      * end of it (agent/walk.c, more_ranges). */
     uintptr_t more;

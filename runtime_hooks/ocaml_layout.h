@@ -19,6 +19,9 @@
  * caml_reset_young_limit's code), before any thread is registered or
  * sampled, and only read afterwards (handler included). */
 extern int flamme_ocaml_ds_id;
+/* Caml_state->local_roots (152 in 5.1, 160 in 5.3: each release's
+ * caml_callback_exn stores its roots block there), set with the id. */
+extern int flamme_ocaml_ds_local_roots;
 /* struct stack_info (runtime/caml/fiber.h): sp@0 exception_ptr@8 handler@16,
  * 56 bytes in all; usable stack [stk + 56, stk->handler). */
 #define SI_SP 0
@@ -30,5 +33,14 @@ extern int flamme_ocaml_ds_id;
 #define SH_SIZE 32
 /* struct c_stack_link: stack@0 sp@8 prev@16. */
 #define CSL_SP 8
+/* struct caml__roots_block (caml/memory.h): next@0 ntables@8 nitems@16
+ * tables[5]@24. */
+#define RB_NEXT 0
+#define RB_NTABLES 8
+#define RB_NITEMS 16
+#define RB_TABLE0 24
+/* A continuation block's tag (caml/mlvalues.h); a header's tag is its low
+ * byte, its size in words from bit 10. */
+#define CONT_TAG 245
 
 #endif

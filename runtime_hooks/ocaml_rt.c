@@ -258,6 +258,67 @@ static int check_guess(struct flamme_ocaml_chain *c, const struct flamme_range *
     return n;
 }
 
+/* Reads len bytes of the thread's system stack at addr: plainly in its
+ * live part, checked below it. Returns 0, or -1 (outside the stack too). */
+static int sys_read(const struct flamme_ocaml_chain *c, void *dst, uintptr_t addr, size_t len)
+{
+    if ((addr & 7) || addr < c->sys_lo || addr > c->sys_hi - len)
+        return -1;
+    if (addr >= c->live_lo) {
+        for (size_t i = 0; i < len / 8; i++)
+            ((uintptr_t *)dst)[i] = ((const uintptr_t *)addr)[i];
+        return 0;
+    }
+    return flamme_safe_read_sigsafe(dst, addr, len);
+}
+
+/* The parent a callback took away from the stack it runs on
+ * (runtime/callback.c, alloc_and_clear_stack_parent: a continuation block,
+ * the parent as Val_ptr in its first field, and Val_long 0 in its second
+ * from 5.2 on, registered alone in a roots block of caml_callback*_exn's C
+ * frame). Looks through the local roots from c->roots on (the blocks on
+ * the system stack, the continuation with a checked read) and moves
+ * c->roots past the block it took. Returns the parent's descriptor, or 0. */
+static uintptr_t stashed_parent(struct flamme_ocaml_chain *c)
+{
+    for (int k = 0; k < 16 && c->roots; k++) {
+        uintptr_t blk[4], v, cont[3];
+        if (sys_read(c, blk, c->roots, sizeof blk) != 0) {
+            c->roots = 0;
+            return 0;
+        }
+        c->roots = blk[RB_NEXT / 8];
+        if (blk[RB_NTABLES / 8] != 1 || blk[RB_NITEMS / 8] != 1 ||
+            sys_read(c, &v, blk[RB_TABLE0 / 8], sizeof v) != 0 || (v & 7) || v < 4096 ||
+            flamme_safe_read_sigsafe(cont, v - 8, sizeof cont) != 0)
+            continue;
+        uintptr_t wosize = cont[0] >> 10;
+        if ((cont[0] & 0xff) == CONT_TAG && (cont[1] & 1) &&
+            (wosize == 1 || (wosize == 2 && cont[2] == 1)))
+            return cont[1] - 1;
+    }
+    return 0;
+}
+
+/* The parent of stack f, whose handler says it has none: f is the chain's
+ * root, or a callback runs on it. The roots say which, unless the callback
+ * is in the few instructions where the parent is gone but not yet (or no
+ * longer) registered; then the parent f had in the last sample's chain
+ * (g[0..ng)) stands: a stack the runtime resumes always gets a parent, so
+ * a stack that had one and has none is in a callback. Returns the
+ * parent's descriptor, or 0. */
+static uintptr_t lost_parent(struct flamme_ocaml_chain *c, const struct flamme_range *g, int ng,
+                             uintptr_t f)
+{
+    uintptr_t p = c->roots ? stashed_parent(c) : 0;
+    if (p)
+        return p;
+    int j = 0;
+    while (j < ng && g[j].lo != f)
+        j++;
+    return j + 1 < ng ? g[j + 1].lo : 0;
+}
+
 /* Follows the chain from descriptor s: each stack's range, then its
  * handler's parent, the checked reads made for the stacks the last sample
  * found together (chain may be NULL) and the ones it finds remembered.
@@ -293,13 +354,16 @@ static int chain_ranges(uintptr_t s, int direct, struct flamme_ocaml_chain *c,
         for (int i = 0; c && i < got && c->n[c->w] < FLAMME_CHAIN_MAX; i++)
             c->r[c->w][c->n[c->w]++] = out[n + i];
         n += got;
+        if (!s && c)
+            s = lost_parent(c, c->r[c->w ^ 1], c->n[c->w ^ 1], out[n - 1].lo);
     }
     return n;
 }
 
-int flamme_ocaml_ranges_sigsafe(const void *ds, uintptr_t sys_lo, uintptr_t sys_hi, int direct,
-                                struct flamme_ocaml_chain *chain, struct flamme_range *out,
-                                int max, int32_t *domain, uintptr_t *more)
+int flamme_ocaml_ranges_sigsafe(const void *ds, uintptr_t sys_lo, uintptr_t sys_hi, uintptr_t sp,
+                                int direct, struct flamme_ocaml_chain *chain,
+                                struct flamme_range *out, int max, int32_t *domain,
+                                uintptr_t *more)
 {
     *more = 0;
     if (chain) {
@@ -317,6 +381,13 @@ int flamme_ocaml_ranges_sigsafe(const void *ds, uintptr_t sys_lo, uintptr_t sys_
     uintptr_t c_stack = *(const uintptr_t *)(d + DS_C_STACK);
     if (c_stack < sys_lo || c_stack >= sys_hi)
         return 0;
+    if (chain) {
+        /* Where a parent taken away by a callback may be (lost_parent). */
+        chain->sys_lo = sys_lo;
+        chain->sys_hi = sys_hi;
+        chain->live_lo = sp >= sys_lo && sp < sys_hi ? sp : c_stack;
+        chain->roots = *(const uintptr_t *)(d + flamme_ocaml_ds_local_roots);
+    }
     return chain_ranges(*(const uintptr_t *)(d + DS_CURRENT_STACK), direct, chain, out, max, more);
 }
 
@@ -324,6 +395,11 @@ int flamme_ocaml_more_ranges_sigsafe(uintptr_t *more, int direct, struct flamme_
                                      struct flamme_range *out, int max)
 {
     return chain_ranges(*more, direct, chain, out, max, more);
+}
+
+uintptr_t flamme_ocaml_parent_slot(const struct flamme_range *r)
+{
+    return r->hi - SH_SIZE + SH_PARENT;
 }
 
 int flamme_ocaml_range_live_sigsafe(const struct flamme_range *r)

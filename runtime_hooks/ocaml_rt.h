@@ -34,6 +34,13 @@ struct flamme_ocaml_chain {
     int w; /* the half the present sample writes; the other is the guess */
     struct iovec iov[2 * FLAMME_CHAIN_BATCH]; /* scratch */
     uintptr_t got[2 * FLAMME_CHAIN_BATCH];    /* scratch */
+    /* A callback from C (caml_callback*) takes the parent away from the
+     * stack it runs on for its duration, keeping it in a continuation
+     * block among the local roots: the next roots block to look in, which
+     * must lie in [sys_lo, sys_hi) and is read plainly in its live part
+     * [live_lo, sys_hi) (above the interrupted C code or caml_start_program's
+     * link). */
+    uintptr_t roots, sys_lo, sys_hi, live_lo;
 };
 
 /* Asks the loader, once, everything the agent will need about the runtime:
@@ -57,7 +64,8 @@ int flamme_ocaml_has_frame_pointers(void);
 void **flamme_ocaml_state_slot(void);
 
 /* Appends to out[*n] (up to max) the OCaml stack ranges of domain state ds as
- * seen from a thread whose system stack is [sys_lo, sys_hi): the current
+ * seen from a thread whose system stack is [sys_lo, sys_hi), interrupted
+ * with stack pointer sp: the current
  * stack and each parent stack of the effect-handler chain, each range the
  * stack's whole block (its descriptor, the stack, its handler: the walk
  * reads all three). Rejects ds unless its c_stack lies in the thread's
@@ -73,9 +81,10 @@ void **flamme_ocaml_state_slot(void);
  * max stacks (handlers nested deeper), *more is the descriptor of the next
  * one (for flamme_ocaml_more_ranges_sigsafe), else 0. Returns the number of
  * ranges added (0 if ds is unusable). async-signal-safe: yes. */
-int flamme_ocaml_ranges_sigsafe(const void *ds, uintptr_t sys_lo, uintptr_t sys_hi, int direct,
-                                struct flamme_ocaml_chain *chain, struct flamme_range *out,
-                                int max, int32_t *domain, uintptr_t *more);
+int flamme_ocaml_ranges_sigsafe(const void *ds, uintptr_t sys_lo, uintptr_t sys_hi, uintptr_t sp,
+                                int direct, struct flamme_ocaml_chain *chain,
+                                struct flamme_range *out, int max, int32_t *domain,
+                                uintptr_t *more);
 
 /* The next stacks of an effect-handler chain, from the descriptor *more
  * (as flamme_ocaml_ranges_sigsafe left it) on, read plainly or not as
@@ -85,6 +94,12 @@ int flamme_ocaml_ranges_sigsafe(const void *ds, uintptr_t sys_lo, uintptr_t sys_
  * async-signal-safe: yes. */
 int flamme_ocaml_more_ranges_sigsafe(uintptr_t *more, int direct, struct flamme_ocaml_chain *chain,
                                      struct flamme_range *out, int max);
+
+/* Where the handler of the OCaml stack r (as returned by
+ * flamme_ocaml_ranges_sigsafe) keeps its parent: a walk whose rows read 0
+ * there is on a stack a callback runs on, whose parent is the next range of
+ * the chain. async-signal-safe: yes. */
+uintptr_t flamme_ocaml_parent_slot(const struct flamme_range *r);
 
 /* 1 if the OCaml stack r (as returned by flamme_ocaml_ranges_sigsafe) is
  * still a live stack: its descriptor, read fault-tolerantly, still ends at

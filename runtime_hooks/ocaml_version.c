@@ -24,7 +24,7 @@ struct release {
     const char *name;
     const char *has[MAX_MARKERS];   /* runtime functions this release defines */
     const char *lacks[MAX_MARKERS]; /* ones it does not (added or removed later) */
-    int ds_current_stack, ds_c_stack, ds_id;
+    int ds_current_stack, ds_c_stack, ds_id, ds_local_roots;
     int si_sp, si_handler, si_size, sh_parent, csl_sp;
 };
 
@@ -32,14 +32,15 @@ static const struct release releases[] = {
     {"5.1",
      {"caml_ml_domain_unique_token", "caml_do_pending_actions_exn"},
      {"caml_ml_domain_index", "caml_callback_res"},
-     40, 64, 280, 0, 16, 56, 24, 8},
+     40, 64, 280, 152, 0, 16, 56, 24, 8},
     {"5.3",
      {"caml_ml_domain_index", "caml_callback_res", "caml_update_young_limit_after_c_call"},
      {"caml_ml_domain_unique_token", "caml_do_pending_actions_exn"},
-     40, 64, 288, 0, 16, 56, 24, 8},
+     40, 64, 288, 160, 0, 16, 56, 24, 8},
 };
 
 int flamme_ocaml_ds_id = 288; /* 5.3's, until the check sets it */
+int flamme_ocaml_ds_local_roots = 160;
 
 /* Symbols the agent reads as data: pointer-sized objects (the GC timing
  * hooks are `_Atomic caml_timing_hook`, a void (*)(void)). */
@@ -271,5 +272,6 @@ const char *flamme_ocaml_check_runtime(char *why, size_t whylen)
         return NULL;
     }
     flamme_ocaml_ds_id = r->ds_id;
+    flamme_ocaml_ds_local_roots = r->ds_local_roots;
     return r->name;
 }

@@ -46,14 +46,25 @@ int flamme_safe_read_sigsafe(void *dst, uintptr_t addr, unsigned long len)
     return process_vm_readv(getpid(), &l, 1, &r, 1, 0) == (ssize_t)len ? 0 : -1;
 }
 
-/* ... and goes on along an effect-handler chain with this: these walks
- * have none. */
+/* ... and goes on along an effect-handler chain with these: these walks
+ * have none (no OCaml runtime). */
 int flamme_ocaml_more_ranges_sigsafe(uintptr_t *more, int direct, struct flamme_ocaml_chain *chain,
                                      struct flamme_range *out, int max)
 {
     (void)direct, (void)chain, (void)out, (void)max;
     *more = 0;
     return 0;
+}
+
+uintptr_t flamme_ocaml_parent_slot(const struct flamme_range *r)
+{
+    (void)r;
+    return 0;
+}
+
+int flamme_ocaml_has_frame_pointers(void)
+{
+    return -1;
 }
 
 struct rows {

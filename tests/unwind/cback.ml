@@ -2,8 +2,11 @@
    checksum, sorting through glibc's qsort with an OCaml comparison called
    back from C, a C fold driving an OCaml closure, a stub that
    allocates a string per call, and a [@@noalloc] hash in assembly without
-   unwind information.
-   Usage: cback.exe [SCALE] *)
+   unwind information. With "fiber", every other ten rounds run inside an
+   effect handler, as all code does under an Eio-style scheduler: the
+   callbacks from C then run on a fiber whose parent the runtime hides for
+   their duration.
+   Usage: cback.exe [SCALE] [fiber] *)
 
 external checksum : Bytes.t -> int = "cb_checksum" [@@noalloc]
 external sort_keys : int array -> (int -> int -> int) -> int array = "cb_sort_keys"
@@ -13,6 +16,7 @@ external asm_hash : Bytes.t -> int = "cb_asm_hash" [@@noalloc]
 
 let scale = if Array.length Sys.argv > 1 then float_of_string Sys.argv.(1) else 1.0
 let rounds = max 1 (int_of_float (scale *. 500.))
+let fibers = Array.length Sys.argv > 2 && Sys.argv.(2) = "fiber"
 
 let weights = Array.init 4096 (fun i -> (i * 7919) mod 1000)
 
@@ -39,7 +43,20 @@ let[@inline never] one_round r =
   let f = fold 40_000 step r in
   sorted.(0) + c + f
 
+type _ Effect.t += Tick : int -> unit Effect.t
+
+let[@inline never] in_fiber r =
+  Effect.Deep.match_with
+    (fun () -> Effect.perform (Tick r); one_round r) ()
+    { retc = Fun.id; exnc = raise;
+      effc = (fun (type a) (e : a Effect.t) ->
+        match e with
+        | Tick _ -> Some (fun (k : (a, _) Effect.Deep.continuation) -> Effect.Deep.continue k ())
+        | _ -> None) }
+
 let () =
   let acc = ref 0 in
-  for r = 1 to rounds do acc := !acc + one_round r done;
+  for r = 1 to rounds do
+    acc := !acc + (if fibers && (r / 10) land 1 = 1 then in_fiber r else one_round r)
+  done;
   Printf.printf "cback: %d\n" (!acc land 0xffff)

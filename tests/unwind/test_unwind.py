@@ -258,7 +258,11 @@ def test_nestfx(build, program, compiler, check, tmp_path):
     deep = sum(s.weight for s in cut if s.frames.count("caml_runstack") >= 32)
     print("    2,000 layers: %d samples, %d [broken], %d [truncated] (%d of them through >= 32 "
           "fibers)" % (tot, broken, cutw, deep))
-    check(tot >= 200 and broken == 0, "nestfx 2,000 layers: no stack [broken]", broken)
+    # (A sample inside a stack switch, as each round makes and ends 2,000
+    # fibers, may still be: 1 in ~20 runs here; the walk used to stop at
+    # the 15th stack, [broken] in ~99% of the samples.)
+    check(tot >= 200 and broken <= max(1, 0.005 * tot),
+          "nestfx 2,000 layers: no stack [broken] (at most one, or 0.5%)", broken)
     check(cutw >= 0.5 * tot and deep >= 0.9 * cutw,
           "nestfx 2,000 layers: most stacks cut, >= 90% of them through >= 32 fibers",
           "%d cut of %d, %d through >= 32 fibers" % (cutw, tot, deep))
@@ -581,6 +585,30 @@ def test_cback(build, program, compiler, check, tmp_path):
     # No FDE covers it: its rows are derived from its code (writer/cfi_synth.c).
     placed(check, st, label, "noalloc hash in assembly without CFI", has("cb_asm_hash"),
            ["Cback.one_round", "cb_asm_hash"], 20)
+
+
+@pytest.mark.slow
+def test_cback_fiber(build, program, compiler, check, tmp_path):
+    """cback with every other ten rounds inside an effect handler: a
+    callback from C hides the fiber's parent for its duration
+    (runtime/callback.c keeps it in a continuation among the local roots),
+    and the walk finds it there (before: [broken] right under
+    caml_runstack; whole: 0% of the program's samples in a fiber). In the
+    few instructions where the parent is hidden but not registered, the
+    parent the fiber had in the thread's previous sample stands (with frame
+    pointers, caml_runstack's frame links to its caller anyway)."""
+    prof = str(tmp_path / "cback-fiber.flm")
+    st, _ = recorded_raw(build, program("cback"), ["1", "fiber"], prof, str(tmp_path))
+    label = "cback fiber/" + compiler.name
+    common_checks(check, st, label, goal(compiler), build, prof)
+    infiber = lambda s: "caml_runstack" in s.frames
+    placed(check, st, label, "comparisons called back from qsort in a fiber",
+           lambda s: "Cback.by_weight" in s.frames and infiber(s),
+           ["caml_runstack", "Cback.one_round", "cb_sort_keys", "qsort_r", "cmp_ocaml",
+            "caml_callback2", "Cback.by_weight"], 10)
+    placed(check, st, label, "fold steps in a fiber",
+           lambda s: "Cback.step" in s.frames and infiber(s),
+           ["caml_runstack", "Cback.one_round", "cb_fold", "Cback.step"], 10)
 
 
 @pytest.mark.slow

@@ -20,7 +20,9 @@
 #include "common/profile.h"
 
 #define MAX_RANGES 16
-#define MAX_SWITCHES (4 * MAX_RANGES)
+/* A bound on stack crossings whatever else holds (the walk never goes
+ * back down a stack it has left: see seen). */
+#define MAX_SWITCHES 4096
 
 #define R_RSP FLAMME_DW_RSP
 #define R_RBP FLAMME_DW_RBP
@@ -46,6 +48,11 @@ struct walk {
     uintptr_t more;
     int more_direct, first_ocaml, window;
     struct flamme_range own[MAX_RANGES];
+    /* The oldest point the walk reached in each stack (0: not yet): a stack
+     * is walked from its young end to its old one, so the walk may come
+     * back to a stack it left (OCaml -> C -> a callback's OCaml -> C ...)
+     * only above that point; anything else is a loop. */
+    uintptr_t seen[MAX_RANGES];
 };
 
 /* Index of the range holding [addr, addr+len), or -1. */
@@ -79,8 +86,12 @@ static int more_ranges(struct walk *w)
             w->own[i] = w->ranges[i];
         w->ranges = w->own;
     }
-    for (int i = 0; i < keep; i++)
+    for (int i = 0; i < keep; i++) {
         w->own[w->first_ocaml + i] = w->own[w->cur + i];
+        w->seen[w->first_ocaml + i] = w->seen[w->cur + i];
+    }
+    for (int i = at; i < MAX_RANGES; i++)
+        w->seen[i] = 0;
     int k = flamme_ocaml_more_ranges_sigsafe(&w->more, w->more_direct, w->copy->chain, w->own + at,
                                              MAX_RANGES - at);
     w->nranges = at + k;
@@ -364,6 +375,8 @@ static int cfi_step(struct walk *w, uintptr_t lookup_pc, uintptr_t *pc, int leaf
         if (row.cfa_reg == FLAMME_CFA_RSP || rs == r || ++w->switches > MAX_SWITCHES)
             return -1;
     }
+    if (r >= 0 && r != w->cur && cfa <= w->seen[r])
+        return -1;
     /* rbp pointing at the word under the return address is this frame's
      * own frame pointer, never its caller's: hand-written code pushes rbp
      * and points it there without saying so in its CFI (the OCaml runtime's
@@ -404,6 +417,8 @@ static int cfi_step(struct walk *w, uintptr_t lookup_pc, uintptr_t *pc, int leaf
     w->g.r[R_RSP] = cfa;
     w->g.valid = valid;
     w->cur = r;
+    if (r >= 0 && cfa > w->seen[r])
+        w->seen[r] = cfa;
     w->ra_at = r >= 0 ? cfa - 8 : 0;
     *pc = ra;
     return 1;
@@ -447,10 +462,12 @@ static int fp_step(struct walk *w, uintptr_t *pc)
         return 2; /* this frame stands, the chain after it is broken */
     w->step = r >= 0 && r == w->cur && window == w->window ? FLAMME_STEP_FP : FLAMME_STEP_OTHER;
     if (r >= 0 && r != w->cur) {
-        if (++w->switches > MAX_SWITCHES)
+        if (++w->switches > MAX_SWITCHES || fp + 16 <= w->seen[r])
             return 2;
         w->cur = r;
     }
+    if (r >= 0 && fp + 16 > w->seen[r])
+        w->seen[r] = fp + 16;
     w->g.r[R_RSP] = fp + 16;
     w->g.r[R_RBP] = next;
     w->g.valid = BIT(R_RSP) | BIT(R_RBP);
@@ -617,6 +634,8 @@ uint32_t flamme_walk_traced_sigsafe(uintptr_t pc, const struct flamme_walk_regs 
                                     struct flamme_walk_copy *copy, uint64_t *frames, uint32_t max,
                                     uint32_t *flags, struct flamme_walk_trace *trace)
 {
+    if (nranges > MAX_RANGES)
+        nranges = MAX_RANGES; /* (the handler gives at most as many) */
     struct walk w = {.g = *regs, .ranges = ranges, .nranges = nranges, .copy = copy, .cur = -1,
                      .step = FLAMME_STEP_OTHER};
     /* (w.more is set only with a copy: more_ranges reads w->copy->chain.)

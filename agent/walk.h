@@ -77,7 +77,8 @@ struct flamme_walk_regs {
  * first (with a trace, at most trace->max_walked of them walked rather than
  * replayed). leaf = 1 when pc is an interrupted instruction, 0 when it is a
  * return address (a call site). Every direct memory read is checked against
- * ranges[0..nranges); copy (may be NULL) allows checked reads elsewhere.
+ * ranges[0..nranges) (at most 16 are used); copy (may be NULL) allows
+ * checked reads elsewhere.
  * Sets *flags to FLAMME_SAMPLE_TRUNCATED when max was reached,
  * FLAMME_SAMPLE_BROKEN when the chain left the known stacks or a rule
  * needed a register that is not known (a clean end is a zero frame pointer

@@ -588,6 +588,31 @@ def test_cback(build, program, compiler, check, tmp_path):
 
 
 @pytest.mark.slow
+def test_cback_nest(build, program, compiler, check, tmp_path):
+    """OCaml and C calling each other 70 deep (a C fold whose OCaml closure
+    folds again): the walk crosses between the OCaml stack and the system
+    stack 140 times (it used to stop after 64 crossings, [broken]); it may
+    come back to a stack only above where it left it. Stacks ~500 frames
+    deep at 999 Hz: the budget shortens most walks ([truncated]); the whole
+    ones reach main through all 70 folds, and none is [broken]."""
+    prof = str(tmp_path / "cback-nest.flm")
+    st, _ = recorded_raw(build, program("cback"), ["4", "nest"], prof, str(tmp_path))
+    label = "cback nest/" + compiler.name
+    tot = sum(s.weight for s in st)
+    broken = sum(s.weight for s in st if s.frames[:1] == ["[broken]"])
+    sel = [s for s in st if "Cback.bottom" in s.frames and s.complete()]
+    whole = sum(s.weight for s in sel)
+    deep = sum(s.weight for s in sel if s.frames.count("cb_fold") == 70)
+    print("    %d samples, %d [broken]; Cback.bottom whole: %d, %d of them under all 70 C folds"
+          % (tot, broken, whole, deep))
+    check(tot >= 200 and broken <= max(1, 0.005 * tot),
+          "%s: no stack [broken] (at most one, or 0.5%%)" % label, broken)
+    check(deep >= 20 and deep == whole,
+          "%s: >= 20 whole samples of the bottom's work, each under all 70 C folds" % label,
+          "%d of %d" % (deep, whole))
+
+
+@pytest.mark.slow
 def test_cback_fiber(build, program, compiler, check, tmp_path):
     """cback with every other ten rounds inside an effect handler: a
     callback from C hides the fiber's parent for its duration

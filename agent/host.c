@@ -151,7 +151,7 @@ const struct flamme_writer_host *flamme_agent_host_for_start(void)
         .wall = flamme_cfg.wall,
         .period_ns = flamme_cfg.period_ns,
         .engine = flamme_engine_name(),
-        .unwind = flamme_ocaml_has_frame_pointers() == 0
+        .unwind = flamme_ocaml_has_frame_pointers_sigsafe() == 0
                       ? "CFI (OCaml without frame pointers)"
                       : "CFI, frame pointers where there is none",
         .hidden_fn = "flamme_tramp", /* agent/threads.c: every registered thread's first frame */

@@ -349,12 +349,12 @@ static int cfi_step(struct walk *w, uintptr_t lookup_pc, uintptr_t *pc, int leaf
          * has taken it away (0 there), and the chain's next range is the
          * parent it keeps (runtime_hooks/ocaml_rt.c, stashed_parent). */
         if (row.nderef == 2 && v == 0 && w->cur >= w->first_ocaml && w->cur < w->nranges &&
-            at == flamme_ocaml_parent_slot(&w->ranges[w->cur])) {
+            at == flamme_ocaml_parent_slot_sigsafe(&w->ranges[w->cur])) {
             v = w->cur + 1 < w->nranges ? w->ranges[w->cur + 1].lo : w->more;
             /* Not found (the callback is between taking the parent away
              * and registering it): with frame pointers, caml_runstack's
              * frame still links to its caller's. */
-            if (!v && flamme_ocaml_has_frame_pointers() == 1)
+            if (!v && flamme_ocaml_has_frame_pointers_sigsafe() == 1)
                 return -2;
         }
         if (row.nderef == 2 && any_word(w, v + row.mid_add, &v) != 0)

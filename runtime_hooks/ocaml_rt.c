@@ -26,7 +26,7 @@
  * written once before any other thread of ours runs, read-only after. */
 static struct {
     int present;       /* caml_state and caml_start_program found */
-    int frame_pointers; /* see flamme_ocaml_has_frame_pointers */
+    int frame_pointers; /* see flamme_ocaml_has_frame_pointers_sigsafe */
     /* caml_state as (TLS module id, offset in the module's block): what
      * __tls_get_addr takes, so any thread finds its own instance without
      * the loader lock (the loader's TLS lock at most, never the one dlopen
@@ -79,7 +79,7 @@ int flamme_ocaml_resolve(void)
     return rt.present;
 }
 
-int flamme_ocaml_has_frame_pointers(void)
+int flamme_ocaml_has_frame_pointers_sigsafe(void)
 {
     return rt.frame_pointers;
 }
@@ -397,7 +397,7 @@ int flamme_ocaml_more_ranges_sigsafe(uintptr_t *more, int direct, struct flamme_
     return chain_ranges(*more, direct, chain, out, max, more);
 }
 
-uintptr_t flamme_ocaml_parent_slot(const struct flamme_range *r)
+uintptr_t flamme_ocaml_parent_slot_sigsafe(const struct flamme_range *r)
 {
     return r->hi - SH_SIZE + SH_PARENT;
 }

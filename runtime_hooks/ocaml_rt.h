@@ -54,8 +54,9 @@ int flamme_ocaml_resolve(void);
 
 /* Returns 1 if the OCaml runtime in this process was built with frame
  * pointers (its caml_c_call starts with push %rbp; mov %rsp,%rbp), 0 if not
- * (a default opam switch), -1 without an OCaml runtime. */
-int flamme_ocaml_has_frame_pointers(void);
+ * (a default opam switch), -1 without an OCaml runtime. Set by the
+ * constructor, only read afterwards. async-signal-safe: yes. */
+int flamme_ocaml_has_frame_pointers_sigsafe(void);
 
 /* Address of the calling thread's `caml_state` TLS variable, or NULL when the
  * process has no OCaml runtime. No loader lock (see flamme_ocaml_resolve);
@@ -99,7 +100,7 @@ int flamme_ocaml_more_ranges_sigsafe(uintptr_t *more, int direct, struct flamme_
  * flamme_ocaml_ranges_sigsafe) keeps its parent: a walk whose rows read 0
  * there is on a stack a callback runs on, whose parent is the next range of
  * the chain. async-signal-safe: yes. */
-uintptr_t flamme_ocaml_parent_slot(const struct flamme_range *r);
+uintptr_t flamme_ocaml_parent_slot_sigsafe(const struct flamme_range *r);
 
 /* 1 if the OCaml stack r (as returned by flamme_ocaml_ranges_sigsafe) is
  * still a live stack: its descriptor, read fault-tolerantly, still ends at

@@ -56,13 +56,13 @@ int flamme_ocaml_more_ranges_sigsafe(uintptr_t *more, int direct, struct flamme_
     return 0;
 }
 
-uintptr_t flamme_ocaml_parent_slot(const struct flamme_range *r)
+uintptr_t flamme_ocaml_parent_slot_sigsafe(const struct flamme_range *r)
 {
     (void)r;
     return 0;
 }
 
-int flamme_ocaml_has_frame_pointers(void)
+int flamme_ocaml_has_frame_pointers_sigsafe(void)
 {
     return -1;
 }

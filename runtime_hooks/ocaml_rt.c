@@ -311,12 +311,17 @@ static uintptr_t lost_parent(struct flamme_ocaml_chain *c, const struct flamme_r
                              uintptr_t f)
 {
     uintptr_t p = c->roots ? stashed_parent(c) : 0;
-    if (p)
-        return p;
-    int j = 0;
-    while (j < ng && g[j].lo != f)
-        j++;
-    return j + 1 < ng ? g[j + 1].lo : 0;
+    if (!p) {
+        int j = 0;
+        while (j < ng && g[j].lo != f)
+            j++;
+        p = j + 1 < ng ? g[j + 1].lo : 0;
+    }
+    /* A stack already in the chain would make it a loop. */
+    for (int i = 0; p && i < c->n[c->w]; i++)
+        if (c->r[c->w][i].lo == p)
+            return 0;
+    return p;
 }
 
 /* Follows the chain from descriptor s: each stack's range, then its

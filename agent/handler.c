@@ -24,8 +24,9 @@
 #include "writer/writer.h"
 
 #define MAX_RANGES 16
-/* OCaml stacks read before a walk (two checked reads each when the thread
- * was interrupted in C); a longer effect-handler chain is read as the walk
+/* OCaml stacks read before a walk (checked reads when the thread was
+ * interrupted in C: one system call per 16 stacks its last sample found,
+ * two per other stack); a longer effect-handler chain is read as the walk
  * reaches it (agent/walk.c), so a shortened walk pays only for the stacks
  * it crosses. */
 #define FIRST_OCAML_RANGES 8

@@ -107,12 +107,19 @@ static int fallback_rd = -1;
 static _Atomic int fallback_wr = -1;
 static atomic_flag fallback_busy = ATOMIC_FLAG_INIT;
 
-/* process_vm_readv from ourselves: returns its result (bytes or -1, errno). */
-static long vm_read(void *dst, uintptr_t addr, unsigned long len)
+/* process_vm_readv from ourselves, of the n pieces remote names into the
+ * len bytes at dst: returns its result (bytes or -1, errno). */
+static long vm_readv(void *dst, unsigned long len, const struct iovec *remote, unsigned long n)
 {
     struct iovec local = {dst, len};
+    return syscall(SYS_process_vm_readv, (long)self_pid, &local, 1UL, remote, n, 0UL);
+}
+
+/* The same for one piece. */
+static long vm_read(void *dst, uintptr_t addr, unsigned long len)
+{
     struct iovec remote = {(void *)addr, len};
-    return syscall(SYS_process_vm_readv, (long)self_pid, &local, 1UL, &remote, 1UL, 0UL);
+    return vm_readv(dst, len, &remote, 1UL);
 }
 
 void flamme_safe_read_prepare_fallback(void)
@@ -202,8 +209,7 @@ static int readv_words(uintptr_t *got, const struct iovec *iov, int n)
 {
     if (!atomic_load_explicit(&vm_read_ok, memory_order_relaxed))
         return -1;
-    struct iovec local = {got, (size_t)n * sizeof *got};
-    long r = syscall(SYS_process_vm_readv, (long)self_pid, &local, 1UL, iov, (unsigned long)n, 0UL);
+    long r = vm_readv(got, (unsigned long)n * sizeof *got, iov, (unsigned long)n);
     return r < 0 ? (errno == EPERM || errno == ENOSYS ? -1 : 0) : (int)(r / (long)sizeof *got);
 }
 

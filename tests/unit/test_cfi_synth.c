@@ -21,6 +21,7 @@
  */
 #include "tests/unit/check.h"
 #include "tests/unit/maps.h"
+#include "tests/unit/no_runtime.h"
 #include "agent/cfi.h"
 #include "agent/walk.h"
 #include "writer/cfi_build.h"
@@ -37,35 +38,6 @@
 #include <unistd.h>
 
 #define MAXROWS 64
-
-/* agent/walk.c reads outside the known stacks with this (the agent's own is
- * in runtime_hooks/, which the unit-test library does not hold). */
-int flamme_safe_read_sigsafe(void *dst, uintptr_t addr, unsigned long len)
-{
-    struct iovec l = { dst, len }, r = { (void *)addr, len };
-    return process_vm_readv(getpid(), &l, 1, &r, 1, 0) == (ssize_t)len ? 0 : -1;
-}
-
-/* ... and goes on along an effect-handler chain with these: these walks
- * have none (no OCaml runtime). */
-int flamme_ocaml_more_ranges_sigsafe(uintptr_t *more, int direct, struct flamme_ocaml_chain *chain,
-                                     struct flamme_range *out, int max)
-{
-    (void)direct, (void)chain, (void)out, (void)max;
-    *more = 0;
-    return 0;
-}
-
-uintptr_t flamme_ocaml_parent_slot_sigsafe(const struct flamme_range *r)
-{
-    (void)r;
-    return 0;
-}
-
-int flamme_ocaml_has_frame_pointers_sigsafe(void)
-{
-    return -1;
-}
 
 struct rows {
     int n;

@@ -17,6 +17,7 @@
 #include "agent/engine.h"
 #include "agent/handler.h"
 #include "agent/threads.h"
+#include "runtime_hooks/frametable.h"
 #include "runtime_hooks/gc_hooks.h"
 #include "runtime_hooks/ocaml_rt.h"
 
@@ -142,6 +143,11 @@ static void host_end_info(flamme_pw *pw, int last)
                           (unsigned long long)n);
 }
 
+static const struct flamme_frame_sites_ops frame_sites = {
+    .is_table = flamme_frametable_is_table_symbol,
+    .sites = flamme_frametable_image_sites,
+};
+
 const struct flamme_writer_host *flamme_agent_host_for_start(void)
 {
     static struct flamme_writer_host h;
@@ -155,6 +161,7 @@ const struct flamme_writer_host *flamme_agent_host_for_start(void)
                       ? "CFI (OCaml without frame pointers)"
                       : "CFI, frame pointers where there is none",
         .hidden_fn = "flamme_tramp", /* agent/threads.c: every registered thread's first frame */
+        .frame_sites = &frame_sites,
         .warn = host_warn,
         .open_segment = host_open_segment,
         .create_thread = host_create_thread,

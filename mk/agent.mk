@@ -1,7 +1,7 @@
 # mk/agent.mk — libflamme.so and the flamme command (owner: agent/, writer ring+writer, tools/main+record).
 SO_SRCS  += $(wildcard agent/*.c) $(wildcard runtime_hooks/*.c)
 LIB_SRCS += common/profile.c common/roots.c common/ring.c common/fds.c common/bulk.c writer/dedup.c writer/intern.c writer/elf.c writer/symbols.c \
-            writer/cfi_build.c writer/cfi_cache.c writer/cfi_synth.c writer/lines.c
+            writer/cfi_build.c writer/cfi_cache.c writer/cfi_synth.c writer/cfi_ocaml.c writer/lines.c
 SO_SRCS  += writer/writer.c
 TOOL_SRCS += tools/record.c tools/diff.c
 

@@ -9,4 +9,8 @@
 # before this file was read, so it lists cfi.o exactly once.)
 SO_SRCS  := $(filter-out agent/cfi.c agent/walk.c agent/memo.c,$(SO_SRCS))
 LIB_SRCS += agent/cfi.c agent/walk.c agent/memo.c
-UNIT_TESTS += tests/unit/test_cfi.c tests/unit/test_cfi_cache.c tests/unit/test_cfi_synth.c
+UNIT_TESTS += tests/unit/test_cfi.c tests/unit/test_cfi_cache.c tests/unit/test_cfi_synth.c \
+              tests/unit/test_frametable.c
+# test_frametable compiles runtime_hooks/frametable.c in (not in the core library).
+$(BUILD)/tests/test_frametable: runtime_hooks/frametable.c runtime_hooks/frametable.h \
+                                common/frame_sites.h

@@ -13,10 +13,12 @@
 
 #include <pthread.h>
 #include <stdlib.h>
+#include <string.h>
 
 #define FD_DEBUG 1u
 #define FD_ALLOC 2u
 #define FD_RETURN_TO_C 0xFFFFu
+#define FD_FLAGS 3u /* FRAME_DESCRIPTOR_FLAGS: the frame size is the rest */
 
 struct ent {
     uintptr_t dbg, ret; /* dbg 0: empty */
@@ -36,9 +38,63 @@ static size_t slot_of(uintptr_t dbg)
     return (size_t)((dbg >> 2) * 0x9E3779B97F4A7C15ull >> 20) & mask;
 }
 
-static uintptr_t align(uintptr_t p, uintptr_t a)
+static uint64_t align(uint64_t p, uint64_t a)
 {
     return (p + a - 1) & ~(a - 1);
+}
+
+/* One descriptor, as descr_at reads it. */
+struct descr {
+    uint64_t ret;  /* the call's return address */
+    uint64_t next; /* the following descriptor's address */
+    uint64_t dbg;  /* (data & FD_DEBUG) the first u32 debuginfo offset's address */
+    unsigned ndbg; /* how many of them */
+    uint16_t data;
+};
+
+/* Reads the descriptor at d through rd. Returns 0, or -1 when rd cannot
+ * read it. */
+static int descr_at(flamme_image_read_fn rd, void *ctx, uint64_t d, struct descr *o)
+{
+    uint8_t h[12];
+    uint16_t live;
+    if (rd(ctx, d, h, sizeof h) != 0)
+        return -1;
+    memcpy(&o->ret, h, 8);
+    memcpy(&o->data, h + 8, 2);
+    memcpy(&live, h + 10, 2);
+    o->dbg = 0;
+    o->ndbg = 0;
+    if (o->data == FD_RETURN_TO_C) {
+        o->next = align(d + 12, 8);
+        return 0;
+    }
+    uint64_t p = d + 12 + 2 * (uint64_t)live;
+    unsigned nallocs = 0;
+    if (o->data & FD_ALLOC) {
+        uint8_t b;
+        if (rd(ctx, p, &b, 1) != 0)
+            return -1;
+        nallocs = b;
+        p += nallocs + 1;
+    }
+    if (o->data & FD_DEBUG) {
+        p = align(p, 4);
+        o->dbg = p;
+        o->ndbg = (o->data & FD_ALLOC) ? nallocs : 1;
+        p += 4 * (uint64_t)o->ndbg;
+    }
+    o->next = align(p, 8);
+    return 0;
+}
+
+/* flamme_image_read_fn over this process's memory (the runtime's own
+ * tables, trusted). */
+static int mem_read(void *ctx, uint64_t addr, void *dst, size_t len)
+{
+    (void)ctx;
+    memcpy(dst, (const void *)(uintptr_t)addr, len);
+    return 0;
 }
 
 /* Calls fn(ret, dbg) for each allocation debuginfo of each descriptor and
@@ -51,37 +107,58 @@ static size_t walk(void *const *tables, void (*fn)(uintptr_t ret, uintptr_t dbg)
     for (size_t t = 0; tables[t]; t++) {
         const int64_t *tbl = tables[t];
         int64_t len = tbl[0];
-        uintptr_t d = (uintptr_t)(tbl + 1);
+        uint64_t d = (uintptr_t)(tbl + 1);
         for (int64_t j = 0; j < len; j++) {
-            uintptr_t ret = *(const uintptr_t *)d;
-            uint16_t data = *(const uint16_t *)(d + 8), live = *(const uint16_t *)(d + 10);
+            struct descr o;
+            descr_at(mem_read, NULL, d, &o);
             ++*ndescr;
             if (fret)
-                fret(ret);
-            if (data == FD_RETURN_TO_C) {
-                d = align(d + 12, 8);
-                continue;
-            }
-            uintptr_t p = d + 12 + 2 * (uintptr_t)live;
-            unsigned nallocs = 0;
-            if (data & FD_ALLOC) {
-                nallocs = *(const uint8_t *)p;
-                p += nallocs + 1;
-            }
-            if (data & FD_DEBUG) {
-                p = align(p, 4);
-                unsigned ninfo = (data & FD_ALLOC) ? nallocs : 1;
-                for (unsigned k = 0; k < ninfo; k++, p += 4) {
-                    uint32_t rel = *(const uint32_t *)p;
-                    if (rel && (data & FD_ALLOC)) {
-                        if (fn)
-                            fn(ret, p + rel);
-                        n++;
-                    }
+                fret(o.ret);
+            for (unsigned k = 0; (o.data & FD_ALLOC) && k < o.ndbg; k++) {
+                uintptr_t p = (uintptr_t)(o.dbg + 4 * (uint64_t)k);
+                uint32_t rel = *(const uint32_t *)p;
+                if (rel) {
+                    if (fn)
+                        fn(o.ret, p + rel);
+                    n++;
                 }
             }
-            d = align(p, 8);
+            d = o.next;
         }
+    }
+    return n;
+}
+
+int flamme_frametable_is_table_symbol(const char *name)
+{
+    static const char dot[] = ".frametable", under[] = "__frametable";
+    size_t n = strlen(name);
+    if (strncmp(name, "caml", 4) != 0)
+        return 0;
+    return (n > 4 + sizeof dot - 1 && strcmp(name + n - (sizeof dot - 1), dot) == 0) ||
+           (n > 4 + sizeof under - 1 && strcmp(name + n - (sizeof under - 1), under) == 0);
+}
+
+long flamme_frametable_image_sites(uint64_t table, flamme_image_read_fn rd, void *rctx,
+                                   flamme_frame_site_fn site, void *sctx)
+{
+    int64_t len;
+    long n = 0;
+    if (rd(rctx, table, &len, sizeof len) != 0)
+        return 0;
+    /* Each descriptor is at least 16 bytes on: a count the image cannot
+     * hold ends at its first unreadable descriptor. */
+    uint64_t d = table + 8;
+    for (int64_t j = 0; j < len; j++) {
+        struct descr o;
+        if (descr_at(rd, rctx, d, &o) != 0)
+            break;
+        if (o.data != FD_RETURN_TO_C) {
+            if (site(sctx, o.ret, o.data & ~FD_FLAGS) != 0)
+                return -1;
+            n++;
+        }
+        d = o.next;
     }
     return n;
 }

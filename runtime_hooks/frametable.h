@@ -8,13 +8,22 @@
  * of the descriptor that holds it) so that both kinds give an address the
  * writer symbolizes like any sampled pc.
  *
+ * The same descriptors give the size of the calling frame at every call
+ * from OCaml code, which the unwind rows are checked against
+ * (common/frame_sites.h): flamme_frametable_image_sites reads them from an
+ * executable's or library's file.
+ *
  * Who: the OCaml library's stubs (normal context): flamme_frametable_index
  * before Gc.Memprof starts, then flamme_frametable_slot_addr from any
- * domain (the index is read-only once built).
+ * domain (the index is read-only once built). The writer, through the
+ * agent's host (writer/writer_host.h): flamme_frametable_is_table_symbol
+ * and flamme_frametable_image_sites, pure, any thread.
  */
 #ifndef FLAMME_RUNTIME_HOOKS_FRAMETABLE_H
 #define FLAMME_RUNTIME_HOOKS_FRAMETABLE_H
 #include <stdint.h>
+
+#include "common/frame_sites.h"
 
 /* Indexes the frame tables listed by tables (the runtime's NULL-terminated
  * caml_frametable array: each a descriptor count then the descriptors).
@@ -30,5 +39,17 @@ uintptr_t flamme_frametable_slot_addr(uintptr_t slot_value);
  * frame descriptor): the innermost OCaml frame of a stack walked from the
  * runtime. 0 before flamme_frametable_index. Any thread, normal context. */
 int flamme_frametable_is_ocaml_ret(uintptr_t pc);
+
+/* struct flamme_frame_sites_ops's is_table: "caml<unit>.frametable" (5.x)
+ * or "caml<unit>__frametable" (4.x), caml_system's and caml_startup's
+ * included. */
+int flamme_frametable_is_table_symbol(const char *name);
+
+/* struct flamme_frame_sites_ops's sites (common/frame_sites.h): the
+ * descriptors of the table at link-time address table, read through rd;
+ * the returns to C have no frame and are skipped. Returns the number of
+ * sites given to site, or -1 when it stopped. */
+long flamme_frametable_image_sites(uint64_t table, flamme_image_read_fn rd, void *rctx,
+                                   flamme_frame_site_fn site, void *sctx);
 
 #endif

@@ -19,6 +19,7 @@
 #include "common/index_table.h"
 #include "common/runsort.h"
 #include "writer/cfi_cache.h"
+#include "writer/cfi_ocaml.h"
 #include "writer/cfi_synth.h"
 #include "writer/elf.h"
 
@@ -1088,6 +1089,109 @@ static int add_synth_rows(const struct flamme_elf *el, struct rowvec *rv, uint64
                    0 ? -1 : 0;
 }
 
+/* The frame-table reader the agent handed over (flamme_cfi_set_frame_sites);
+ * NULL: rows are not checked against OCaml's frame descriptors. Builder lock. */
+static const struct flamme_frame_sites_ops *frame_sites;
+
+void flamme_cfi_set_frame_sites(const struct flamme_frame_sites_ops *ops)
+{
+    pthread_mutex_lock(&build_lock);
+    frame_sites = ops;
+    pthread_mutex_unlock(&build_lock);
+}
+
+/* One OCaml call site of the module: runtime return address, frame size. */
+struct site {
+    uint64_t ret;
+    uint32_t size;
+};
+
+struct sitevec {
+    struct site *v;
+    size_t n, cap;
+    uint64_t bias, lo, hi; /* the mapping: only its own code's sites */
+};
+
+/* flamme_frame_site_fn: keeps a site of this mapping's code. Returns 0, or
+ * -1 when out of memory. */
+static int site_add(void *p, uint64_t ret, uint32_t size)
+{
+    struct sitevec *s = p;
+    uint64_t r = ret + s->bias;
+    if (r <= s->lo || r > s->hi || size < 8 || size % 8)
+        return 0;
+    if (s->n == s->cap) {
+        size_t nc = s->cap ? s->cap * 2 : 1024;
+        struct site *nv = realloc(s->v, nc * sizeof *nv);
+        if (!nv)
+            return -1;
+        s->v = nv;
+        s->cap = nc;
+    }
+    s->v[s->n++] = (struct site){ r, size };
+    return 0;
+}
+
+static int site_cmp(const void *a, const void *b)
+{
+    const struct site *x = a, *y = b;
+    return x->ret < y->ret ? -1 : x->ret > y->ret;
+}
+
+/* Makes the row that a walk looks up for each OCaml call site (its return
+ * address - 1: a caller's frame) say CFA = rsp + the descriptor's frame
+ * size, where the module's rows say another rsp offset or nothing. OCaml
+ * emits the calls of caml_call_gc and caml_ml_array_bound_error after the
+ * function's body with the CFA of the frame outside any `try`: in a `try`
+ * the trap frame (16 bytes a level) is left out, and the walk read a word
+ * of the frame as the caller's return address (a junk frame, or [broken]).
+ * The row covers the call's last byte only, which no sampled pc can be
+ * (it is inside the call instruction), so the interrupted frame's rows are
+ * unchanged. Rows other than rsp-based are left alone. Returns the number
+ * of sites mended. */
+static size_t mend_call_sites(struct rowvec *rv, struct sitevec *s)
+{
+    if (!s->n || !rv->n || rv->oom)
+        return 0;
+    if (rv->unsorted && flamme_sort_runs(rv->v, rv->n, sizeof *rv->v, trow_cmp) != 0)
+        qsort(rv->v, rv->n, sizeof *rv->v, trow_cmp);
+    rv->unsorted = 0;
+    /* Sites in order: the rows added make one ascending run for pack. */
+    if (flamme_sort_runs(s->v, s->n, sizeof *s->v, site_cmp) != 0)
+        qsort(s->v, s->n, sizeof *s->v, site_cmp);
+    size_t n0 = rv->n, mended = 0;
+    const struct rule gap = { 0, RULE_GAP, 0, 0, 0, 0, { 0 } };
+    for (size_t i = 0; i < s->n && !rv->oom; i++) {
+        uint64_t at = s->v[i].ret - 1;
+        size_t lo = 0, hi = n0; /* the first row after at */
+        while (lo < hi) {
+            size_t mid = lo + (hi - lo) / 2;
+            if (rv->v[mid].pc <= at)
+                lo = mid + 1;
+            else
+                hi = mid;
+        }
+        struct rule r = lo ? rv->v[lo - 1].r : gap, fixed;
+        if (r.reg == RULE_GAP) {
+            fixed = (struct rule){ (int32_t)s->v[i].size, RULE_REG, DW_REG_RSP, 0, 0, 0, { 0 } };
+        } else if (r.reg == RULE_REG && r.dwreg == DW_REG_RSP) {
+            if (r.cfa_off == (int32_t)s->v[i].size)
+                continue;
+            fixed = r;
+            fixed.cfa_off = (int32_t)s->v[i].size;
+        } else {
+            continue;
+        }
+        int row_at_ret = lo < n0 && rv->v[lo].pc == s->v[i].ret;
+        push_row(rv, at, fixed);
+        if (!row_at_ret)
+            push_row(rv, s->v[i].ret, r);
+        mended++;
+    }
+    rv->unsorted = 1;
+    return mended;
+}
+
 /* Builds and publishes the module for the x86_64 ELF open on fd, mapped at
  * [lo, hi) with load bias bias, or (bias_from_map) with the bias of an
  * executable mapping starting at lo at file offset map_off. switch_only: the
@@ -1127,6 +1231,13 @@ static long add_fd(int fd, const char *name, uint64_t bias, int bias_from_map, u
          * hand-written stubs): its derived rows are kept in both modes. */
         if (rc == 0 && !rv.oom && add_synth_rows(&el, &rv, bias, lo - bias, hi - bias) != 0)
             rc = -1;
+        if (rc == 0 && !rv.oom && !switch_only && frame_sites) {
+            struct sitevec sv = { NULL, 0, 0, bias, lo, hi };
+            /* Out of memory there: the rows as the file gives them. */
+            if (flamme_cfi_ocaml_sites(&el, frame_sites, site_add, &sv) >= 0)
+                mend_call_sites(&rv, &sv);
+            free(sv.v);
+        }
         if (rc == 0 && !rv.oom)
             m = pack(&rv, name, &st, lo, hi);
         free(rv.v);

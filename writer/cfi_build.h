@@ -10,12 +10,20 @@
 #define FLAMME_WRITER_CFI_BUILD_H
 #include <stdint.h>
 
+#include "common/frame_sites.h"
+
 /* Parses the .eh_frame (via .eh_frame_hdr or section headers) of the ELF
  * file `path` mapped with load bias `bias` (runtime address = st_value +
  * bias), covering runtime addresses [lo, hi), and publishes its rows.
  * Writer thread only. Returns the number of rows added, or -1 (file
  * unreadable or without CFI). */
 long flamme_cfi_add_module(const char *path, uint64_t bias, uint64_t lo, uint64_t hi);
+
+/* Hands the builder the reader of OCaml's frame tables (the agent's
+ * runtime_hooks/frametable.c, through writer/writer_host.h), so that the
+ * rows at OCaml call sites are checked against their frame descriptors
+ * (common/frame_sites.h); NULL: not checked. Before modules are added. */
+void flamme_cfi_set_frame_sites(const struct flamme_frame_sites_ops *ops);
 
 /* Frees every table (at exit, after sampling stopped and handlers are done). */
 void flamme_cfi_free_all(void);

@@ -1272,6 +1272,7 @@ int flamme_writer_start(const struct flamme_writer_host *host, int fd, const cha
     uint64_t cpu0 = flamme_cpu_ns_sigsafe(CLOCK_THREAD_CPUTIME_ID);
     W.proc_cpu0 = flamme_cpu_ns_sigsafe(CLOCK_PROCESS_CPUTIME_ID);
     H = *host;
+    flamme_cfi_set_frame_sites(H.frame_sites);
     if (ws) {
         for (int i = 0; i < H.max_threads; i++)
             flamme_intern_thread_reset(&ws[i].last); /* a previous profile's nodes */

@@ -20,6 +20,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "common/frame_sites.h"
 #include "common/profile.h"
 
 struct flamme_ring;
@@ -48,6 +49,9 @@ struct flamme_writer_host {
     const char *engine;  /* the sampling engine's name */
     const char *unwind;  /* how stacks are walked (INFO unwind) */
     const char *hidden_fn; /* the agent's own frame in every thread's stack, left out */
+    /* OCaml's frame tables (common/frame_sites.h), which the unwind rows
+     * are checked against; NULL: not checked. */
+    const struct flamme_frame_sites_ops *frame_sites;
 
     /* Prints "flamme: <msg>" on stderr (always). Any thread. */
     void (*warn)(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

@@ -1,0 +1,23 @@
+/*
+ * writer/cfi_ocaml.h — the OCaml call sites of an ELF image, for checking
+ * its unwind rows (writer/cfi_build.c). Each compilation unit's frame table
+ * (a data symbol) has a descriptor per call from OCaml code, with the size
+ * of the calling frame there, which the GC relies on; the compiler's CFI is
+ * wrong at some of those calls (common/frame_sites.h says which).
+ * Who: writer/cfi_build.c when it builds a module's rows (writer thread or
+ * agent start-up); allocates, reads the file. Never a signal handler.
+ */
+#ifndef FLAMME_WRITER_CFI_OCAML_H
+#define FLAMME_WRITER_CFI_OCAML_H
+#include "common/frame_sites.h"
+#include "writer/elf.h"
+
+/* Calls site(ctx, ret, frame_size) (link-time return addresses) for each
+ * descriptor of each frame table of el: the data symbols ops->is_table
+ * accepts, from .dynsym, or from .symtab when .dynsym has none. Returns the
+ * number of sites (0: no tables, no ops, or unreadable), or -1 when out of
+ * memory or site stopped. */
+long flamme_cfi_ocaml_sites(const struct flamme_elf *el, const struct flamme_frame_sites_ops *ops,
+                            flamme_frame_site_fn site, void *ctx);
+
+#endif

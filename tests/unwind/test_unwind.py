@@ -438,6 +438,47 @@ GC_FUNS = ("caml_empty_minor_heap", "caml_empty_minor_heaps_once", "caml_major_c
            "major_collection_slice", "caml_collect_major_slice", "caml_minor_collection")
 
 
+def adjacent(check, st, label, what, fn, caller, below, least):
+    """Samples where fn runs one of below right under it (or one frame
+    further: fn doubled; below None: any sample in fn): at least `least`, and 99% of them whole
+    with caller right above fn, and fn there once (a word of fn's frame
+    read as a return address named fn again, or junk, or broke the walk)."""
+    sel = []
+    for s in st:
+        if fn not in s.frames:
+            continue
+        i = s.frames.index(fn)
+        if below is None or any(f in below for f in s.frames[i + 1:i + 3]):
+            sel.append((s, i))
+    tot = sum(s.weight for s, _ in sel)
+    ok = sum(s.weight for s, i in sel if s.complete() and i > 0 and s.frames[i - 1] == caller and
+             s.frames.count(fn) == 1)
+    print("    %s: %d samples, %d whole with %s;%s" % (what, tot, ok, caller, fn))
+    check(tot >= least, "%s: %s sampled (>= %d)" % (label, what, least), tot)
+    bad = sorted(((s.weight, ";".join(s.frames[-12:])) for s, i in sel
+                  if not (s.complete() and i > 0 and s.frames[i - 1] == caller and
+                          s.frames.count(fn) == 1)), reverse=True)[:3]
+    check(ok >= 0.99 * tot, "%s: %s: >= 99%% whole, right under %s, %s once" % (label, what, caller, fn),
+          "only %d of %d; e.g. %s" % (ok, tot, bad))
+
+
+@pytest.mark.slow
+def test_trygc(build, program, compiler, check, tmp_path):
+    """Calls into the runtime from inside `try` bodies: OCaml emits the
+    calls of caml_call_gc and caml_ml_array_bound_error after the body,
+    where its CFI leaves out the trap frames (16 bytes a level). The rows
+    are mended from the frame descriptors (writer/cfi_build.c,
+    mend_call_sites). Before, without frame pointers the fill's collections
+    were [broken] (12% of the program whole), and with them each sample
+    named Trygc.fill twice."""
+    st, _ = recorded(build, program, compiler, check, tmp_path, "trygc")
+    label = "trygc/" + compiler.name
+    adjacent(check, st, label, "collections entered from two nested trys", "Trygc.fill",
+             "Trygc.fill_round", ("caml_call_gc",), 100)
+    adjacent(check, st, label, "bound checks raising inside a try", "Trygc.probe",
+             "Trygc.probe_round", None, 10)
+
+
 @pytest.mark.slow
 def test_gcalloc(build, program, compiler, check, tmp_path):
     """Allocation-heavy code on two domains: the collectors' frames sit

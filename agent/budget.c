@@ -25,23 +25,49 @@
  * costs more (a long shallow phase does not buy a burst of deep walks). */
 #define ALLOWANCE_MAX_NS 20000000
 
+/* Short walks give way to samples of the pc alone only after this many in
+ * a row each cost this many times what a sample earns, on the CPU clock:
+ * a walk made slow once (a busy machine's cold caches and slow system
+ * calls, a first checked read) is no evidence; nested-handler walks are
+ * ten times over, every time. */
+#define LEAF_COSTLY 5
+#define LEAF_STREAK 4
+
 struct bstate {
     int64_t allowance_ns;  /* budget earned minus spent */
     uint64_t debt_ns;      /* handler time not yet taken off the weight */
     uint64_t last_cost_ns;
     uint64_t full_cost_ns; /* what a whole walk of this stack costs (estimate) */
     uint64_t ns_per_frame; /* measured on the last long walk; 0: not yet */
+    uint64_t earned_ns;    /* what the sample being walked earned */
+    unsigned costly;       /* short walks in a row that cost LEAF_COSTLY x what they earned */
     unsigned weight;       /* of the sample being walked */
     int full;              /* the walk being timed may go the whole depth */
     int capped;            /* ... but no deeper than the allowance pays for */
 };
 static __thread struct bstate t_b TLS_IE;
 
-static _Atomic uint64_t g_short, g_short_weight, g_own, g_handler_ns, g_replayed;
+static _Atomic uint64_t g_short, g_short_weight, g_own, g_handler_ns, g_replayed, g_leaf,
+    g_leaf_weight;
 
 void flamme_budget_replayed_sigsafe(void)
 {
     atomic_fetch_add_explicit(&g_replayed, 1, memory_order_relaxed);
+}
+
+void flamme_budget_leaf_only_sigsafe(uint64_t wall0, unsigned weight)
+{
+    struct bstate *b = &t_b;
+    /* A few hundred ns on the wall clock; the estimates of what walks cost
+     * (which pick their clock and tier) stay the walks'. */
+    uint64_t cost = flamme_now_sigsafe() - wall0;
+    if (cost > CPU_CLOCK_ABOVE_NS)
+        cost = CPU_CLOCK_ABOVE_NS;
+    b->debt_ns += cost;
+    b->allowance_ns -= (int64_t)cost;
+    atomic_fetch_add_explicit(&g_handler_ns, cost, memory_order_relaxed);
+    atomic_fetch_add_explicit(&g_leaf, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&g_leaf_weight, weight, memory_order_relaxed);
 }
 
 unsigned flamme_budget_admit_sigsafe(unsigned weight, uint64_t period_ns, uint64_t writer_ns,
@@ -64,7 +90,8 @@ unsigned flamme_budget_admit_sigsafe(unsigned weight, uint64_t period_ns, uint64
     b->weight = weight;
     if (weight == 0 || flamme_cfg.budget_pct == 0)
         return weight;
-    b->allowance_ns += (int64_t)(weight * period_ns * (uint64_t)flamme_cfg.budget_pct / 100);
+    b->earned_ns = weight * period_ns * (uint64_t)flamme_cfg.budget_pct / 100;
+    b->allowance_ns += (int64_t)b->earned_ns;
     int64_t max = b->full_cost_ns > ALLOWANCE_MAX_NS ? (int64_t)b->full_cost_ns : ALLOWANCE_MAX_NS;
     if (b->allowance_ns > max)
         b->allowance_ns = max;
@@ -74,7 +101,15 @@ unsigned flamme_budget_admit_sigsafe(unsigned weight, uint64_t period_ns, uint64
      * may have grown since, so the walk stops where the allowance ends
      * (frames it can pay for at the measured cost per frame). In between,
      * short walks. */
-    if (b->allowance_ns < (int64_t)b->full_cost_ns) {
+    if (b->allowance_ns < -(int64_t)FLAMME_BUDGET_LEAF_BELOW_NS && b->costly >= LEAF_STREAK) {
+        /* Short walks cost many times what a sample earns (each reads
+         * many stack switches), so they would never pay the overdraft
+         * back: none until the allowance is above the line again, then
+         * one, which measures them anew. (An overdraft short walks can pay
+         * back, the writer's charge, keeps them.) */
+        b->full = 0;
+        *depth = FLAMME_BUDGET_LEAF_DEPTH;
+    } else if (b->allowance_ns < (int64_t)b->full_cost_ns) {
         b->full = 0;
         *depth = FLAMME_BUDGET_SHORT_DEPTH;
     } else if (b->ns_per_frame) {
@@ -103,7 +138,8 @@ uint64_t flamme_budget_charge_sigsafe(const struct flamme_budget_clock *c, uint3
 {
     struct bstate *b = &t_b;
     uint64_t cost = 0, cpu1, charged;
-    if (c->cpu0 && (cpu1 = flamme_cpu_ns_sigsafe(CLOCK_THREAD_CPUTIME_ID)) >= c->cpu0) {
+    int on_cpu = c->cpu0 && (cpu1 = flamme_cpu_ns_sigsafe(CLOCK_THREAD_CPUTIME_ID)) >= c->cpu0;
+    if (on_cpu) {
         cost = charged = cpu1 - c->cpu0;
     } else {
         /* A walk expected short, timed on the wall clock: longer than that
@@ -131,7 +167,13 @@ uint64_t flamme_budget_charge_sigsafe(const struct flamme_budget_clock *c, uint3
             atomic_fetch_add_explicit(&g_short, 1, memory_order_relaxed);
             atomic_fetch_add_explicit(&g_short_weight, b->weight, memory_order_relaxed);
         }
-    } else if (truncated) {
+    } else if (on_cpu && cost > LEAF_COSTLY * b->earned_ns) {
+        /* (A walk timed on the wall clock was expected short.) */
+        b->costly++;
+    } else {
+        b->costly = 0;
+    }
+    if (!b->full && truncated) {
         /* A short walk that met its limit: a stack that fits loses nothing. */
         atomic_fetch_add_explicit(&g_short, 1, memory_order_relaxed);
         atomic_fetch_add_explicit(&g_short_weight, b->weight, memory_order_relaxed);
@@ -141,8 +183,11 @@ uint64_t flamme_budget_charge_sigsafe(const struct flamme_budget_clock *c, uint3
 }
 
 void flamme_budget_totals(uint64_t *shortened, uint64_t *shortened_weight, uint64_t *own_periods,
-                          uint64_t *handler_ns, uint64_t *replayed)
+                          uint64_t *handler_ns, uint64_t *replayed, uint64_t *leaf_only,
+                          uint64_t *leaf_only_weight)
 {
+    *leaf_only = atomic_load_explicit(&g_leaf, memory_order_relaxed);
+    *leaf_only_weight = atomic_load_explicit(&g_leaf_weight, memory_order_relaxed);
     *replayed = atomic_load_explicit(&g_replayed, memory_order_relaxed);
     *shortened = atomic_load_explicit(&g_short, memory_order_relaxed);
     *shortened_weight = atomic_load_explicit(&g_short_weight, memory_order_relaxed);

@@ -13,7 +13,11 @@
  *   the thread's stack costs, samples are shortened to
  *   FLAMME_BUDGET_SHORT_DEPTH frames (leaf side, flagged TRUNCATED) and keep
  *   their weight, so every period is still counted at the function it was
- *   spent in; a whole walk stops where the saved budget ends.
+ *   spent in; a whole walk stops where the saved budget ends;
+ * - when short walks cost more than the budget earns and have overdrawn it
+ *   by FLAMME_BUDGET_LEAF_BELOW_NS, samples are the interrupted pc alone
+ *   (FLAMME_BUDGET_LEAF_DEPTH, flagged TRUNCATED, their weight kept) until
+ *   it recovers: the handler's share holds whatever a short walk costs.
  * Totals go into the profile (INFO) and `flamme report`.
  *
  * Who: the handler of the sampled thread (the _sigsafe functions); the
@@ -33,6 +37,14 @@
 
 /* Frames of a sample shortened for the budget. */
 #define FLAMME_BUDGET_SHORT_DEPTH 64
+
+/* The depth flamme_budget_admit_sigsafe gives when even short walks have
+ * overdrawn the budget by more than FLAMME_BUDGET_LEAF_BELOW_NS (a stack
+ * whose every frame is a stack switch the handler must read with system
+ * calls: thousands of nested effect handlers): the sample is the
+ * interrupted pc alone, nothing read, until the allowance recovers. */
+#define FLAMME_BUDGET_LEAF_DEPTH 1
+#define FLAMME_BUDGET_LEAF_BELOW_NS 1000000
 
 /* Started when a sample is walked; passed to flamme_budget_charge_sigsafe. */
 struct flamme_budget_clock {
@@ -63,10 +75,18 @@ uint64_t flamme_budget_charge_sigsafe(const struct flamme_budget_clock *c, uint3
 /* Counts a sample that replayed frames of the thread's last whole stack
  * instead of walking them (agent/memo.h). async-signal-safe: yes. */
 void flamme_budget_replayed_sigsafe(void);
+/* Charges and counts a sample of this weight taken as its interrupted pc
+ * alone (FLAMME_BUDGET_LEAF_DEPTH), begun at wall0 (flamme_now_sigsafe:
+ * no CPU clock read for it), in place of flamme_budget_start_sigsafe and
+ * flamme_budget_charge_sigsafe. async-signal-safe: yes. */
+void flamme_budget_leaf_only_sigsafe(uint64_t wall0, unsigned weight);
+
 /* Totals over all threads: samples shortened and their weight, periods
  * taken off as the handler's own time, handler ns, samples that replayed
- * frames of their thread's last whole stack. */
+ * frames of their thread's last whole stack, samples taken as their pc
+ * alone and their weight. */
 void flamme_budget_totals(uint64_t *shortened, uint64_t *shortened_weight, uint64_t *own_periods,
-                          uint64_t *handler_ns, uint64_t *replayed);
+                          uint64_t *handler_ns, uint64_t *replayed, uint64_t *leaf_only,
+                          uint64_t *leaf_only_weight);
 
 #endif

@@ -250,6 +250,8 @@ uint64_t flamme_handler_pc_only(void)
 static void walk_sample_sigsafe(struct flamme_slot *s, void *ucv, unsigned weight,
                                 unsigned kernel);
 static void pc_sample_sigsafe(struct flamme_slot *s, void *ucv, unsigned weight, unsigned kernel);
+static void leaf_sample_sigsafe(struct flamme_slot *s, void *ucv, unsigned weight,
+                                unsigned kernel, int cramped);
 
 /* Room on the alternate signal stack below `here` (an address in the
  * handler's frame), or SIZE_MAX when the handler runs on another stack.
@@ -350,6 +352,14 @@ static __attribute__((noinline)) void walk_sample_sigsafe(struct flamme_slot *s,
                                          &max);
     if (!weight)
         return;
+    if (max == FLAMME_BUDGET_LEAF_DEPTH) {
+        /* Even short walks overdraw the budget: the pc alone, no stack
+         * read (reading the stacks was most of their cost). */
+        uint64_t wall0 = flamme_now_sigsafe();
+        leaf_sample_sigsafe(s, ucv, weight, kernel, 0);
+        flamme_budget_leaf_only_sigsafe(wall0, weight);
+        return;
+    }
     struct flamme_budget_clock bc;
     flamme_budget_start_sigsafe(&bc);
     uint64_t t0 = bc.wall0;
@@ -435,9 +445,10 @@ static __attribute__((noinline)) void walk_sample_sigsafe(struct flamme_slot *s,
 
 /* A sample of the interrupted pc alone, marked truncated: the handler
  * interrupted another one on the alternate stack and has no room for a
- * walk. Its weight stays with the function that was running. */
-static __attribute__((noinline)) void pc_sample_sigsafe(struct flamme_slot *s, void *ucv,
-                                                        unsigned weight, unsigned kernel)
+ * walk (cramped: counted as such), or the budget allows no walk. Its
+ * weight stays with the function that was running. */
+static void leaf_sample_sigsafe(struct flamme_slot *s, void *ucv, unsigned weight,
+                                unsigned kernel, int cramped)
 {
     const ucontext_t *uc = ucv;
     uintptr_t pc = (uintptr_t)uc->uc_mcontext.gregs[REG_RIP];
@@ -449,8 +460,17 @@ static __attribute__((noinline)) void pc_sample_sigsafe(struct flamme_slot *s, v
     rec[FLAMME_SAMPLE_HDR_WORDS] = pc;
     uint32_t flags = FLAMME_SAMPLE_TRUNCATED;
     kernel = kernel_periods_sigsafe(pc, weight, kernel, &flags);
-    atomic_fetch_add_explicit(&pc_only, 1, memory_order_relaxed);
+    if (cramped)
+        atomic_fetch_add_explicit(&pc_only, 1, memory_order_relaxed);
+    else
+        flags |= flamme_gc_flags_sigsafe(); /* as a walked sample's */
     commit_split(s, rec, 1, flags, flamme_now_sigsafe(), weight, kernel, s->last_domain);
+}
+
+static __attribute__((noinline)) void pc_sample_sigsafe(struct flamme_slot *s, void *ucv,
+                                                        unsigned weight, unsigned kernel)
+{
+    leaf_sample_sigsafe(s, ucv, weight, kernel, 1);
 }
 
 

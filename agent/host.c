@@ -111,12 +111,13 @@ static void host_end_info(flamme_pw *pw, int last)
     snprintf(buf, sizeof buf, "%llu %llu %llu", (unsigned long long)p50,
              (unsigned long long)p99, (unsigned long long)n);
     flamme_pw_info(pw, "handler_ns_p50_p99_n", buf);
-    uint64_t skipped, skipped_w, own, handler_ns, replayed;
-    flamme_budget_totals(&skipped, &skipped_w, &own, &handler_ns, &replayed);
-    snprintf(buf, sizeof buf, "%d %d %llu %llu %llu %llu %llu", flamme_cfg.budget_pct,
+    uint64_t skipped, skipped_w, own, handler_ns, replayed, leaf, leaf_w;
+    flamme_budget_totals(&skipped, &skipped_w, &own, &handler_ns, &replayed, &leaf, &leaf_w);
+    snprintf(buf, sizeof buf, "%d %d %llu %llu %llu %llu %llu %llu %llu", flamme_cfg.budget_pct,
              FLAMME_BUDGET_SHORT_DEPTH,
              (unsigned long long)skipped, (unsigned long long)skipped_w, (unsigned long long)own,
-             (unsigned long long)handler_ns, (unsigned long long)replayed);
+             (unsigned long long)handler_ns, (unsigned long long)replayed,
+             (unsigned long long)leaf, (unsigned long long)leaf_w);
     flamme_pw_info(pw, "budget", buf);
     uint64_t pc_only = flamme_handler_pc_only();
     if (pc_only) {

@@ -11,8 +11,10 @@ asserts nothing.
   FLAMME_DEPTH=1000000, 99 and 999 Hz: wall slowdown (fastest rounds; goal
   <= 1.2x), CPU slowdown of the process and of its main thread (medians),
   sample weight over the main thread's CPU periods (goal: within 5%),
-  handler CPU as a share of the thread's, samples shortened; and the
-  agent's fixed cost (start-up and end) on a run of 1000 steps.
+  handler CPU as a share of the thread's, samples shortened; the agent's
+  fixed cost (start-up and end) on a run of 1000 steps; and fxchain (every
+  frame a stack switch) at 999 Hz: handler share, weight over CPU periods,
+  samples the budget took as their pc alone.
 - Engine agreement: per program and compiler, the largest difference
   (percentage points) among the top-20 leaf self-times of --engine perf and
   --engine timer at 999 Hz (goal <= 2), of auto (perf, with the threads that
@@ -169,6 +171,26 @@ def bench_budget(ctx, rounds):
             fc.append(cpu)
         print("  %-5s fixed cost (deepfx 1000, 999 Hz): +%.3f s wall (fastest), +%.3f s CPU (median)"
               % (comp, min(fw) - min(aw), med(fc) - med(ac)))
+        # Walks whose every frame is a stack switch (fxchain: 20,000 nested
+        # handlers), each short walk ~10x what a sample earns: the budget
+        # takes most samples as their pc alone.
+        hs, wr, alone = [], [], ""
+        for i in range(rounds):
+            prof = os.path.join(ctx.work, "fxchain.flm")
+            r, _, _ = record(ctx, ctx.exe(comp, "fxchain"), [], prof, hz=999, engine="timer")
+            rep = report(ctx.build, prof)
+            m = re.search(r"signal handler ([0-9.]+) s", rep)
+            t = re.search(r"thread_cpu ([0-9.]+)", r.stdout)
+            w = ef.report_weight(rep)
+            if t and m:
+                hs.append(100.0 * float(m.group(1)) / float(t.group(1)))
+            if t and w:
+                wr.append(w / (float(t.group(1)) * 999))
+            m = re.search(r"(\d+) samples \(weight \d+\) were only the function", rep)
+            alone = "%s of %s" % (m.group(1) if m else 0, w)
+        print("  %-5s fxchain 999 Hz: handler %.1f%% of the main thread (median), weight/CPU %.3f,"
+              " the pc alone: %s samples" % (comp, med(hs) if hs else float("nan"),
+                                             med(wr) if wr else float("nan"), alone))
 
 
 # (suite, program, args, compilers): the engine suite's kernel-heavy and

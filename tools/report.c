@@ -158,9 +158,9 @@ static void print_header(const char *path, const struct flamme_profile *p)
 static void print_budget(const struct flamme_profile *p)
 {
     const char *v = flamme_profile_info(p, "budget");
-    unsigned long long pct, depth, skipped, weight, own, ns, replayed = 0;
-    if (!v || sscanf(v, "%llu %llu %llu %llu %llu %llu %llu", &pct, &depth, &skipped, &weight, &own,
-                     &ns, &replayed) < 6)
+    unsigned long long pct, depth, skipped, weight, own, ns, replayed = 0, leaf = 0, leaf_w = 0;
+    if (!v || sscanf(v, "%llu %llu %llu %llu %llu %llu %llu %llu %llu", &pct, &depth, &skipped,
+                     &weight, &own, &ns, &replayed, &leaf, &leaf_w) < 6)
         return;
     /* The writer's CPU (INFO writer_ns, since 1.0 agents of 2026-11) and
      * the share of both in the program's CPU time: the process's (INFO
@@ -223,6 +223,11 @@ static void print_budget(const struct flamme_profile *p)
         printf("  %llu samples (weight %llu) were shortened to their %llu leaf-most frames to keep\n"
                "  the agent within its budget (deep stacks); they count as truncated\n",
                skipped, weight, depth);
+    if (leaf)
+        printf("  %llu samples (weight %llu) were only the function that ran, no stack read: even\n"
+               "  %llu-frame walks cost more than the budget (each frame a stack switch to read,\n"
+               "  e.g. thousands of nested effect handlers); they count as truncated\n",
+               leaf, leaf_w, depth);
     if (replayed)
         printf("  %llu samples replayed frames of their thread's previous whole stack instead of\n"
                "  walking them (each checked in its stack slot, up to the next stack switch)\n",

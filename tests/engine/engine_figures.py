@@ -21,6 +21,7 @@ CPUTIME = os.path.join(HERE, "..", "fidelity", "cputime_stubs.c")
 PROGRAMS = {
     "gcloop": ([os.path.join(HERE, "gcloop.ml")], ()),
     "deepfx": ([CPUTIME, os.path.join(HERE, "deepfx.ml")], ()),
+    "fxchain": ([CPUTIME, os.path.join(HERE, "fxchain.ml")], ()),
     "kern": ([CPUTIME, os.path.join(HERE, "kern_stubs.c"), os.path.join(HERE, "kern.ml")], ()),
     "handoff": ([CPUTIME, os.path.join(HERE, "handoff.ml")], ("unix", "threads")),
     "stitch": ([os.path.join(HERE, "stitch.ml")], ()),

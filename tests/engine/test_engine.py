@@ -109,31 +109,45 @@ def test_share_of_a_short_run(build, ocaml, compiler, check, tmp_path):
           "%.2f s for %.3f s" % (prog, cpu - agent))
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("hz", [99, 999])
-def test_deepfx(build, ocaml, compiler, check, tmp_path, hz):
-    comp = compiler.name
-    prof = str(tmp_path / "deepfx.flm")
-    r = record_hz(build, ef.build_program(ocaml, "deepfx"), [], prof, hz, engine="timer",
-                  env={"FLAMME_DEPTH": "1000000"}, cwd=tmp_path)
+def held_to_cpu(build, ocaml, check, tmp_path, name, what, hz, env=None):
+    """Records engine program NAME (timer engine, HZ), which prints its
+    main thread's CPU time (thread_cpu), and checks what the budget
+    promises whatever the stack: the samples' weight within 5% of that
+    time less the handler's, and the handler at most 5% of it. Returns
+    (the report, that CPU time), or None when the program did not run."""
+    prof = str(tmp_path / (name + ".flm"))
+    r = record_hz(build, ef.build_program(ocaml, name), [], prof, hz, engine="timer", env=env,
+                  cwd=tmp_path)
     m = re.search(r"thread_cpu ([0-9.]+)", r.stdout)
-    check(r.returncode == 0 and m is not None, "%s deepfx %d Hz: runs under flamme" % (comp, hz),
+    check(r.returncode == 0 and m is not None, "%s: runs under flamme" % what,
           r.stderr.strip()[-300:])
     if r.returncode != 0 or m is None:
-        return
+        return None
     rep = report(build, prof)
     weight = ef.report_weight(rep)
     h = re.search(r"signal handler ([0-9.]+) s of CPU", rep)
     handler = float(h.group(1)) if h else 0.0
     cpu = float(m.group(1))
     expect = (cpu - handler) * hz
-    print("  %s deepfx %d Hz: weight %d, main thread CPU %.3f s - handler %.3f s = %.0f periods"
-          % (comp, hz, weight or 0, cpu, handler, expect))
+    print("  %s: weight %d, main thread CPU %.3f s - handler %.3f s = %.0f periods"
+          % (what, weight or 0, cpu, handler, expect))
     check(weight is not None and abs(weight - expect) <= 0.05 * expect + 1,
-          "%s deepfx %d Hz: sample weight within 5%% of the program's CPU time" % (comp, hz),
+          "%s: sample weight within 5%% of the program's CPU time" % what,
           "%s vs %.0f" % (weight, expect))
-    check(handler <= 0.05 * cpu, "%s deepfx %d Hz: handler CPU <= 5%% of the thread's" % (comp, hz),
+    check(handler <= 0.05 * cpu, "%s: handler CPU <= 5%% of the thread's" % what,
           "%.3f of %.3f s" % (handler, cpu))
+    return rep, cpu
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("hz", [99, 999])
+def test_deepfx(build, ocaml, compiler, check, tmp_path, hz):
+    comp = compiler.name
+    got = held_to_cpu(build, ocaml, check, tmp_path, "deepfx", "%s deepfx %d Hz" % (comp, hz), hz,
+                      env={"FLAMME_DEPTH": "1000000"})
+    if got is None:
+        return
+    rep, cpu = got
     check("were shortened" in rep, "%s deepfx %d Hz: report says samples were shortened" % (comp, hz))
     w = re.search(r"writer ([0-9.]+) s: ([0-9.]+)% of the program's ([0-9.]+) s", rep)
     check(w is not None, "%s deepfx %d Hz: report gives the writer's CPU and the agent's share"
@@ -151,6 +165,28 @@ def test_deepfx(build, ocaml, compiler, check, tmp_path, hz):
     st = re.search(r"start-up ([0-9.]+) s, writer", rep)
     check(st is not None and 0 < float(st.group(1)) < cpu,
           "%s deepfx %d Hz: report gives the agent's start-up CPU" % (comp, hz), rep[:600])
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("hz", [999])
+def test_fxchain_budget(build, ocaml, compiler, check, tmp_path, hz):
+    """Walks that are all stack switches (fxchain.ml: 20,000 nested
+    handlers, one frame each, the thread mostly in C allocating them): a
+    64-frame walk reads ~60 stacks with system calls, ~200 us, ten times
+    what the budget earns a sample at 999 Hz. Before, the handler took
+    20-30% of the program (the OCaml testsuite's evenodd.ml alike); now
+    samples past the overdraw are the interrupted function alone, their
+    weight kept, and the report says so."""
+    comp = compiler.name
+    got = held_to_cpu(build, ocaml, check, tmp_path, "fxchain", "%s fxchain" % comp, hz)
+    if got is None:
+        return
+    rep = got[0]
+    leaf = re.search(r"(\d+) samples \(weight (\d+)\) were only the function that ran", rep)
+    print("  %s fxchain: %s" % (comp, leaf.group(0) if leaf else "no sample the pc alone"))
+    check(leaf is not None and int(leaf.group(2)) > 0,
+          "%s fxchain: report says which samples were the interrupted function alone" % comp,
+          rep[:900])
 
 
 def check_own_share(check, what, pct, own, n, rel=0.0):

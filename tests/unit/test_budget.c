@@ -87,11 +87,69 @@ TEST(budget_off_ignores_charge)
     CHECK(r.shortened == 0);
 }
 
+struct costly {
+    int samples;
+    int leaf, walked; /* out: samples at FLAMME_BUDGET_LEAF_DEPTH, others */
+    uint64_t spent_ns; /* out: what the walks cost (the leaf samples nothing) */
+};
+
+/* Burns ns of this thread's CPU. */
+static void spin(uint64_t ns)
+{
+    uint64_t t0 = flamme_cpu_ns_sigsafe(CLOCK_THREAD_CPUTIME_ID);
+    while (flamme_cpu_ns_sigsafe(CLOCK_THREAD_CPUTIME_ID) - t0 < ns)
+        ;
+}
+
+/* Every walk costs 200 us (ten times what a sample earns): a stack of
+ * nested effect handlers, each crossing read with system calls. */
+static void *costly_samples(void *arg)
+{
+    struct costly *r = arg;
+    for (int i = 1; i <= r->samples; i++) {
+        uint32_t depth = DEEP;
+        unsigned w = flamme_budget_admit_sigsafe(1, PERIOD_NS, 0, &depth);
+        if (w && depth == FLAMME_BUDGET_LEAF_DEPTH) {
+            r->leaf++;
+            flamme_budget_leaf_only_sigsafe(flamme_now_sigsafe(), w);
+            continue;
+        }
+        struct flamme_budget_clock c;
+        flamme_budget_start_sigsafe(&c);
+        if (w) {
+            r->walked++;
+            spin(200000);
+            r->spent_ns += 200000;
+            flamme_budget_charge_sigsafe(&c, depth, 1);
+        }
+    }
+    return NULL;
+}
+
+/* The budget holds: past an overdraft of FLAMME_BUDGET_LEAF_BELOW_NS only
+ * one walk in ~ten (what 2% pays for), the rest the pc alone. Before, every
+ * sample was walked short, the handler ~20% of the thread. */
+TEST(walks_that_cost_more_than_they_earn_become_pc_alone)
+{
+    flamme_cfg.budget_pct = 2;
+    struct costly r = {.samples = 2000};
+    pthread_t t;
+    if (pthread_create(&t, NULL, costly_samples, &r) == 0)
+        pthread_join(t, NULL);
+    /* earned: 2000 samples x 20 us = 40 ms, plus the 1 ms overdraft line */
+    CHECK(r.leaf >= 1700);
+    CHECK(r.spent_ns <= 44000000);
+    CHECK(r.walked >= 150); /* walks go on, measured anew */
+    if (check_failed_in_test)
+        fprintf(stderr, "  leaf %d, walked %d, %.1f ms\n", r.leaf, r.walked, r.spent_ns / 1e6);
+}
+
 int main(void)
 {
     RUN(whole_without_charge);
     RUN(writer_charge_shortens_then_recovers);
     RUN(charge_in_proportion);
     RUN(budget_off_ignores_charge);
+    RUN(walks_that_cost_more_than_they_earn_become_pc_alone);
     return CHECK_DONE();
 }

@@ -256,16 +256,21 @@ def test_nestfx(build, program, compiler, check, tmp_path):
     cut = [s for s in st if s.frames[:1] == ["[truncated]"]]
     cutw = sum(s.weight for s in cut)
     deep = sum(s.weight for s in cut if s.frames.count("caml_runstack") >= 32)
-    print("    2,000 layers: %d samples, %d [broken], %d [truncated] (%d of them through >= 32 "
-          "fibers)" % (tot, broken, cutw, deep))
+    # Short walks here cost several times what the budget earns a sample
+    # (the chain changes every round, each stack read with system calls):
+    # past an overdraft the budget takes samples as their pc alone.
+    alone = sum(s.weight for s in cut if len([f for f in s.frames[1:] if f != "[kernel]"]) == 1)
+    walked = cutw - alone
+    print("    2,000 layers: %d samples, %d [broken], %d [truncated] (%d the pc alone, %d of the "
+          "others through >= 32 fibers)" % (tot, broken, cutw, alone, deep))
     # (A sample inside a stack switch, as each round makes and ends 2,000
     # fibers, may still be: 1 in ~20 runs here; the walk used to stop at
     # the 15th stack, [broken] in ~99% of the samples.)
     check(tot >= 200 and broken <= max(1, 0.005 * tot),
           "nestfx 2,000 layers: no stack [broken] (at most one, or 0.5%)", broken)
-    check(cutw >= 0.5 * tot and deep >= 0.9 * cutw,
-          "nestfx 2,000 layers: most stacks cut, >= 90% of them through >= 32 fibers",
-          "%d cut of %d, %d through >= 32 fibers" % (cutw, tot, deep))
+    check(cutw >= 0.5 * tot and walked >= 50 and deep >= 0.9 * walked,
+          "nestfx 2,000 layers: most stacks cut, >= 90% of those walked through >= 32 fibers",
+          "%d cut of %d, %d walked, %d through >= 32 fibers" % (cutw, tot, walked, deep))
 
 
 @pytest.mark.slow

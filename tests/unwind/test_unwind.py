@@ -639,10 +639,15 @@ def test_cback_nest(build, program, compiler, check, tmp_path):
     folds again): the walk crosses between the OCaml stack and the system
     stack 140 times (it used to stop after 64 crossings, [broken]); it may
     come back to a stack only above where it left it. Stacks ~500 frames
-    deep at 999 Hz: the budget shortens most walks ([truncated]); the whole
-    ones reach main through all 70 folds, and none is [broken]."""
+    deep at 999 Hz: at the default budget how many walks are whole varies
+    between runs of this 0.6-0.9 s program (23-271 of Cback.bottom's in 38
+    local runs of the old and new agents, but 0 in one clean-clone CI run
+    and in one local run, cause not found), so the budget is off here: the
+    check is the crossings'. Every stack reaches main through all 70 folds,
+    and none is [broken]."""
     prof = str(tmp_path / "cback-nest.flm")
-    st, _ = recorded_raw(build, program("cback"), ["4", "nest"], prof, str(tmp_path))
+    st, _ = recorded_raw(build, program("cback"), ["4", "nest"], prof, str(tmp_path),
+                         env={"FLAMME_BUDGET": "100"})
     label = "cback nest/" + compiler.name
     tot = sum(s.weight for s in st)
     broken = sum(s.weight for s in st if s.frames[:1] == ["[broken]"])

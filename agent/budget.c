@@ -55,17 +55,21 @@ void flamme_budget_replayed_sigsafe(void)
     atomic_fetch_add_explicit(&g_replayed, 1, memory_order_relaxed);
 }
 
+/* The handler spent ns of the thread's time: a debt on its next samples'
+ * weight, spent from the allowance, counted in the totals. */
+static void spend(struct bstate *b, uint64_t ns)
+{
+    b->debt_ns += ns;
+    b->allowance_ns -= (int64_t)ns;
+    atomic_fetch_add_explicit(&g_handler_ns, ns, memory_order_relaxed);
+}
+
 void flamme_budget_leaf_only_sigsafe(uint64_t wall0, unsigned weight)
 {
-    struct bstate *b = &t_b;
     /* A few hundred ns on the wall clock; the estimates of what walks cost
      * (which pick their clock and tier) stay the walks'. */
     uint64_t cost = flamme_now_sigsafe() - wall0;
-    if (cost > CPU_CLOCK_ABOVE_NS)
-        cost = CPU_CLOCK_ABOVE_NS;
-    b->debt_ns += cost;
-    b->allowance_ns -= (int64_t)cost;
-    atomic_fetch_add_explicit(&g_handler_ns, cost, memory_order_relaxed);
+    spend(&t_b, cost < CPU_CLOCK_ABOVE_NS ? cost : CPU_CLOCK_ABOVE_NS);
     atomic_fetch_add_explicit(&g_leaf, 1, memory_order_relaxed);
     atomic_fetch_add_explicit(&g_leaf_weight, weight, memory_order_relaxed);
 }
@@ -153,8 +157,7 @@ uint64_t flamme_budget_charge_sigsafe(const struct flamme_budget_clock *c, uint3
         cost = flamme_now_sigsafe() - c->wall0;
         charged = cost < CPU_CLOCK_ABOVE_NS ? cost : CPU_CLOCK_ABOVE_NS;
     }
-    b->debt_ns += charged;
-    b->allowance_ns -= (int64_t)charged;
+    spend(b, charged);
     b->last_cost_ns = cost;
     if (b->full) {
         /* Stopped by the allowance: the stack is deeper than it paid for,
@@ -178,7 +181,6 @@ uint64_t flamme_budget_charge_sigsafe(const struct flamme_budget_clock *c, uint3
         atomic_fetch_add_explicit(&g_short, 1, memory_order_relaxed);
         atomic_fetch_add_explicit(&g_short_weight, b->weight, memory_order_relaxed);
     }
-    atomic_fetch_add_explicit(&g_handler_ns, charged, memory_order_relaxed);
     return charged;
 }
 

@@ -14,8 +14,10 @@
  *   FLAMME_BUDGET_SHORT_DEPTH frames (leaf side, flagged TRUNCATED) and keep
  *   their weight, so every period is still counted at the function it was
  *   spent in; a whole walk stops where the saved budget ends;
- * - when short walks cost more than the budget earns and have overdrawn it
- *   by FLAMME_BUDGET_LEAF_BELOW_NS, samples are the interrupted pc alone
+ * - when short walks cost many times what a sample earns, four in a row on
+ *   the CPU clock (agent/budget.c, LEAF_COSTLY, LEAF_STREAK), and have
+ *   overdrawn the budget by FLAMME_BUDGET_LEAF_BELOW_NS, samples are the
+ *   interrupted pc alone
  *   (FLAMME_BUDGET_LEAF_DEPTH, flagged TRUNCATED, their weight kept) until
  *   it recovers: the handler's share holds whatever a short walk costs.
  * Totals go into the profile (INFO) and `flamme report`.
@@ -38,8 +40,9 @@
 /* Frames of a sample shortened for the budget. */
 #define FLAMME_BUDGET_SHORT_DEPTH 64
 
-/* The depth flamme_budget_admit_sigsafe gives when even short walks have
- * overdrawn the budget by more than FLAMME_BUDGET_LEAF_BELOW_NS (a stack
+/* The depth flamme_budget_admit_sigsafe gives when short walks, each many
+ * times what a sample earns, have overdrawn the budget by more than
+ * FLAMME_BUDGET_LEAF_BELOW_NS (a stack
  * whose every frame is a stack switch the handler must read with system
  * calls: thousands of nested effect handlers): the sample is the
  * interrupted pc alone, nothing read, until the allowance recovers. */

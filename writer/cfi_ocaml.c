@@ -13,7 +13,6 @@
 
 #define WIN_BYTES (64u << 10)     /* file bytes read at a time */
 #define STRTAB_MAX (256u << 20)   /* a larger symbol string table is refused */
-#define SYM_CHUNK 2048            /* symbols read at a time */
 
 /* Link-time addresses of the image read through a window of its file. */
 struct win {
@@ -64,53 +63,53 @@ static int u64_cmp(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-/* Appends to *v the values of the data symbols of the symbol table of the
- * given type whose names ops->is_table accepts. Returns 0 (also when the
- * table is absent or unreadable), or -1 when out of memory. */
-static int table_symbols(const struct flamme_elf *el, uint32_t type,
-                         const struct flamme_frame_sites_ops *ops, uint64_t **v, size_t *n,
-                         size_t *cap)
+/* What table_symbol gathers: the frame tables' addresses. */
+struct tables {
+    const struct flamme_frame_sites_ops *ops;
+    const char *str; /* the symbol table's names */
+    uint64_t str_size;
+    uint64_t *v;
+    size_t n, cap;
+};
+
+/* flamme_elf_each_symbol's fn: keeps a data symbol (OCaml declares its
+ * tables without a type: NOTYPE) whose name ops->is_table accepts.
+ * Returns 0, or -1 when out of memory. */
+static int table_symbol(void *p, const Elf64_Sym *y)
 {
-    const Elf64_Shdr *tab = NULL;
-    for (size_t i = 0; i < el->shnum && !tab; i++)
-        if (el->sh[i].sh_type == type && el->sh[i].sh_entsize == sizeof(Elf64_Sym))
-            tab = &el->sh[i];
+    struct tables *t = p;
+    int type = ELF64_ST_TYPE(y->st_info);
+    if ((type != STT_OBJECT && type != STT_NOTYPE) || y->st_shndx == SHN_UNDEF ||
+        y->st_shndx >= SHN_LORESERVE || y->st_name >= t->str_size ||
+        !t->ops->is_table(t->str + y->st_name))
+        return 0;
+    if (t->n == t->cap) {
+        size_t nc = t->cap ? t->cap * 2 : 64;
+        uint64_t *nv = realloc(t->v, nc * sizeof *nv);
+        if (!nv)
+            return -1;
+        t->v = nv;
+        t->cap = nc;
+    }
+    t->v[t->n++] = y->st_value;
+    return 0;
+}
+
+/* Adds to t the frame tables among the symbols of el's table of the given
+ * type. Returns 0 (also when the table is absent, unreadable or its names
+ * too large to copy), or -1 when out of memory. */
+static int table_symbols(const struct flamme_elf *el, uint32_t type, struct tables *t)
+{
+    const Elf64_Shdr *tab = flamme_elf_symtab(el, type);
     if (!tab || tab->sh_link >= el->shnum || el->sh[tab->sh_link].sh_type != SHT_STRTAB)
         return 0;
     const Elf64_Shdr *ss = &el->sh[tab->sh_link];
     char *str = flamme_elf_copy(el, ss->sh_offset, ss->sh_size, STRTAB_MAX);
-    Elf64_Sym *buf = str ? malloc(SYM_CHUNK * sizeof *buf) : NULL;
-    int rc = 0;
-    size_t nsym = (size_t)(tab->sh_size / sizeof(Elf64_Sym));
-    for (size_t at = 0; buf && at < nsym && rc == 0; at += SYM_CHUNK) {
-        size_t k = nsym - at < SYM_CHUNK ? nsym - at : SYM_CHUNK;
-        if (flamme_elf_read(el, tab->sh_offset + at * sizeof *buf, buf, k * sizeof *buf) != 0)
-            break;
-        for (size_t j = 0; j < k; j++) {
-            const Elf64_Sym *y = &buf[j];
-            /* OCaml declares its tables without a type (NOTYPE). */
-            int t = ELF64_ST_TYPE(y->st_info);
-            if ((t != STT_OBJECT && t != STT_NOTYPE) || y->st_shndx == SHN_UNDEF ||
-                y->st_shndx >= SHN_LORESERVE || y->st_name >= ss->sh_size ||
-                !ops->is_table(str + y->st_name))
-                continue;
-            if (*n == *cap) {
-                size_t nc = *cap ? *cap * 2 : 64;
-                uint64_t *nv = realloc(*v, nc * sizeof *nv);
-                if (!nv) {
-                    rc = -1;
-                    break;
-                }
-                *v = nv;
-                *cap = nc;
-            }
-            (*v)[(*n)++] = y->st_value;
-        }
-    }
-    /* A table too large to copy is skipped (no sites), not an error. */
-    if (str && !buf)
-        rc = -1;
-    free(buf);
+    if (!str)
+        return 0;
+    t->str = str;
+    t->str_size = ss->sh_size;
+    int rc = flamme_elf_each_symbol(el, tab, table_symbol, t) != 0 ? -1 : 0;
     free(str);
     return rc;
 }
@@ -118,17 +117,18 @@ static int table_symbols(const struct flamme_elf *el, uint32_t type,
 long flamme_cfi_ocaml_sites(const struct flamme_elf *el, const struct flamme_frame_sites_ops *ops,
                             flamme_frame_site_fn site, void *ctx)
 {
-    uint64_t *tables = NULL;
-    size_t n = 0, cap = 0;
     if (!ops || !ops->is_table || !ops->sites || !el->ph)
         return 0;
+    struct tables t = { ops, NULL, 0, NULL, 0, 0 };
     /* OCaml links its executables with -E: the tables are dynamic symbols
      * even in a stripped file. The full table only when those are not. */
-    if (table_symbols(el, SHT_DYNSYM, ops, &tables, &n, &cap) != 0 ||
-        (n == 0 && table_symbols(el, SHT_SYMTAB, ops, &tables, &n, &cap) != 0)) {
-        free(tables);
+    if (table_symbols(el, SHT_DYNSYM, &t) != 0 ||
+        (t.n == 0 && table_symbols(el, SHT_SYMTAB, &t) != 0)) {
+        free(t.v);
         return -1;
     }
+    uint64_t *tables = t.v;
+    size_t n = t.n;
     if (n == 0)
         return 0;
     qsort(tables, n, sizeof *tables, u64_cmp);

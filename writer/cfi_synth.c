@@ -29,7 +29,6 @@
 #define SYNTH_MAX_CODE 16384   /* longer functions are left alone */
 #define SYNTH_MAX_RSP (1 << 16) /* a frame larger than this is not believed */
 #define SYNTH_PATHS 512        /* pending branch targets at most */
-#define SYM_CHUNK 2048         /* symbols read at a time */
 
 /* What is known at an instruction, before it runs. */
 struct st {
@@ -560,53 +559,60 @@ static size_t span_after(const struct span_index *x, uint64_t v)
     return i;
 }
 
+/* What collect_cand gathers: the candidate functions of a module. */
+struct cands {
+    const struct flamme_elf *el;
+    const struct span_index *idx;
+    const uint64_t (*spans)[2];
+    uint64_t lo, hi;
+    struct cand *v;
+    size_t n, cap;
+};
+
+/* flamme_elf_each_symbol's fn: keeps a function symbol in [lo, hi) of an
+ * executable section that no FDE covers. Returns 0, or -1 when out of
+ * memory. */
+static int collect_cand(void *p, const Elf64_Sym *y)
+{
+    struct cands *c = p;
+    const struct flamme_elf *el = c->el;
+    uint64_t v = y->st_value;
+    if (ELF64_ST_TYPE(y->st_info) != STT_FUNC || y->st_shndx == SHN_UNDEF ||
+        y->st_shndx >= el->shnum || v < c->lo || v >= c->hi ||
+        !(el->sh[y->st_shndx].sh_flags & SHF_EXECINSTR) ||
+        el->sh[y->st_shndx].sh_type != SHT_PROGBITS)
+        return 0;
+    size_t s = span_after(c->idx, v);
+    if (s > 0 && v < c->spans[s - 1][1])
+        return 0; /* an FDE covers it */
+    if (c->n == c->cap) {
+        size_t nc = c->cap ? c->cap * 2 : 64;
+        struct cand *nv = realloc(c->v, nc * sizeof *nv);
+        if (!nv)
+            return -1;
+        c->v = nv;
+        c->cap = nc;
+    }
+    c->v[c->n++] = (struct cand){ v, y->st_size, y->st_shndx };
+    return 0;
+}
+
 long flamme_cfi_synth_module(const struct flamme_elf *el, const uint64_t (*spans)[2],
                              size_t nspans, uint64_t lo, uint64_t hi, flamme_synth_emit_fn emit,
                              void *ctx)
 {
-    const Elf64_Shdr *tab = NULL;
-    for (int type = SHT_SYMTAB; !tab && type; type = type == SHT_SYMTAB ? SHT_DYNSYM : 0)
-        for (size_t i = 0; i < el->shnum && !tab; i++)
-            if (el->sh[i].sh_type == (uint32_t)type && el->sh[i].sh_entsize == sizeof(Elf64_Sym))
-                tab = &el->sh[i];
+    const Elf64_Shdr *tab = flamme_elf_symtab(el, SHT_SYMTAB);
+    if (!tab)
+        tab = flamme_elf_symtab(el, SHT_DYNSYM);
     if (!tab)
         return 0;
-    size_t nsym = (size_t)(tab->sh_size / sizeof(Elf64_Sym)), ncand = 0, cap = 0;
-    struct cand *cand = NULL;
     struct span_index idx;
     if (hi <= lo || span_index_make(&idx, spans, nspans, lo, hi) != 0)
         return hi <= lo ? 0 : -1;
-    Elf64_Sym *buf = malloc(SYM_CHUNK * sizeof *buf);
-    long rc = buf ? 0 : -1;
-    for (size_t at = 0; at < nsym && rc == 0; at += SYM_CHUNK) {
-        size_t n = nsym - at < SYM_CHUNK ? nsym - at : SYM_CHUNK;
-        if (flamme_elf_read(el, tab->sh_offset + at * sizeof *buf, buf, n * sizeof *buf) != 0)
-            break;
-        for (size_t k = 0; k < n; k++) {
-            const Elf64_Sym *y = &buf[k];
-            uint64_t v = y->st_value;
-            if (ELF64_ST_TYPE(y->st_info) != STT_FUNC || y->st_shndx == SHN_UNDEF ||
-                y->st_shndx >= el->shnum || v < lo || v >= hi ||
-                !(el->sh[y->st_shndx].sh_flags & SHF_EXECINSTR) ||
-                el->sh[y->st_shndx].sh_type != SHT_PROGBITS)
-                continue;
-            size_t s = span_after(&idx, v);
-            if (s > 0 && v < spans[s - 1][1])
-                continue; /* an FDE covers it */
-            if (ncand == cap) {
-                size_t nc = cap ? cap * 2 : 64;
-                struct cand *nv = realloc(cand, nc * sizeof *nv);
-                if (!nv) {
-                    rc = -1;
-                    break;
-                }
-                cand = nv;
-                cap = nc;
-            }
-            cand[ncand++] = (struct cand){ v, y->st_size, y->st_shndx };
-        }
-    }
-    free(buf);
+    struct cands c = { el, &idx, spans, lo, hi, NULL, 0, 0 };
+    long rc = flamme_elf_each_symbol(el, tab, collect_cand, &c) != 0 ? -1 : 0;
+    struct cand *cand = c.v;
+    size_t ncand = c.n;
     if (ncand > 1)
         qsort(cand, ncand, sizeof *cand, cand_cmp);
     uint8_t *code = rc == 0 && ncand ? malloc(SYNTH_MAX_CODE) : NULL;

@@ -162,6 +162,32 @@ const Elf64_Shdr *flamme_elf_section(const struct flamme_elf *e, const char *nam
     return NULL;
 }
 
+const Elf64_Shdr *flamme_elf_symtab(const struct flamme_elf *e, uint32_t type)
+{
+    for (size_t i = 0; i < e->shnum; i++)
+        if (e->sh[i].sh_type == type && e->sh[i].sh_entsize == sizeof(Elf64_Sym))
+            return &e->sh[i];
+    return NULL;
+}
+
+int flamme_elf_each_symbol(const struct flamme_elf *e, const Elf64_Shdr *tab,
+                           int (*fn)(void *ctx, const Elf64_Sym *sym), void *ctx)
+{
+    enum { CHUNK = 2048 }; /* symbols read at a time (48 KiB) */
+    size_t nsym = (size_t)(tab->sh_size / sizeof(Elf64_Sym));
+    Elf64_Sym *buf = malloc(CHUNK * sizeof *buf);
+    int rc = buf ? 0 : -1;
+    for (size_t at = 0; at < nsym && rc == 0; at += CHUNK) {
+        size_t n = nsym - at < CHUNK ? nsym - at : CHUNK;
+        if (flamme_elf_read(e, tab->sh_offset + at * sizeof *buf, buf, n * sizeof *buf) != 0)
+            break;
+        for (size_t k = 0; k < n && rc == 0; k++)
+            rc = fn(ctx, &buf[k]);
+    }
+    free(buf);
+    return rc;
+}
+
 size_t flamme_elf_notes_build_id(const uint8_t *buf, uint64_t end, uint8_t *id)
 {
     uint64_t at = 0;

@@ -67,6 +67,17 @@ const char *flamme_elf_section_name(const struct flamme_elf *e, const Elf64_Shdr
  * non-empty), or NULL. */
 const Elf64_Shdr *flamme_elf_section(const struct flamme_elf *e, const char *name);
 
+/* The first symbol table of this type (SHT_SYMTAB or SHT_DYNSYM) with
+ * ELF64 entries, or NULL. */
+const Elf64_Shdr *flamme_elf_symtab(const struct flamme_elf *e, uint32_t type);
+
+/* Calls fn(ctx, sym) for each symbol of the table tab, read a chunk at a
+ * time; a chunk that cannot be read ends the walk (as the table's end).
+ * Returns 0; fn's first nonzero return, which stops the walk; or -1 when
+ * out of memory. */
+int flamme_elf_each_symbol(const struct flamme_elf *e, const Elf64_Shdr *tab,
+                           int (*fn)(void *ctx, const Elf64_Sym *sym), void *ctx);
+
 /* The GNU build-id (NT_GNU_BUILD_ID note of any SHT_NOTE section): copies
  * it to id (FLAMME_ELF_BUILD_ID_MAX bytes) and returns its length, or 0 when
  * there is none, or it is shorter than 2 or longer than the maximum. */

@@ -18,6 +18,7 @@
 #include "agent/handler.h"
 #include "agent/threads.h"
 #include "runtime_hooks/frametable.h"
+#include "runtime_hooks/switch_rows.h"
 #include "runtime_hooks/gc_hooks.h"
 #include "runtime_hooks/ocaml_rt.h"
 
@@ -147,6 +148,8 @@ static void host_end_info(flamme_pw *pw, int last)
 static const struct flamme_frame_sites_ops frame_sites = {
     .is_table = flamme_frametable_is_table_symbol,
     .sites = flamme_frametable_image_sites,
+    .is_switch_fn = flamme_switch_rows_is_fn,
+    .switch_span = flamme_switch_rows_span,
 };
 
 const struct flamme_writer_host *flamme_agent_host_for_start(void)

@@ -9,7 +9,9 @@
  * GC relies on, while the compiler's CFI is wrong at some of them (the
  * out-of-line calls of caml_call_gc and caml_ml_array_bound_error inside a
  * `try`: their rows leave out the trap frame). Rows are checked against
- * the descriptors when built.
+ * the descriptors when built. Likewise the runtime's caml_raise_exn, which
+ * moves to the C stack to record a backtrace and keeps its CFI as if it
+ * had not (runtime_hooks/switch_rows.c).
  * Who: the writer thread (or agent start-up) building a module's rows;
  * allocates nothing itself. Never a signal handler.
  */
@@ -27,6 +29,15 @@ typedef int (*flamme_image_read_fn)(void *ctx, uint64_t addr, void *dst, size_t 
  * 0, or -1 to stop. */
 typedef int (*flamme_frame_site_fn)(void *ctx, uint64_t ret, uint32_t frame_size);
 
+/* A span of one of the runtime's hand-written functions whose CFI says
+ * nothing of a stack switch made there, and the rule that holds in it. */
+struct flamme_switch_span {
+    uint64_t lo, hi;  /* link-time [lo, hi) */
+    uint8_t dwreg;    /* CFA = DWARF register dwreg + cfa_off */
+    int32_t cfa_off;
+    int8_t rbp_save;  /* rbp saved at CFA + 8 * rbp_save; 0: unchanged */
+};
+
 struct flamme_frame_sites_ops {
     /* 1 if an image's data symbol of this name is a frame table (one per
      * compilation unit, and the runtime's), else 0. */
@@ -37,6 +48,14 @@ struct flamme_frame_sites_ops {
      * number of sites, or -1 when site stopped. */
     long (*sites)(uint64_t table, flamme_image_read_fn rd, void *rctx, flamme_frame_site_fn site,
                   void *sctx);
+    /* 1 if a function symbol of this name is one of those (switch_span),
+     * else 0. */
+    int (*is_switch_fn)(const char *name);
+    /* Reads that function (link-time addr, size bytes; 0: unknown) through
+     * rd and finds its span. Returns 1 and sets *out, or 0 (code of
+     * another shape, unreadable, or a switch no rule can describe). */
+    int (*switch_span)(uint64_t addr, uint64_t size, flamme_image_read_fn rd, void *rctx,
+                       struct flamme_switch_span *out);
 };
 
 #endif

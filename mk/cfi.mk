@@ -10,7 +10,10 @@
 SO_SRCS  := $(filter-out agent/cfi.c agent/walk.c agent/memo.c,$(SO_SRCS))
 LIB_SRCS += agent/cfi.c agent/walk.c agent/memo.c
 UNIT_TESTS += tests/unit/test_cfi.c tests/unit/test_cfi_cache.c tests/unit/test_cfi_synth.c \
-              tests/unit/test_frametable.c
-# test_frametable compiles runtime_hooks/frametable.c in (not in the core library).
+              tests/unit/test_frametable.c tests/unit/test_switch_rows.c
+# test_frametable and test_switch_rows compile their runtime_hooks/ module in
+# (not in the core library).
 $(BUILD)/tests/test_frametable: runtime_hooks/frametable.c runtime_hooks/frametable.h \
                                 common/frame_sites.h
+$(BUILD)/tests/test_switch_rows: runtime_hooks/switch_rows.c runtime_hooks/switch_rows.h \
+                                 common/frame_sites.h

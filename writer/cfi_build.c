@@ -1192,6 +1192,51 @@ static size_t mend_call_sites(struct rowvec *rv, struct sitevec *s)
     return mended;
 }
 
+/* The module's rows while the runtime's unannounced stack switches are
+ * mended (switch_add). */
+struct switchctx {
+    struct rowvec *rv;
+    uint64_t bias, lo, hi; /* the mapping */
+};
+
+/* flamme_cfi_ocaml_switches' span: the rows of [s->lo, s->hi) say the
+ * span's rule instead (runtime_hooks/switch_rows.h: caml_raise_exn on the
+ * C stack, whose rows describe the OCaml stack it left), and the row in
+ * force at s->hi before stays in force from there. The rows are sorted
+ * first; a row is added only where none starts, so no two share a pc.
+ * Returns 0 (a span outside the mapping is ignored). */
+static int switch_add(void *p, const struct flamme_switch_span *s)
+{
+    struct switchctx *c = p;
+    struct rowvec *rv = c->rv;
+    uint64_t lo = s->lo + c->bias, hi = s->hi + c->bias;
+    if (rv->oom || lo >= hi || lo < c->lo || hi > c->hi)
+        return 0;
+    if (rv->unsorted && flamme_sort_runs(rv->v, rv->n, sizeof *rv->v, trow_cmp) != 0)
+        qsort(rv->v, rv->n, sizeof *rv->v, trow_cmp);
+    rv->unsorted = 0;
+    struct rule r = { s->cfa_off, RULE_REG, s->dwreg, 0, 0, 0, { 0 } };
+    r.save[0] = s->rbp_save;
+    const struct rule gap = { 0, RULE_GAP, 0, 0, 0, 0, { 0 } };
+    size_t n0 = rv->n, a = 0, b;
+    while (a < n0 && rv->v[a].pc < lo) /* the first row at or after lo */
+        a++;
+    for (b = a; b < n0 && rv->v[b].pc < hi; b++)
+        ;
+    /* In force at hi: a row starting there, else the last one before. */
+    int row_at_hi = b < n0 && rv->v[b].pc == hi;
+    struct rule after = b ? rv->v[b - 1].r : gap;
+    int row_at_lo = a < n0 && rv->v[a].pc == lo;
+    for (size_t i = a; i < b; i++)
+        rv->v[i].r = r;
+    if (!row_at_lo)
+        push_row(rv, lo, r);
+    if (!row_at_hi)
+        push_row(rv, hi, after);
+    rv->unsorted = 1;
+    return 0;
+}
+
 /* Builds and publishes the module for the x86_64 ELF open on fd, mapped at
  * [lo, hi) with load bias bias, or (bias_from_map) with the bias of an
  * executable mapping starting at lo at file offset map_off. switch_only: the
@@ -1237,6 +1282,12 @@ static long add_fd(int fd, const char *name, uint64_t bias, int bias_from_map, u
             if (flamme_cfi_ocaml_sites(&el, frame_sites, site_add, &sv) >= 0)
                 mend_call_sites(&rv, &sv);
             free(sv.v);
+        }
+        /* In both modes: with frame pointers the walk follows rbp, but not
+         * out of the C stack caml_raise_exn moved to. */
+        if (rc == 0 && !rv.oom && frame_sites) {
+            struct switchctx sc = { &rv, bias, lo, hi };
+            flamme_cfi_ocaml_switches(&el, frame_sites, switch_add, &sc);
         }
         if (rc == 0 && !rv.oom)
             m = pack(&rv, name, &st, lo, hi);

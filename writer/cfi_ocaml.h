@@ -1,6 +1,7 @@
 /*
- * writer/cfi_ocaml.h — the OCaml call sites of an ELF image, for checking
- * its unwind rows (writer/cfi_build.c). Each compilation unit's frame table
+ * writer/cfi_ocaml.h — the OCaml call sites of an ELF image, and the
+ * runtime's stack switches its CFI leaves out, for checking its unwind rows
+ * (writer/cfi_build.c). Each compilation unit's frame table
  * (a data symbol) has a descriptor per call from OCaml code, with the size
  * of the calling frame there, which the GC relies on; the compiler's CFI is
  * wrong at some of those calls (common/frame_sites.h says which).
@@ -19,5 +20,14 @@
  * memory or site stopped. */
 long flamme_cfi_ocaml_sites(const struct flamme_elf *el, const struct flamme_frame_sites_ops *ops,
                             flamme_frame_site_fn site, void *ctx);
+
+/* Calls span(ctx, s) for each stack switch of the OCaml runtime that el's
+ * rows leave out (ops->switch_span, of the functions ops->is_switch_fn
+ * names, found like the frame tables). Returns the number of spans, or -1
+ * when out of memory or span returned non-zero. */
+long flamme_cfi_ocaml_switches(const struct flamme_elf *el,
+                               const struct flamme_frame_sites_ops *ops,
+                               int (*span)(void *ctx, const struct flamme_switch_span *s),
+                               void *ctx);
 
 #endif

@@ -485,6 +485,44 @@ def test_trygc(build, program, compiler, check, tmp_path):
 
 
 @pytest.mark.slow
+def test_raisebt(build, program, compiler, check, tmp_path):
+    """Raises while a backtrace is recorded (Printexc.record_backtrace):
+    caml_raise_exn moves to the C stack to call caml_stash_backtrace with
+    rows that still describe the OCaml stack (runtime_hooks/switch_rows.c
+    mends them). Before: without frame pointers 29% of the program whole
+    (every stash sample [broken]); with them a junk frame under
+    caml_raise_exn, and raises from C [broken] (78% whole). Each sample in
+    the stash must be whole, with caml_raise_exn right under the function
+    that raised and all 41 levels of its recursion. OCaml 5.1 loses the
+    OCaml stack pointer for a raise from C (switch_rows.h): from OCaml only."""
+    from_c = tuple(int(x) for x in compiler.version.split(".")[:2]) >= (5, 2)
+    st, _ = recorded(build, program, compiler, check, tmp_path, "raisebt",
+                     [] if from_c else ["1.5", "ocaml"])
+    label = "raisebt/" + compiler.name
+    paths = [("Raisebt.search_round", "Raisebt.descend", "raises from OCaml")]
+    if from_c:
+        paths.append(("Raisebt.parse_round", "Raisebt.read_field", "raises from C (int_of_string)"))
+    for round_fn, raiser, what in paths:
+        sel = [s for s in st if "caml_stash_backtrace" in s.frames and
+               (round_fn in s.frames or not s.complete())]
+        # An incomplete stack may have lost the round: it counts against both.
+        tot = sum(s.weight for s in sel)
+        def right(s):
+            if not s.complete() or s.frames.count("caml_raise_exn") != 1:
+                return False
+            i = s.frames.index("caml_raise_exn")
+            return s.frames[i - 1] == raiser and s.frames.count(raiser) == 41
+        ok = sum(s.weight for s in sel if right(s))
+        bad = sorted(((s.weight, ";".join(s.frames[-8:])) for s in sel if not right(s)),
+                     reverse=True)[:3]
+        print("    %s: %d samples in the stash, %d whole under all 41 %s" % (what, tot, ok, raiser))
+        check(tot >= 50, "%s: %s: the backtrace stash sampled (>= 50)" % (label, what), tot)
+        check(ok >= 0.99 * tot,
+              "%s: %s: >= 99%% whole, caml_raise_exn right under %s, 41 levels" % (label, what, raiser),
+              "only %d of %d; e.g. %s" % (ok, tot, bad))
+
+
+@pytest.mark.slow
 def test_gcalloc(build, program, compiler, check, tmp_path):
     """Allocation-heavy code on two domains: the collectors' frames sit
     under the OCaml function that allocated, on both domains."""

@@ -17,7 +17,7 @@ LIBS = {"yielder": ("unix", "threads"), "vclock": ("unix",), "dthreads": ("unix"
 # trygc's bound checks have a frame descriptor (the rows are mended from)
 # only with -g, dune's default: without it a function's failing checks share
 # one call, made from any depth of `try`, and the walk cannot know which.
-FLAGS = {"trygc": ("-g",)}
+FLAGS = {"trygc": ("-g",), "raisebt": ("-g",)}
 
 
 def build_program(make, build, name):

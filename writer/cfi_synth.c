@@ -597,6 +597,60 @@ static int collect_cand(void *p, const Elf64_Sym *y)
     return 0;
 }
 
+/* Adds v, an entry point named by something other than a symbol, as a
+ * candidate (collect_cand's checks; its size unknown) when an executable
+ * section holds it. Returns 0, or -1 when out of memory. */
+static int add_entry(struct cands *c, uint64_t v)
+{
+    const struct flamme_elf *el = c->el;
+    for (size_t i = 0; i < el->shnum; i++) {
+        const Elf64_Shdr *sh = &el->sh[i];
+        if (sh->sh_type == SHT_PROGBITS && (sh->sh_flags & SHF_EXECINSTR) && v >= sh->sh_addr &&
+            v - sh->sh_addr < sh->sh_size) {
+            Elf64_Sym y = { 0 };
+            y.st_info = ELF64_ST_INFO(STB_LOCAL, STT_FUNC);
+            y.st_shndx = (uint16_t)i;
+            y.st_value = v;
+            return collect_cand(c, &y);
+        }
+    }
+    return 0;
+}
+
+#define ENTRY_ARRAY_MAX 64 /* words of an .init_array or .fini_array read */
+
+/* The entry points a stripped library still names: the functions in its
+ * .init_array and .fini_array (gcc's frame_dummy and __do_global_dtors_aux,
+ * which the loader runs, _dl_fini at exit), and its .init and .fini
+ * sections (_init, _fini). None has an FDE, and without .symtab no symbol
+ * names them: a sample there at exit was [broken] (libz's
+ * __do_global_dtors_aux in a program run under flamme), or skipped its
+ * caller. The arrays hold the addresses in the file too (x86-64 RELATIVE
+ * relocations write their addend there). Returns 0, or -1 when out of
+ * memory. */
+static int add_entries(struct cands *c)
+{
+    const struct flamme_elf *el = c->el;
+    for (size_t i = 0; i < el->shnum; i++) {
+        const Elf64_Shdr *sh = &el->sh[i];
+        if (sh->sh_type == SHT_INIT_ARRAY || sh->sh_type == SHT_FINI_ARRAY) {
+            uint64_t w[ENTRY_ARRAY_MAX];
+            size_t n = sh->sh_size / 8 < ENTRY_ARRAY_MAX ? (size_t)(sh->sh_size / 8)
+                                                         : ENTRY_ARRAY_MAX;
+            if (n == 0 || flamme_elf_read(el, sh->sh_offset, w, n * 8) != 0)
+                continue;
+            for (size_t k = 0; k < n; k++)
+                if (add_entry(c, w[k]) != 0)
+                    return -1;
+        } else if (sh->sh_type == SHT_PROGBITS && (sh->sh_flags & SHF_EXECINSTR)) {
+            const char *name = flamme_elf_section_name(el, sh);
+            if ((!strcmp(name, ".init") || !strcmp(name, ".fini")) && add_entry(c, sh->sh_addr) != 0)
+                return -1;
+        }
+    }
+    return 0;
+}
+
 long flamme_cfi_synth_module(const struct flamme_elf *el, const uint64_t (*spans)[2],
                              size_t nspans, uint64_t lo, uint64_t hi, flamme_synth_emit_fn emit,
                              void *ctx)
@@ -604,13 +658,14 @@ long flamme_cfi_synth_module(const struct flamme_elf *el, const uint64_t (*spans
     const Elf64_Shdr *tab = flamme_elf_symtab(el, SHT_SYMTAB);
     if (!tab)
         tab = flamme_elf_symtab(el, SHT_DYNSYM);
-    if (!tab)
-        return 0;
     struct span_index idx;
     if (hi <= lo || span_index_make(&idx, spans, nspans, lo, hi) != 0)
         return hi <= lo ? 0 : -1;
     struct cands c = { el, &idx, spans, lo, hi, NULL, 0, 0 };
-    long rc = flamme_elf_each_symbol(el, tab, collect_cand, &c) != 0 ? -1 : 0;
+    long rc = (tab && flamme_elf_each_symbol(el, tab, collect_cand, &c) != 0) ||
+                      add_entries(&c) != 0
+                  ? -1
+                  : 0;
     struct cand *cand = c.v;
     size_t ncand = c.n;
     if (ncand > 1)
@@ -627,8 +682,11 @@ long flamme_cfi_synth_module(const struct flamme_elf *el, const uint64_t (*spans
         size_t s = span_after(&idx, f->value);
         if (s < nspans && spans[s][0] < end)
             end = spans[s][0];
-        if (k + 1 < ncand && cand[k + 1].value < end)
-            end = cand[k + 1].value;
+        size_t next = k + 1; /* the next function, past aliases of this one */
+        while (next < ncand && cand[next].value == f->value)
+            next++;
+        if (next < ncand && cand[next].value < end)
+            end = cand[next].value;
         if (f->size && f->value + f->size < end)
             end = f->value + f->size;
         if (end > hi)

@@ -14,6 +14,8 @@
  *  - this test binary's own crtstuff (gcc links it in without an FDE):
  *    after flamme_cfi_add_module the walker finds a caller through
  *    __do_global_dtors_aux from before and after its push %rbp;
+ *  - a stripped library's (libz): no symbol names its crtstuff or _fini,
+ *    their rows come from its .fini_array and .fini section;
  *  - against the compiler's own CFI: the functions of libc and libz (which
  *    have FDEs) are derived as if they had none, and wherever the decoder
  *    gives rows, they agree with the .eh_frame rows at every byte (CFA
@@ -460,6 +462,49 @@ TEST(agrees_with_the_compilers_cfi)
     }
 }
 
+/* libz is stripped (no .symtab): its crtstuff and _fini have no symbol and
+ * no FDE, yet its .fini_array names __do_global_dtors_aux and .fini is
+ * _fini, which the loader runs at exit. Rows are derived for both. */
+TEST(stripped_library_entries)
+{
+    char path[4096];
+    uint64_t bias = 0, lo = 0, hi = 0;
+    CHECK(loaded_lib("libz.so.1", "inflate", path, sizeof path, &bias, &lo, &hi));
+    CHECK(flamme_cfi_add_module(path, bias, lo, hi) > 0 || 1); /* maybe added already */
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    struct flamme_elf el;
+    if (fd < 0 || flamme_elf_open_fd(&el, fd) != 0) {
+        CHECK(0);
+        if (fd >= 0)
+            close(fd);
+        return;
+    }
+    CHECK(!flamme_elf_symtab(&el, SHT_SYMTAB)); /* the case at hand */
+    uint64_t dtors = 0, fini = 0;
+    for (size_t i = 0; i < el.shnum; i++) {
+        const Elf64_Shdr *sh = &el.sh[i];
+        if (sh->sh_type == SHT_FINI_ARRAY && sh->sh_size >= 8)
+            CHECK(flamme_elf_read(&el, sh->sh_offset, &dtors, 8) == 0);
+        if (!strcmp(flamme_elf_section_name(&el, sh), ".fini"))
+            fini = sh->sh_addr;
+    }
+    flamme_elf_close(&el);
+    close(fd);
+    CHECK(dtors && fini);
+    struct flamme_cfi_row row;
+    /* Its entry (endbr64, then the test of `completed` before push %rbp):
+     * the return address on top of the stack. */
+    for (uint64_t at = dtors; at < dtors + 8; at += 4) {
+        CHECK(flamme_cfi_lookup_sigsafe(at + bias, &row));
+        CHECK(row.cfa_reg == FLAMME_CFA_RSP && row.cfa_off == 8);
+    }
+    /* _fini: sub $8,%rsp; add $8,%rsp; ret. */
+    CHECK(flamme_cfi_lookup_sigsafe(fini + bias, &row) && row.cfa_reg == FLAMME_CFA_RSP &&
+          row.cfa_off == 8);
+    CHECK(flamme_cfi_lookup_sigsafe(fini + 4 + bias, &row) && row.cfa_reg == FLAMME_CFA_RSP &&
+          row.cfa_off == 16);
+}
+
 int main(void)
 {
     RUN(crtstuff_rows);
@@ -468,5 +513,6 @@ int main(void)
     RUN(garbage);
     RUN(walk_through_crtstuff);
     RUN(agrees_with_the_compilers_cfi);
+    RUN(stripped_library_entries);
     return CHECK_DONE();
 }

@@ -369,6 +369,22 @@ static int loaded_lib(const char *lib, const char *symbol, char *path, size_t le
     return exec_mapping_of((uintptr_t)sym, lo, hi); /* the library stays loaded */
 }
 
+/* Loads lib (it stays loaded), adds its unwind rows and opens its file as
+ * *el on *fd. Returns 1, or 0 after a failed CHECK. */
+static int lib_opened(const char *lib, const char *symbol, char *path, size_t len, uint64_t *bias,
+                      uint64_t *lo, uint64_t *hi, struct flamme_elf *el, int *fd)
+{
+    CHECK(loaded_lib(lib, symbol, path, len, bias, lo, hi));
+    CHECK(flamme_cfi_add_module(path, *bias, *lo, *hi) > 0);
+    *fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (*fd >= 0 && flamme_elf_open_fd(el, *fd) == 0)
+        return 1;
+    CHECK(0);
+    if (*fd >= 0)
+        close(*fd);
+    return 0;
+}
+
 /* Derives every sized function symbol of the library (all of which have
  * FDEs) and compares the rows with the .eh_frame rows published for it.
  * *derived: functions that got rows; returns the bytes where they
@@ -379,16 +395,10 @@ static long against_fdes(const char *lib, const char *symbol, long *functions, l
     char path[4096];
     uint64_t bias = 0, lo = 0, hi = 0;
     *functions = *derived = *compared = 0;
-    CHECK(loaded_lib(lib, symbol, path, sizeof path, &bias, &lo, &hi));
-    CHECK(flamme_cfi_add_module(path, bias, lo, hi) > 0);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    int fd;
     struct flamme_elf el;
-    if (fd < 0 || flamme_elf_open_fd(&el, fd) != 0) {
-        CHECK(0);
-        if (fd >= 0)
-            close(fd);
+    if (!lib_opened(lib, symbol, path, sizeof path, &bias, &lo, &hi, &el, &fd))
         return -1;
-    }
     const Elf64_Shdr *tab = NULL;
     for (int t = SHT_SYMTAB; !tab && t; t = t == SHT_SYMTAB ? SHT_DYNSYM : 0)
         for (size_t i = 0; i < el.shnum && !tab; i++)
@@ -469,16 +479,10 @@ TEST(stripped_library_entries)
 {
     char path[4096];
     uint64_t bias = 0, lo = 0, hi = 0;
-    CHECK(loaded_lib("libz.so.1", "inflate", path, sizeof path, &bias, &lo, &hi));
-    CHECK(flamme_cfi_add_module(path, bias, lo, hi) > 0 || 1); /* maybe added already */
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    int fd;
     struct flamme_elf el;
-    if (fd < 0 || flamme_elf_open_fd(&el, fd) != 0) {
-        CHECK(0);
-        if (fd >= 0)
-            close(fd);
+    if (!lib_opened("libz.so.1", "inflate", path, sizeof path, &bias, &lo, &hi, &el, &fd))
         return;
-    }
     CHECK(!flamme_elf_symtab(&el, SHT_SYMTAB)); /* the case at hand */
     uint64_t dtors = 0, fini = 0;
     for (size_t i = 0; i < el.shnum; i++) {

@@ -44,11 +44,31 @@ struct bstate {
     unsigned weight;       /* of the sample being walked */
     int full;              /* the walk being timed may go the whole depth */
     int capped;            /* ... but no deeper than the allowance pays for */
+    int seed_asked;        /* flamme_budget_unseeded_sigsafe ran on this thread */
 };
 static __thread struct bstate t_b TLS_IE;
 
 static _Atomic uint64_t g_short, g_short_weight, g_own, g_handler_ns, g_replayed, g_leaf,
     g_leaf_weight;
+/* What is left to give threads without a whole stack (relaxed: a counter
+ * that publishes nothing; the compare-exchange alone keeps it >= 0). */
+static _Atomic int64_t g_seed_pool = FLAMME_BUDGET_SEED_POOL_NS;
+
+void flamme_budget_unseeded_sigsafe(void)
+{
+    struct bstate *b = &t_b;
+    if (b->seed_asked || flamme_cfg.budget_pct == 0)
+        return;
+    b->seed_asked = 1;
+    int64_t left = atomic_load_explicit(&g_seed_pool, memory_order_relaxed);
+    while (left >= FLAMME_BUDGET_SEED_NS &&
+           !atomic_compare_exchange_weak_explicit(&g_seed_pool, &left,
+                                                  left - FLAMME_BUDGET_SEED_NS,
+                                                  memory_order_relaxed, memory_order_relaxed))
+        ;
+    if (left >= FLAMME_BUDGET_SEED_NS)
+        b->allowance_ns += FLAMME_BUDGET_SEED_NS;
+}
 
 void flamme_budget_replayed_sigsafe(void)
 {
@@ -163,7 +183,14 @@ uint64_t flamme_budget_charge_sigsafe(const struct flamme_budget_clock *c, uint3
         /* Stopped by the allowance: the stack is deeper than it paid for,
          * so save up for twice as much next time. */
         int short_of_stack = b->capped && truncated;
-        b->full_cost_ns = short_of_stack ? 2 * cost : cost;
+        /* A walk that took no more frames than a short one costs what a
+         * short one would: no reason to save up for the next. (Counted,
+         * the first walk of a thread, cold, cost as much as 0.5 ms: its
+         * later deep stacks waited ~75 samples to be walked whole, their
+         * short walks spending what the samples earned.) */
+        b->full_cost_ns = short_of_stack                      ? 2 * cost
+                          : frames > FLAMME_BUDGET_SHORT_DEPTH ? cost
+                                                               : 0;
         if (frames >= 1024)
             b->ns_per_frame = cost / frames ? cost / frames : 1;
         if (short_of_stack) {

@@ -348,6 +348,8 @@ static __attribute__((noinline)) void walk_sample_sigsafe(struct flamme_slot *s,
     uint32_t max = (uint32_t)flamme_cfg.depth;
     /* Pairs with the writer's fetch_add (host_charge_budget). */
     uint64_t writer_ns = atomic_exchange_explicit(&s->writer_debt_ns, 0, memory_order_relaxed);
+    if (s->memo.frame && !s->memo.len)
+        flamme_budget_unseeded_sigsafe();
     weight = flamme_budget_admit_sigsafe(weight, 1000000000u / (unsigned)flamme_cfg.hz, writer_ns,
                                          &max);
     if (!weight)
@@ -420,8 +422,13 @@ static __attribute__((noinline)) void walk_sample_sigsafe(struct flamme_slot *s,
     uint32_t walked = n - tr.replayed;
     if (tr.replayed)
         flamme_budget_replayed_sigsafe();
+    /* A stack a short walk takes whole does not replace a deeper one: it
+     * needs no memo, and the deeper stack comes back (a program between
+     * its deep calls: ~100 samples of a 120-deep recursion stayed short,
+     * each walking the recursion again, after one sample at its top). */
     if (memo && !(wflags & (FLAMME_SAMPLE_TRUNCATED | FLAMME_SAMPLE_BROKEN)) &&
-        n <= FLAMME_MEMO_FRAMES) {
+        n <= FLAMME_MEMO_FRAMES &&
+        (n > FLAMME_BUDGET_SHORT_DEPTH || memo->len <= FLAMME_BUDGET_SHORT_DEPTH)) {
         if (tr.run_k >= 0)
             flamme_memo_update_sigsafe(memo, frames, memo->trace, memo->trace_step, n,
                                        (uint32_t)tr.run_k, tr.run_at, tr.run_len);

@@ -174,7 +174,7 @@ static void print_budget(const struct flamme_profile *p)
     if (wv && sscanf(wv, "%llu %llu %llu %llu", &wns, &charged, &setup, &start) < 1)
         wv = NULL;
     /* The one-time costs (the unwind tables built as the program starts,
-     * the executable's symbols and line table read by the writer) are the
+     * the symbol tables and the executable's line table the writer reads) are the
      * same however long the program runs: their share is given apart. */
     double all = ((double)ns + (double)wns + (double)start) / 1e9;
     double once = ((double)setup + (double)start) / 1e9;
@@ -209,9 +209,9 @@ static void print_budget(const struct flamme_profile *p)
                "  (%.1f%% beside %.3f s spent once: %s; the handler's budget: %llu%%)\n",
                (double)ns / 1e9, startup, (double)wns / 1e9, 100.0 * all / prog_s, prog_s,
                100.0 * (all - once) / prog_s, once,
-               !start   ? "the executable's symbols\n  and line table"
+               !start   ? "symbol tables and\n  the executable's line table"
                : !setup ? "unwind tables at start-up"
-                        : "unwind tables at start-up, the executable's symbols\n  and line table",
+                        : "unwind tables at start-up, symbol tables\n  and the executable's line table",
                pct);
     if (charged)
         printf("  the writer's time beyond its 1%% (%.3f s) was charged to the handler's budget\n",

@@ -96,6 +96,7 @@ struct flamme_symtab {
     struct module **mods;
     size_t nmods, capmods;
     uint64_t last_refresh_ns;
+    uint64_t parse_ns; /* CPU time reading modules' symbols (ensure_parsed) */
 };
 
 static uint64_t now_ns(void)
@@ -904,6 +905,11 @@ flamme_symtab *flamme_symtab_new(void)
     return s;
 }
 
+uint64_t flamme_symtab_parse_ns(const flamme_symtab *s)
+{
+    return s ? s->parse_ns : 0;
+}
+
 void flamme_symtab_refresh(flamme_symtab *s)
 {
     read_maps(s);
@@ -924,7 +930,13 @@ int flamme_symtab_lookup(flamme_symtab *s, uint64_t addr, const char **function,
         *offset = addr;
         return -1;
     }
-    ensure_parsed(mp);
+    if (mp->mod->state == MOD_UNPARSED) {
+        struct timespec a, b;
+        clock_gettime(CLOCK_THREAD_CPUTIME_ID, &a);
+        ensure_parsed(mp);
+        clock_gettime(CLOCK_THREAD_CPUTIME_ID, &b);
+        s->parse_ns += (uint64_t)((b.tv_sec - a.tv_sec) * 1000000000ll + (b.tv_nsec - a.tv_nsec));
+    }
     *module = mp->mod->path;
     if (mp->mod->state != MOD_OK || compute_bias(mp) != 0) {
         *offset = addr - mp->start + mp->file_off;

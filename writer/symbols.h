@@ -27,6 +27,10 @@ int flamme_symtab_lookup(flamme_symtab *s, uint64_t addr, const char **function,
  * until flamme_symtab_free. */
 const char *flamme_symtab_module(flamme_symtab *s, uint64_t addr);
 
+/* CPU time (the calling thread's clock) spent reading modules' symbol
+ * tables so far, each once, when a lookup first needed it; 0 for NULL. */
+uint64_t flamme_symtab_parse_ns(const flamme_symtab *s);
+
 /* Re-reads /proc/self/maps (e.g. after dlopen); keeps parsed ELF files. */
 void flamme_symtab_refresh(flamme_symtab *s);
 

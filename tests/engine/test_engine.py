@@ -156,7 +156,7 @@ def test_deepfx(build, ocaml, compiler, check, tmp_path, hz):
         writer = float(w.group(1))
         print("  %s deepfx %d Hz: writer %.3f s, agent %s%% of %s s" % (comp, hz, writer, w.group(2),
                                                                    w.group(3)))
-        # Mostly fixed (the executable's symbols and line table): a share
+        # Mostly fixed (symbol tables, the executable's line table): a share
         # of a 0.4 s run says little, so only that it was measured.
         check(0 < writer < cpu, "%s deepfx %d Hz: writer CPU measured (above 0, below the thread's)"
               % (comp, hz), "%.3f of %.3f s" % (writer, cpu))

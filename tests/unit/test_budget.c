@@ -144,6 +144,46 @@ TEST(walks_that_cost_more_than_they_earn_become_pc_alone)
         fprintf(stderr, "  leaf %d, walked %d, %.1f ms\n", r.leaf, r.walked, r.spent_ns / 1e6);
 }
 
+/* A thread's first sample: its stack still shallow, its walk cold and
+ * slow (300 us: the first reads of its rows); then its stacks are deep. */
+static void *cold_then_deep(void *arg)
+{
+    int *whole = arg;
+    flamme_budget_unseeded_sigsafe(); /* no whole stack in its memo yet */
+    uint32_t depth = DEEP;
+    flamme_budget_admit_sigsafe(1, PERIOD_NS, 0, &depth);
+    struct flamme_budget_clock c;
+    flamme_budget_start_sigsafe(&c);
+    spin(300000);
+    flamme_budget_charge_sigsafe(&c, 10, 0);
+    depth = DEEP;
+    flamme_budget_admit_sigsafe(1, PERIOD_NS, 0, &depth);
+    *whole = depth == DEEP;
+    return NULL;
+}
+
+/* The first deep sample of each of the first ten threads is walked whole
+ * (its memo seeded, later samples replay): the first credit covers the
+ * cold walk. Without it every one was shortened (0 of 12: the cold walk
+ * overdrew the allowance). The eleventh and twelfth find the pool spent. */
+TEST(first_deep_sample_walked_whole_ten_threads)
+{
+    flamme_cfg.budget_pct = 2;
+    int whole[12] = {0};
+    for (int i = 0; i < 12; i++) {
+        pthread_t t;
+        if (pthread_create(&t, NULL, cold_then_deep, &whole[i]) == 0)
+            pthread_join(t, NULL);
+    }
+    int n = 0;
+    for (int i = 0; i < 12; i++)
+        n += whole[i];
+    CHECK(n == FLAMME_BUDGET_SEED_POOL_NS / FLAMME_BUDGET_SEED_NS);
+    CHECK(whole[0] && whole[9] && !whole[10] && !whole[11]);
+    if (check_failed_in_test)
+        fprintf(stderr, "  %d of 12 whole\n", n);
+}
+
 int main(void)
 {
     RUN(whole_without_charge);
@@ -151,5 +191,6 @@ int main(void)
     RUN(charge_in_proportion);
     RUN(budget_off_ignores_charge);
     RUN(walks_that_cost_more_than_they_earn_become_pc_alone);
+    RUN(first_deep_sample_walked_whole_ten_threads);
     return CHECK_DONE();
 }

@@ -322,9 +322,11 @@ TEST(walk_through_crtstuff)
     CHECK(flamme_cfi_lookup_sigsafe(fn, &row) && row.cfa_reg == FLAMME_CFA_RSP &&
           row.cfa_off == 8);
     const uint8_t *code = (const uint8_t *)(uintptr_t)fn;
+    /* gcc's crtstuff: [endbr64;] cmpb $0,completed(%rip); jne; push %rbp.
+     * A 0x55 byte can also be part of the cmpb's displacement. */
     int push = -1;
-    for (int i = 0; i < 32 && push < 0; i++)
-        if (code[i] == 0x55)
+    for (int i = 2; i < 32 && push < 0; i++)
+        if (code[i] == 0x55 && code[i - 2] == 0x75)
             push = i;
     CHECK(push > 0);
     if (push <= 0)

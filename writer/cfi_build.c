@@ -179,7 +179,9 @@ enum { SAVE_SAME, SAVE_AT_OFF, SAVE_LOST };
 struct regstate {
     uint64_t cfa_reg; /* DWARF register; above 15 makes the row UNKNOWN */
     int64_t cfa_off;
-    int cfa_expr;     /* CFA given by an expression: 1 unusable, 2 a deref chain (below) */
+    int cfa_expr;     /* CFA given by an expression: 1 unusable, 2 a deref chain (below),
+                       * 3 a lazy PLT's (plt_rows) */
+    int plt_split;    /* cfa_expr 3: CFA = rsp + 8, + 8 from this byte of each 16 */
     uint64_t ex_reg;  /* deref chain: CFA = deref(ex_reg + ex_off) [+ ex_mid, deref] + ex_add */
     int64_t ex_off;
     int ex_nderef;
@@ -398,6 +400,55 @@ static int parse_deref_chain(struct rd *ex, struct regstate *st)
     return !ex->bad && st->ex_nderef >= 1;
 }
 
+/* The expression the linker gives a lazy-binding .plt's entries:
+ * CFA = rsp + 8 + ((rip & 15) >= N ? 8 : 0), N 11 (10 with IBT): each
+ * 16-byte entry is jmp *GOT; push $index (the 8); jmp to the first entry.
+ * 1 (st->plt_split = N) if the len bytes at p are exactly that, else 0. */
+static int plt_expression(const uint8_t *p, uint64_t len, struct regstate *st)
+{
+    static const uint8_t head[] = { DW_OP_breg0 + 7, 8, DW_OP_breg0 + 16, 0, 0x3f /* lit15 */,
+                                    0x1a /* and */ };
+    static const uint8_t tail[] = { 0x2a /* ge */, 0x33 /* lit3 */, 0x24 /* shl */,
+                                    0x22 /* plus */ };
+    if (len != sizeof head + 1 + sizeof tail || memcmp(p, head, sizeof head) != 0 ||
+        (p[sizeof head] != 0x3a && p[sizeof head] != 0x3b) ||
+        memcmp(p + sizeof head + 1, tail, sizeof tail) != 0)
+        return 0;
+    st->plt_split = p[sizeof head] - 0x30; /* DW_OP_lit0 + N */
+    return 1;
+}
+
+#define PLT_ROWS_MAX_BYTES (1u << 20) /* a larger "PLT" FDE gets no rows */
+
+/* Rows for [loc, end_pc) under a lazy PLT's expression (state st): two a
+ * 16-byte entry, rsp + 8 then rsp + 16 from its byte plt_split (after the
+ * push). The entries are 16-byte aligned in the file and in memory (the
+ * load bias is a multiple of a page). A sample in them, on the first call
+ * of a library function (the loader resolving it), was [broken]. */
+static void plt_rows(struct rowvec *out, uint64_t loc, uint64_t end_pc, uint64_t bias,
+                     const struct regstate *st)
+{
+    struct regstate s = *st;
+    s.cfa_expr = 0;
+    s.cfa_reg = DW_REG_RSP;
+    if (end_pc - loc > PLT_ROWS_MAX_BYTES) {
+        s.cfa_expr = 1;
+        push_state(out, loc + bias, &s);
+        return;
+    }
+    for (uint64_t b = loc & ~(uint64_t)15; b < end_pc && !out->oom; b += 16) {
+        uint64_t split = b + (uint64_t)s.plt_split;
+        if (loc < split) {
+            s.cfa_off = 8;
+            push_state(out, (b > loc ? b : loc) + bias, &s);
+        }
+        if (split < end_pc) {
+            s.cfa_off = 16;
+            push_state(out, (split > loc ? split : loc) + bias, &s);
+        }
+    }
+}
+
 /* Runs the CFA instructions in r. For an FDE (out != NULL) emits one row per
  * location advance, for locations in [*loc, end_pc); init is the state after
  * the CIE's instructions (for DW_CFA_restore). Returns 0, or -1 on a
@@ -516,7 +567,7 @@ static int run_cfa(struct rd *r, const struct cie *c, struct regstate *st,
             if (len > (uint64_t)(r->end - r->p))
                 return -1;
             struct rd ex = { r->p, r->p + len, r->base, r->base_vaddr, 0 };
-            st->cfa_expr = parse_deref_chain(&ex, st) ? 2 : 1;
+            st->cfa_expr = parse_deref_chain(&ex, st) ? 2 : plt_expression(r->p, len, st) ? 3 : 1;
             r->p += len;
             break;
         }
@@ -665,7 +716,9 @@ static int do_fde(const struct ehf *e, const uint8_t *p, const uint8_t *end,
     struct regstate st = init;
     if (run_cfa(&r, c, &st, &init, &loc, end_pc, bias, out) != 0)
         st.cfa_expr = 1;
-    if (loc < end_pc)
+    if (loc < end_pc && st.cfa_expr == 3)
+        plt_rows(out, loc, end_pc, bias, &st);
+    else if (loc < end_pc)
         push_state(out, loc + bias, &st);
     push_row(out, end_pc + bias, (struct rule){ 0, RULE_GAP, 0, 0, 0, 0, { 0 } });
     return out->oom ? -1 : 0;

@@ -15,6 +15,7 @@
 #include "tests/unit/maps.h"
 #include "agent/cfi.h"
 #include "writer/cfi_build.h"
+#include "writer/elf.h"
 #include "writer/symbols.h"
 
 #include <dlfcn.h>
@@ -544,6 +545,46 @@ TEST(deref_chain_rows)
           row.nderef == 1 && row.cfa_add == 8);
 }
 
+/* Needs from_maps. The test binary links lazily: its .plt entries are jmp
+ * *GOT; push $index; jmp to the first entry, under the linker's expression
+ * CFA = rsp + 8 (+ 8 from the entry's byte 11). They get a row each way. */
+TEST(lazy_plt_rows)
+{
+    int fd = open("/proc/self/exe", O_RDONLY | O_CLOEXEC);
+    struct flamme_elf el;
+    if (fd < 0 || flamme_elf_open_fd(&el, fd) != 0) {
+        CHECK(0);
+        if (fd >= 0)
+            close(fd);
+        return;
+    }
+    uint64_t plt = 0, size = 0;
+    for (size_t i = 0; i < el.shnum; i++)
+        if (!strcmp(flamme_elf_section_name(&el, &el.sh[i]), ".plt")) {
+            plt = el.sh[i].sh_addr;
+            size = el.sh[i].sh_size;
+        }
+    flamme_elf_close(&el);
+    close(fd);
+    CHECK(plt && size >= 48); /* the first entry and two more */
+    if (!plt)
+        return;
+    char *base = (char *)_r_debug.r_map->l_addr + plt;
+    struct flamme_cfi_row row;
+    /* The first entry: push GOT[1]; jmp *GOT[2] (plain rows). */
+    CHECK(lookup(base, &row) == 1 && row.cfa_reg == FLAMME_CFA_RSP && row.cfa_off == 16);
+    CHECK(lookup(base + 6, &row) == 1 && row.cfa_reg == FLAMME_CFA_RSP && row.cfa_off == 24);
+    for (uint64_t e = 16; e + 16 <= size && e <= 64; e += 16) {
+        CHECK(lookup(base + e, &row) == 1 && row.cfa_reg == FLAMME_CFA_RSP && row.cfa_off == 8);
+        CHECK(lookup(base + e + 6, &row) == 1 && row.cfa_reg == FLAMME_CFA_RSP &&
+              row.cfa_off == 8);
+        CHECK(lookup(base + e + 11, &row) == 1 && row.cfa_reg == FLAMME_CFA_RSP &&
+              row.cfa_off == 16);
+        CHECK(lookup(base + e + 15, &row) == 1 && row.cfa_reg == FLAMME_CFA_RSP &&
+              row.cfa_off == 16);
+    }
+}
+
 int main(void)
 {
     RUN(build_libc);
@@ -554,6 +595,7 @@ int main(void)
     RUN(concurrent_lookup);
     RUN(from_maps);
     RUN(deref_chain_rows);
+    RUN(lazy_plt_rows);
     RUN(cached_lookup);
     RUN(bad_files);
     RUN(no_section_headers);

@@ -13,8 +13,8 @@ ROUNDS times at the default CPU budget and once walked whole
 stacks (root-most frame a thread root), the samples the budget shortened to
 their leaf-most frames, the handler's and the writer's CPU and the agent's
 share of the program's (with its start-up), also beside what it spent once
-(-setup: the unwind tables at start-up, the writer's read of the
-executable's symbols and line table; all from `flamme report`), and the
+(-setup: the unwind tables at start-up, the writer's reads of symbol
+tables and the executable's line table; all from `flamme report`), and the
 compiler's CPU alone and under flamme (task clock of the process tree,
 median of the rounds). Then what a short compile (one process of a build)
 pays once, with the unwind tables built, and kept and read back between

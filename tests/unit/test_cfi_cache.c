@@ -164,16 +164,17 @@ TEST(changed_file_is_built_again)
     unlink(copy);
 }
 
-/* The test binary's own rows are too few to be worth a file. */
+/* A small library's rows are too few to be worth a file: glibc's libdl,
+ * a stub since 2.34 (a few rows; the test binary's own, which this used,
+ * pass FLAMME_CFI_CACHE_MIN_ROWS in the sanitizer build once each lazy
+ * PLT entry has rows: ASan interposes hundreds of functions). */
 TEST(small_tables_not_kept)
 {
     flamme_cfi_cache_configure(dir);
-    char self[1024], table[1200];
-    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
-    CHECK(n > 0);
-    self[n > 0 ? n : 0] = '\0';
+    char table[1200];
     int before = tables(table, sizeof table);
-    long rows = flamme_cfi_add_module(self, 11 * SLOT, 11 * SLOT, 11 * SLOT + 0xffffffffull);
+    long rows = flamme_cfi_add_module("/lib/x86_64-linux-gnu/libdl.so.2", 11 * SLOT, 11 * SLOT,
+                                      11 * SLOT + 0xffffffffull);
     CHECK(rows > 0 && rows < FLAMME_CFI_CACHE_MIN_ROWS);
     CHECK(tables(table, sizeof table) == before);
 }

@@ -424,7 +424,7 @@ static __attribute__((noinline)) void walk_sample_sigsafe(struct flamme_slot *s,
         flamme_budget_replayed_sigsafe();
     /* A stack a short walk takes whole does not replace a deeper one: it
      * needs no memo, and the deeper stack comes back (a program between
-     * its deep calls: ~100 samples of a 120-deep recursion stayed short,
+     * its deep calls: ~70 samples of a 120-deep recursion stayed short,
      * each walking the recursion again, after one sample at its top). */
     if (memo && !(wflags & (FLAMME_SAMPLE_TRUNCATED | FLAMME_SAMPLE_BROKEN)) &&
         n <= FLAMME_MEMO_FRAMES &&

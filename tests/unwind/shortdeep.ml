@@ -3,9 +3,10 @@
    reader's do: each round builds a 120-level nested term and evaluates
    it, the work at its leaf, with a little work at the top level between
    rounds. At 999 Hz it runs ~150 samples: before, the handler's budget let
-   few of them be walked whole (6-84%: its first walks, cold, and the
-   writer's early costs spent it on short walks, which replay nothing, and
-   a sample at the top level replaced the deep stack the others replay).
+   few of them be walked whole (0-7% of the leaf's: its first walks, cold,
+   and the writer's early costs spent it on short walks, which replay
+   nothing, and a sample at the top level replaced the deep stack the
+   others replay).
 
    Usage: shortdeep.exe [SECONDS] (0.15 of CPU). Prints a checksum. *)
 

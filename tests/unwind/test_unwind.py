@@ -528,9 +528,9 @@ def test_shortdeep(build, program, compiler, check, tmp_path):
     recursion, at 999 Hz: the handler's budget must let its stacks be
     walked whole once and replayed after (agent/budget.h, a thread's first
     credit; a stack a short walk takes whole no longer replaces a deeper
-    one in the memo). Before, 67-88% of the leaf's samples were whole (the
-    rest [truncated] at 64 frames); now 100% with the program's rows kept,
-    94-100% without (cold). Each whole sample has all 120 levels (the
+    one in the memo). Before, 0-7% of the leaf's samples were whole (the
+    rest [truncated] at 64 frames); now 100%, with the program's rows kept
+    and without (FLAMME_CACHE=0). Each whole sample has all 120 levels (the
     leaf is a tail call)."""
     prof = str(tmp_path / "shortdeep.flm")
     st, _ = recorded_raw(build, program("shortdeep"), [], prof, str(tmp_path))

@@ -1245,26 +1245,36 @@ static size_t mend_call_sites(struct rowvec *rv, struct sitevec *s)
     return mended;
 }
 
-/* The module's rows while the runtime's unannounced stack switches are
- * mended (switch_add). */
-struct switchctx {
-    struct rowvec *rv;
-    uint64_t bias, lo, hi; /* the mapping */
+#define SWITCHES_MAX 4 /* spans kept from one image (caml_raise_exn: one) */
+
+/* The runtime's unannounced stack switches found in an image, mended once
+ * the call sites are (switch_mend). */
+struct switches {
+    struct flamme_switch_span v[SWITCHES_MAX];
+    int n;
 };
 
-/* flamme_cfi_ocaml_switches' span: the rows of [s->lo, s->hi) say the
- * span's rule instead (runtime_hooks/switch_rows.h: caml_raise_exn on the
- * C stack, whose rows describe the OCaml stack it left), and the row in
- * force at s->hi before stays in force from there. The rows are sorted
- * first; a row is added only where none starts, so no two share a pc.
- * Returns 0 (a span outside the mapping is ignored). */
-static int switch_add(void *p, const struct flamme_switch_span *s)
+/* flamme_cfi_ocaml_scan's span: keeps it. Returns 0. */
+static int switch_keep(void *p, const struct flamme_switch_span *s)
 {
-    struct switchctx *c = p;
-    struct rowvec *rv = c->rv;
-    uint64_t lo = s->lo + c->bias, hi = s->hi + c->bias;
-    if (rv->oom || lo >= hi || lo < c->lo || hi > c->hi)
-        return 0;
+    struct switches *w = p;
+    if (w->n < SWITCHES_MAX)
+        w->v[w->n++] = *s;
+    return 0;
+}
+
+/* Makes the rows of [s->lo, s->hi) (link-time; the mapping [lo, hi) has
+ * this bias) say the span's rule instead (runtime_hooks/switch_rows.h:
+ * caml_raise_exn on the C stack, whose rows describe the OCaml stack it
+ * left); the row in force at s->hi before stays in force from there. The
+ * rows are sorted first; a row is added only where none starts, so no two
+ * share a pc. A span outside the mapping is ignored. */
+static void switch_mend(struct rowvec *rv, const struct flamme_switch_span *s, uint64_t bias,
+                        uint64_t map_lo, uint64_t map_hi)
+{
+    uint64_t lo = s->lo + bias, hi = s->hi + bias;
+    if (rv->oom || lo >= hi || lo < map_lo || hi > map_hi)
+        return;
     if (rv->unsorted && flamme_sort_runs(rv->v, rv->n, sizeof *rv->v, trow_cmp) != 0)
         qsort(rv->v, rv->n, sizeof *rv->v, trow_cmp);
     rv->unsorted = 0;
@@ -1287,7 +1297,6 @@ static int switch_add(void *p, const struct flamme_switch_span *s)
     if (!row_at_hi)
         push_row(rv, hi, after);
     rv->unsorted = 1;
-    return 0;
 }
 
 /* Builds and publishes the module for the x86_64 ELF open on fd, mapped at
@@ -1329,18 +1338,21 @@ static long add_fd(int fd, const char *name, uint64_t bias, int bias_from_map, u
          * hand-written stubs): its derived rows are kept in both modes. */
         if (rc == 0 && !rv.oom && add_synth_rows(&el, &rv, bias, lo - bias, hi - bias) != 0)
             rc = -1;
-        if (rc == 0 && !rv.oom && !switch_only && frame_sites) {
-            struct sitevec sv = { NULL, 0, 0, bias, lo, hi };
-            /* Out of memory there: the rows as the file gives them. */
-            if (flamme_cfi_ocaml_sites(&el, frame_sites, site_add, &sv) >= 0)
-                mend_call_sites(&rv, &sv);
-            free(sv.v);
-        }
-        /* In both modes: with frame pointers the walk follows rbp, but not
-         * out of the C stack caml_raise_exn moved to. */
+        /* One pass over the symbols for both: the call sites only without
+         * frame pointers (elsewhere the walker follows rbp), the switches
+         * in both modes (rbp does not lead out of the C stack
+         * caml_raise_exn moved to). */
         if (rc == 0 && !rv.oom && frame_sites) {
-            struct switchctx sc = { &rv, bias, lo, hi };
-            flamme_cfi_ocaml_switches(&el, frame_sites, switch_add, &sc);
+            struct sitevec sv = { NULL, 0, 0, bias, lo, hi };
+            struct switches sw = { .n = 0 };
+            /* Out of memory there: the rows as the file gives them. */
+            if (flamme_cfi_ocaml_scan(&el, frame_sites, switch_only ? NULL : site_add, &sv,
+                                      switch_keep, &sw) == 0) {
+                mend_call_sites(&rv, &sv);
+                for (int i = 0; i < sw.n; i++)
+                    switch_mend(&rv, &sw.v[i], bias, lo, hi);
+            }
+            free(sv.v);
         }
         if (rc == 0 && !rv.oom)
             m = pack(&rv, name, &st, lo, hi);

@@ -61,41 +61,54 @@ static int win_read(void *p, uint64_t addr, void *dst, size_t len)
 static int sym_cmp(const void *a, const void *b)
 {
     const uint64_t *x = a, *y = b;
-    return x[0] < y[0] ? -1 : x[0] > y[0];
+    if (x[0] != y[0])
+        return x[0] < y[0] ? -1 : 1;
+    return x[2] < y[2] ? -1 : x[2] > y[2];
 }
 
-/* What table_symbol gathers: the symbols accept takes, of code (func) or
- * data, as (address, size). */
+#define KIND_TABLE 0 /* a frame table (data) */
+#define KIND_SWITCH 1 /* a runtime function with an unannounced stack switch */
+
+/* What table_symbol gathers in one pass: the data symbols `table` takes and
+ * the function symbols `func` takes (either NULL: none), as (address,
+ * size, KIND_*). */
 struct tables {
-    int (*accept)(const char *name);
-    int func;
+    int (*table)(const char *name);
+    int (*func)(const char *name);
     const char *str; /* the symbol table's names */
     uint64_t str_size;
-    uint64_t (*v)[2];
+    uint64_t (*v)[3];
     size_t n, cap;
 };
 
-/* flamme_elf_each_symbol's fn: keeps a defined symbol of the kind asked
- * (OCaml declares its frame tables without a type: NOTYPE) whose name
- * t->accept takes. Returns 0, or -1 when out of memory. */
+/* flamme_elf_each_symbol's fn: keeps a defined symbol of a kind asked for
+ * (OCaml declares its frame tables without a type: NOTYPE) whose name its
+ * predicate takes. Returns 0, or -1 when out of memory. */
 static int table_symbol(void *p, const Elf64_Sym *y)
 {
     struct tables *t = p;
     int type = ELF64_ST_TYPE(y->st_info);
-    int kind = t->func ? type == STT_FUNC : type == STT_OBJECT || type == STT_NOTYPE;
-    if (!kind || y->st_shndx == SHN_UNDEF || y->st_shndx >= SHN_LORESERVE ||
-        y->st_name >= t->str_size || !t->accept(t->str + y->st_name))
+    if (y->st_shndx == SHN_UNDEF || y->st_shndx >= SHN_LORESERVE || y->st_name >= t->str_size)
+        return 0;
+    const char *name = t->str + y->st_name;
+    uint64_t kind;
+    if ((type == STT_OBJECT || type == STT_NOTYPE) && t->table && t->table(name))
+        kind = KIND_TABLE;
+    else if (type == STT_FUNC && t->func && t->func(name))
+        kind = KIND_SWITCH;
+    else
         return 0;
     if (t->n == t->cap) {
         size_t nc = t->cap ? t->cap * 2 : 64;
-        uint64_t(*nv)[2] = realloc(t->v, nc * sizeof *nv);
+        uint64_t(*nv)[3] = realloc(t->v, nc * sizeof *nv);
         if (!nv)
             return -1;
         t->v = nv;
         t->cap = nc;
     }
     t->v[t->n][0] = y->st_value;
-    t->v[t->n++][1] = y->st_size;
+    t->v[t->n][1] = y->st_size;
+    t->v[t->n++][2] = kind;
     return 0;
 }
 
@@ -118,14 +131,34 @@ static int table_symbols(const struct flamme_elf *el, uint32_t type, struct tabl
     return rc;
 }
 
+/* 1 if t holds a symbol of this kind. */
+static int has_kind(const struct tables *t, uint64_t kind)
+{
+    for (size_t i = 0; i < t->n; i++)
+        if (t->v[i][2] == kind)
+            return 1;
+    return 0;
+}
+
 /* The symbols of el that t accepts, sorted by address, aliases once. OCaml
  * links its executables with -E: they are dynamic symbols even in a
- * stripped file; the full table only when those have none. Returns their
- * number (t->v), or -1 when out of memory. */
+ * stripped file; the full table, for a kind .dynsym has none of, only
+ * then. Returns their number (t->v), or -1 when out of memory. */
 static long gather(const struct flamme_elf *el, struct tables *t)
 {
-    if (table_symbols(el, SHT_DYNSYM, t) != 0 ||
-        (t->n == 0 && table_symbols(el, SHT_SYMTAB, t) != 0)) {
+    int rc = table_symbols(el, SHT_DYNSYM, t);
+    if (rc == 0) {
+        struct tables more = *t;
+        more.table = t->table && !has_kind(t, KIND_TABLE) ? t->table : NULL;
+        more.func = t->func && !has_kind(t, KIND_SWITCH) ? t->func : NULL;
+        if (more.table || more.func) {
+            rc = table_symbols(el, SHT_SYMTAB, &more);
+            t->v = more.v;
+            t->n = more.n;
+            t->cap = more.cap;
+        }
+    }
+    if (rc != 0) {
         free(t->v);
         t->v = NULL;
         return -1;
@@ -134,80 +167,39 @@ static long gather(const struct flamme_elf *el, struct tables *t)
         qsort(t->v, t->n, sizeof *t->v, sym_cmp);
     size_t k = 0;
     for (size_t i = 0; i < t->n; i++)
-        if (k == 0 || t->v[i][0] != t->v[k - 1][0])
+        if (k == 0 || t->v[i][0] != t->v[k - 1][0] || t->v[i][2] != t->v[k - 1][2])
             memcpy(t->v[k++], t->v[i], sizeof *t->v);
     t->n = k;
     return (long)k;
 }
 
-/* Calls fn(ctx, w, symbol) for each symbol of el that t accepts (gather),
- * w a window over el's file, until fn returns -1. Returns the sum of what
- * fn returned, or -1 (out of memory, or fn stopped). */
-static long each_symbol(const struct flamme_elf *el, struct tables *t,
-                        long (*fn)(void *ctx, struct win *w, const uint64_t sym[2]), void *ctx)
+int flamme_cfi_ocaml_scan(const struct flamme_elf *el, const struct flamme_frame_sites_ops *ops,
+                          flamme_frame_site_fn site, void *site_ctx,
+                          int (*span)(void *ctx, const struct flamme_switch_span *s),
+                          void *span_ctx)
 {
-    long n = gather(el, t);
+    if (!ops || !el->ph)
+        return 0;
+    struct tables t = { site && ops->is_table && ops->sites ? ops->is_table : NULL,
+                        span && ops->is_switch_fn && ops->switch_span ? ops->is_switch_fn : NULL,
+                        NULL, 0, NULL, 0, 0 };
+    if (!t.table && !t.func)
+        return 0;
+    long n = gather(el, &t);
     if (n <= 0)
-        return n;
+        return n < 0 ? -1 : 0;
     struct win w = { el, malloc(WIN_BYTES), 0, 0 };
-    long total = w.buf ? 0 : -1;
-    for (long i = 0; i < n && total >= 0; i++) {
-        long got = fn(ctx, &w, t->v[i]);
-        total = got < 0 ? -1 : total + got;
+    int rc = w.buf ? 0 : -1;
+    for (long i = 0; i < n && rc == 0; i++) {
+        if (t.v[i][2] == KIND_TABLE) {
+            rc = ops->sites(t.v[i][0], win_read, &w, site, site_ctx) < 0 ? -1 : 0;
+        } else {
+            struct flamme_switch_span sp;
+            if (ops->switch_span(t.v[i][0], t.v[i][1], win_read, &w, &sp))
+                rc = span(span_ctx, &sp) != 0 ? -1 : 0;
+        }
     }
     free(w.buf);
-    free(t->v);
-    return total;
-}
-
-struct site_walk {
-    const struct flamme_frame_sites_ops *ops;
-    flamme_frame_site_fn site;
-    void *ctx;
-};
-
-/* each_symbol's fn for a frame table: its number of sites, or -1. */
-static long table_sites(void *p, struct win *w, const uint64_t sym[2])
-{
-    struct site_walk *s = p;
-    return s->ops->sites(sym[0], win_read, w, s->site, s->ctx);
-}
-
-long flamme_cfi_ocaml_sites(const struct flamme_elf *el, const struct flamme_frame_sites_ops *ops,
-                            flamme_frame_site_fn site, void *ctx)
-{
-    if (!ops || !ops->is_table || !ops->sites || !el->ph)
-        return 0;
-    struct tables t = { ops->is_table, 0, NULL, 0, NULL, 0, 0 };
-    struct site_walk s = { ops, site, ctx };
-    return each_symbol(el, &t, table_sites, &s);
-}
-
-struct switch_walk {
-    const struct flamme_frame_sites_ops *ops;
-    int (*span)(void *ctx, const struct flamme_switch_span *s);
-    void *ctx;
-};
-
-/* each_symbol's fn for a function ops->is_switch_fn named: 1 when it has
- * a span (handed to span), 0 when not, -1 when span stopped. */
-static long switch_spans(void *p, struct win *w, const uint64_t sym[2])
-{
-    struct switch_walk *s = p;
-    struct flamme_switch_span sp;
-    if (!s->ops->switch_span(sym[0], sym[1], win_read, w, &sp))
-        return 0;
-    return s->span(s->ctx, &sp) != 0 ? -1 : 1;
-}
-
-long flamme_cfi_ocaml_switches(const struct flamme_elf *el,
-                               const struct flamme_frame_sites_ops *ops,
-                               int (*span)(void *ctx, const struct flamme_switch_span *s),
-                               void *ctx)
-{
-    if (!ops || !ops->is_switch_fn || !ops->switch_span || !el->ph)
-        return 0;
-    struct tables t = { ops->is_switch_fn, 1, NULL, 0, NULL, 0, 0 };
-    struct switch_walk s = { ops, span, ctx };
-    return each_symbol(el, &t, switch_spans, &s);
+    free(t.v);
+    return rc;
 }

@@ -13,21 +13,18 @@
 #include "common/frame_sites.h"
 #include "writer/elf.h"
 
-/* Calls site(ctx, ret, frame_size) (link-time return addresses) for each
- * descriptor of each frame table of el: the data symbols ops->is_table
- * accepts, from .dynsym, or from .symtab when .dynsym has none. Returns the
- * number of sites (0: no tables, no ops, or unreadable), or -1 when out of
- * memory or site stopped. */
-long flamme_cfi_ocaml_sites(const struct flamme_elf *el, const struct flamme_frame_sites_ops *ops,
-                            flamme_frame_site_fn site, void *ctx);
-
-/* Calls span(ctx, s) for each stack switch of the OCaml runtime that el's
- * rows leave out (ops->switch_span, of the functions ops->is_switch_fn
- * names, found like the frame tables). Returns the number of spans, or -1
- * when out of memory or span returned non-zero. */
-long flamme_cfi_ocaml_switches(const struct flamme_elf *el,
-                               const struct flamme_frame_sites_ops *ops,
-                               int (*span)(void *ctx, const struct flamme_switch_span *s),
-                               void *ctx);
+/* One pass over el's symbols for what mends its rows: calls site(site_ctx,
+ * ret, frame_size) (link-time return addresses) for each descriptor of each
+ * frame table (the data symbols ops->is_table accepts; none when site is
+ * NULL), and span(span_ctx, s) for each stack switch of the OCaml runtime
+ * that el's rows leave out (ops->switch_span, of the functions
+ * ops->is_switch_fn names; none when span is NULL). Symbols come from
+ * .dynsym, or from .symtab for a kind .dynsym has none of. Returns 0 (also
+ * with no ops, or nothing found), or -1 when out of memory or a callback
+ * stopped. */
+int flamme_cfi_ocaml_scan(const struct flamme_elf *el, const struct flamme_frame_sites_ops *ops,
+                          flamme_frame_site_fn site, void *site_ctx,
+                          int (*span)(void *ctx, const struct flamme_switch_span *s),
+                          void *span_ctx);
 
 #endif

@@ -2,7 +2,9 @@
  * common/bulk.c — huge-page chunks for large once-read tables (see bulk.h).
  *
  * A chunk is a 2 MB-aligned anonymous mapping, 2 MB or a multiple when one
- * block needs more, advised MADV_HUGEPAGE. A block is carved upwards from
+ * block needs more, advised MADV_HUGEPAGE. Blocks under FLAMME_BULK_MIN
+ * are carved too while the process's allowance for them lasts (bulk.h),
+ * then malloc'd. A block is carved upwards from
  * the first chunk with room for it (a new one when none has: a table
  * larger than what is left in the others does not strand their room).
  * Each chunk counts its live blocks and is unmapped when the last is freed
@@ -49,6 +51,7 @@ struct head {
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static struct chunk *chunks; /* every chunk, newest first (under lock) */
 static size_t mapped;        /* bytes of all chunks (under lock) */
+static size_t small_carved;  /* spans of small blocks ever carved (under lock) */
 
 /* Bytes a block of n takes in a chunk, head included; 0 on overflow. */
 static size_t span_of(size_t n)
@@ -134,20 +137,23 @@ void *flamme_bulk_alloc(size_t n)
     size_t span = span_of(n);
     if (!span)
         return NULL;
-    struct head *h;
-    if (n < FLAMME_BULK_MIN) {
+    struct head *h = NULL;
+    pthread_mutex_lock(&lock);
+    int small = n < FLAMME_BULK_MIN;
+    if (!small || FLAMME_BULK_SMALL_MAX - small_carved >= span) {
+        h = chunk_alloc(span, n);
+        if (h && small)
+            small_carved += span;
+    }
+    pthread_mutex_unlock(&lock);
+    if (!h && small) {
+        /* Past the allowance (or no chunk could be mapped). */
         if (!(h = malloc(sizeof *h + n)))
             return NULL;
         h->size = n;
         h->in = NULL;
-    } else {
-        pthread_mutex_lock(&lock);
-        h = chunk_alloc(span, n);
-        pthread_mutex_unlock(&lock);
-        if (!h)
-            return NULL;
     }
-    return h + 1;
+    return h ? h + 1 : NULL;
 }
 
 static int is_top(const struct head *h)
@@ -200,8 +206,12 @@ void *flamme_bulk_realloc(void *p, size_t n)
         struct chunk *c = h->in;
         size_t old = span_of(h->size);
         int done = 0;
-        if (is_top(h) && c->len - (c->used - old) >= span) {
+        /* Growth of a small block counts against the allowance. */
+        size_t more = n < FLAMME_BULK_MIN && span > old ? span - old : 0;
+        if (is_top(h) && c->len - (c->used - old) >= span &&
+            FLAMME_BULK_SMALL_MAX - small_carved >= more) {
             c->used = c->used - old + span; /* grown or shrunk at the top */
+            small_carved += more;
             done = 1;
         } else if (n <= h->size) {
             done = 1; /* shrunk below another block: the tail stays unused */
@@ -223,6 +233,14 @@ void *flamme_bulk_realloc(void *p, size_t n)
     memcpy(q, p, h->size < n ? h->size : n);
     flamme_bulk_free(p);
     return q;
+}
+
+size_t flamme_bulk_small_left(void)
+{
+    pthread_mutex_lock(&lock);
+    size_t left = FLAMME_BULK_SMALL_MAX - small_carved;
+    pthread_mutex_unlock(&lock);
+    return left;
 }
 
 size_t flamme_bulk_mapped(void)

@@ -12,7 +12,13 @@
  * are carved from 2 MB-aligned chunks the kernel is asked to back with
  * transparent huge pages (madvise MADV_HUGEPAGE; kernels set to "never", or
  * without a free huge page, back them with small pages as before). Smaller
- * blocks go to malloc. A chunk is unmapped once every block in it is freed.
+ * blocks are carved there too, until FLAMME_BULK_SMALL_MAX bytes of them
+ * have been in the process's life, then go to malloc: the tables of a
+ * small program's libraries (libc's, the loader's: 9-62 KB each) are what
+ * it reads at start-up, and a freed block that is not the last carved
+ * leaves a hole nothing reuses, so a program that loads and unloads
+ * libraries for ever must not carve them for ever. A chunk is unmapped
+ * once every block in it is freed.
  *
  * Who: the builder and the writer (writer/cfi_cache.c, cfi_build.c,
  * symbols.c, lines.c) and the tools that link them; any thread, serialised
@@ -25,6 +31,10 @@
 
 /* Blocks from this size up come from huge-page chunks. */
 #define FLAMME_BULK_MIN ((size_t)64 << 10)
+
+/* Bytes of smaller blocks carved from chunks in a process's life, at most
+ * (the rest come from malloc). */
+#define FLAMME_BULK_SMALL_MAX ((size_t)1 << 20)
 
 /* n bytes aligned to 16, uninitialised. Returns NULL when out of memory
  * (n == 0 gives a valid block of its own). */
@@ -41,6 +51,9 @@ void flamme_bulk_free(void *p);
 
 /* Bytes mapped for chunks now (for tests and the benchmark). */
 size_t flamme_bulk_mapped(void);
+
+/* Bytes of small blocks that may still be carved from chunks (for tests). */
+size_t flamme_bulk_small_left(void);
 
 /* In a fork child: the lock may have been held by a thread that is gone. */
 void flamme_bulk_atfork_child(void);

@@ -42,6 +42,7 @@ static void fill(uint8_t *p, size_t k, size_t from, size_t n)
 }
 
 #define SLOTS 48
+#define CHUNK_BYTES ((size_t)2 << 20)
 
 /* Random sizes from a few bytes to 3 MB (past a chunk), random growth,
  * shrinking and frees: every live block still holds its own pattern, is
@@ -125,9 +126,60 @@ TEST(the_block_carved_last_grows_in_place)
     flamme_bulk_free(y);
 }
 
+/* Small blocks share chunks while the process's allowance lasts: the
+ * first maps one, the next ones (a small program's libraries' tables) are
+ * carved beside it; then they come from malloc, and never map another, so
+ * a program that loads and unloads libraries for ever leaves no holes for
+ * ever. Runs first: the allowance is the process's. */
+TEST(small_blocks_share_chunks_until_the_allowance)
+{
+    CHECK(flamme_bulk_small_left() == FLAMME_BULK_SMALL_MAX);
+    CHECK(flamme_bulk_mapped() == 0);
+    enum { N = 4096 };
+    static uint8_t *b[N];
+    size_t n = 0, carved = 0;
+    b[n] = flamme_bulk_alloc(9000);
+    CHECK(b[n] != NULL && flamme_bulk_mapped() == CHUNK_BYTES);
+    fill(b[n++], 1, 0, 9000);
+    while (n < N && flamme_bulk_small_left() >= 9024) {
+        size_t before = flamme_bulk_small_left();
+        b[n] = flamme_bulk_alloc(9000);
+        CHECK(b[n] != NULL);
+        carved += before - flamme_bulk_small_left() == 9024;
+        fill(b[n], n + 1, 0, 9000);
+        n++;
+    }
+    /* 9000 bytes and the head, rounded to 16: every one came from a chunk,
+     * all in the first (1 MB of them in 2 MB). */
+    CHECK(carved == n - 1 && n > 100);
+    CHECK(flamme_bulk_mapped() == CHUNK_BYTES);
+    /* Past the allowance: 3 MB more of small blocks map nothing. */
+    size_t past = n;
+    while (n < past + 340) {
+        b[n] = flamme_bulk_alloc(9000);
+        CHECK(b[n] != NULL);
+        if (!b[n])
+            break;
+        fill(b[n], n + 1, 0, 9000);
+        n++;
+    }
+    CHECK(flamme_bulk_mapped() == CHUNK_BYTES);
+    /* A carved small block grows in place at the top only within the
+     * allowance: growing the last carved one now moves it to malloc. */
+    uint8_t *last = b[past - 1];
+    uint8_t *g = flamme_bulk_realloc(last, 20000);
+    CHECK(g != NULL && g != last && holds(g, past, 9000));
+    b[past - 1] = g;
+    for (size_t i = 0; i < n; i++) {
+        CHECK(holds(b[i], i + 1, 9000));
+        flamme_bulk_free(b[i]);
+    }
+    CHECK(flamme_bulk_mapped() == 0);
+}
+
 /* Chunks are given back when their last block is: two tables that do not
- * fit one chunk take two, and a third fits beside the first; small blocks
- * never map one. */
+ * fit one chunk take two, and a third fits beside the first. (The small
+ * blocks' allowance is spent: the first test.) */
 TEST(chunks_are_given_back)
 {
     void *small = flamme_bulk_alloc(FLAMME_BULK_MIN - 1);
@@ -224,6 +276,7 @@ TEST(a_large_table_costs_few_page_faults)
 
 int main(void)
 {
+    RUN(small_blocks_share_chunks_until_the_allowance);
     RUN(blocks_keep_their_bytes_through_any_mix);
     RUN(the_block_carved_last_grows_in_place);
     RUN(chunks_are_given_back);

@@ -159,6 +159,23 @@ static int summarize_segments(const char *out, int pid)
     return rc;
 }
 
+/* A profile without a sample is most often a run shorter than one
+ * sampling period of CPU time: say so, with the figures, rather than leave
+ * an empty flamegraph to be puzzled over. Nothing when the process's CPU
+ * time is not in the profile (agents before 2026-11-28). */
+static void hint_no_samples(const struct flamme_profile *p)
+{
+    const char *v = flamme_profile_info(p, "process_cpu_ns");
+    char *end;
+    unsigned long long ns = v ? strtoull(v, &end, 10) : 0;
+    if (!v || *end || !p->hdr.hz)
+        return;
+    fprintf(stderr,
+            "flamme: no samples: the process used %.1f ms of CPU in all, and at %u Hz a thread "
+            "is sampled once per %.1f ms of its CPU time (raise -F, or profile a longer run)\n",
+            (double)ns / 1e6, p->hdr.hz, 1e3 / p->hdr.hz);
+}
+
 static int summarize_many(const char *const *paths, size_t n, const char *what)
 {
     struct flamme_profile p;
@@ -184,6 +201,8 @@ static int summarize_many(const char *const *paths, size_t n, const char *what)
             weight ? 100.0 * (double)complete / (double)weight : 0.0,
             engine ? engine : "?", mode && !strcmp(mode, "wall") ? " (wall clock)" : "", what,
             p.truncated || !p.complete ? " (profile truncated: program killed?)" : "");
+    if (!weight && n == 1)
+        hint_no_samples(&p);
     flamme_profile_free(&p);
     return 0;
 }

@@ -476,10 +476,16 @@ int flamme_cmd_report(int argc, char **argv)
            (unsigned long long)a.weight, (unsigned long long)p.lost, pct(p.lost, a.weight + p.lost));
     print_budget(&p);
     printf("stacks:\n");
-    printf("  complete stacks: %.1f%%  (root-most frame is a thread root: main, start_thread, ...)\n",
-           pct(a.complete, a.weight));
-    printf("  truncated: %.1f%%  broken: %.1f%%  other: %.1f%%\n", pct(a.truncated, a.weight),
-           pct(a.broken, a.weight), pct(a.weight - a.complete - a.truncated - a.broken, a.weight));
+    if (!a.weight) {
+        printf("  no samples: no stack to judge\n");
+    } else {
+        printf("  complete stacks: %.1f%%  (root-most frame is a thread root: main, start_thread, "
+               "...)\n",
+               pct(a.complete, a.weight));
+        printf("  truncated: %.1f%%  broken: %.1f%%  other: %.1f%%\n", pct(a.truncated, a.weight),
+               pct(a.broken, a.weight),
+               pct(a.weight - a.complete - a.truncated - a.broken, a.weight));
+    }
     if (print_threads(&p, a.weight) != 0 || flamme_gc_report(&p, stdout) != 0)
         goto out;
 

@@ -618,6 +618,29 @@ def test_report(ctx):
                   "%s%% vs %.2f%%" % (m.group(1), mine))
 
 
+@pytest.mark.parametrize("engine", ENGINES[:1])
+def test_no_samples(ctx):
+    """A run too short for a sample (split with no work, 1 Hz) says why on
+    record's stderr, with the process's CPU time and the period, and report
+    says there is no stack to judge instead of "complete stacks: 0.0%". The
+    first sample may still come early (its delay is a random part of a
+    period): then neither is printed."""
+    out = ctx.path("none.flm")
+    p = ctx.run([ctx.flamme, "record", "-F", "1", "-o", out, "--", ctx.exe("split"), "0"])
+    assert p.returncode == 0, "record: exit status %d: %s" % (p.returncode, p.stderr)
+    rep = report_counts(ctx, out)
+    hint = re.search(r"^flamme: no samples: the process used ([0-9.]+) ms of CPU in all, "
+                     r"and at 1 Hz a thread is sampled once per 1000\.0 ms", p.stderr, re.M)
+    if ctx.last_records:
+        print("  a sample came early: %d" % ctx.last_records)
+        ctx.check(not hint, "record: no 'no samples' line when there is a sample", p.stderr)
+        return
+    ctx.check(hint and 0 < float(hint.group(1)) < 1000, "record: a 'no samples' line with the CPU time",
+              p.stderr)
+    ctx.check("no samples: no stack to judge" in rep and "complete stacks:" not in rep,
+              "report: no share of complete stacks without a sample", rep)
+
+
 @pytest.mark.slow
 @ENGINE
 def test_eintr(ctx):

@@ -132,14 +132,16 @@ static struct head *chunk_alloc(size_t span, size_t n)
     return c ? carve(c, span, n) : NULL;
 }
 
-void *flamme_bulk_alloc(size_t n)
+/* A block of n bytes; counted: against the allowance whatever its size
+ * (every small block is). */
+static void *bulk_alloc(size_t n, int counted)
 {
     size_t span = span_of(n);
     if (!span)
         return NULL;
     struct head *h = NULL;
     pthread_mutex_lock(&lock);
-    int small = n < FLAMME_BULK_MIN;
+    int small = counted || n < FLAMME_BULK_MIN;
     if (!small || FLAMME_BULK_SMALL_MAX - small_carved >= span) {
         h = chunk_alloc(span, n);
         if (h && small)
@@ -154,6 +156,16 @@ void *flamme_bulk_alloc(size_t n)
         h->in = NULL;
     }
     return h ? h + 1 : NULL;
+}
+
+void *flamme_bulk_alloc(size_t n)
+{
+    return bulk_alloc(n, 0);
+}
+
+void *flamme_bulk_alloc_counted(size_t n)
+{
+    return bulk_alloc(n, 1);
 }
 
 static int is_top(const struct head *h)

@@ -40,6 +40,14 @@
  * (n == 0 gives a valid block of its own). */
 void *flamme_bulk_alloc(size_t n);
 
+/* As flamme_bulk_alloc, but counted against the small blocks' allowance
+ * whatever its size (malloc'd past it): for what a process makes once and
+ * may make again, so that making it for ever leaves no holes for ever
+ * (a profile's compressor: one per profile, one per segment of a
+ * continuous one). Not for blocks that grow: flamme_bulk_realloc counts
+ * only small blocks' growth. */
+void *flamme_bulk_alloc_counted(size_t n);
+
 /* Grows or shrinks p (from flamme_bulk_alloc/realloc, or NULL) to n bytes,
  * keeping its contents up to the smaller size; in place when p is the last
  * block of its chunk and the chunk has room. Returns the block, or NULL

@@ -23,6 +23,7 @@
  * use, and decoding stops at the first damaged chunk (p->truncated).
  */
 #include "common/profile.h"
+#include "common/bulk.h"
 #include "common/hash.h"
 #include "common/index_table.h"
 
@@ -206,6 +207,26 @@ void flamme_pw_set_guard(flamme_pw *w, int (*guard)(int *fd))
     w->guard = guard;
 }
 
+/* zlib's allocator for the compressor: its ~260 KB of state (window,
+ * hash chains, pending output; the hash heads cleared at every chunk) from
+ * the huge-page chunks the unwind tables are read into, while the
+ * process's allowance lasts (common/bulk.h): from malloc, a short run
+ * paid a page fault for each 4 KB of it as it was first touched, 13 us
+ * each on a microVM. */
+static voidpf z_alloc(voidpf opaque, uInt items, uInt size)
+{
+    (void)opaque;
+    if (size && items > SIZE_MAX / size)
+        return Z_NULL;
+    return flamme_bulk_alloc_counted((size_t)items * size);
+}
+
+static void z_free(voidpf opaque, voidpf p)
+{
+    (void)opaque;
+    flamme_bulk_free(p);
+}
+
 flamme_pw *flamme_pw_open(int fd, const struct flamme_header *hdr)
 {
     /* On failure the fd stays open and owned by the caller. */
@@ -213,6 +234,8 @@ flamme_pw *flamme_pw_open(int fd, const struct flamme_header *hdr)
     if (!w)
         return NULL;
     w->fd = fd;
+    w->zs.zalloc = z_alloc;
+    w->zs.zfree = z_free;
     if (deflateInit(&w->zs, ZLEVEL) != Z_OK) {
         free(w);
         errno = ENOMEM;

@@ -1,5 +1,5 @@
 /*
- * common/bulk.c — huge-page chunks for large once-read tables (see bulk.h).
+ * common/bulk.c — huge-page chunks for once-read tables (see bulk.h).
  *
  * A chunk is a 2 MB-aligned anonymous mapping, 2 MB or a multiple when one
  * block needs more, advised MADV_HUGEPAGE. Blocks under FLAMME_BULK_MIN

@@ -1,6 +1,7 @@
 /*
- * common/bulk.h — memory for the large tables a process reads or builds
- * once: unwind rows read back from the cache, kept symbols, the line index.
+ * common/bulk.h — memory for the tables a process reads or builds once:
+ * unwind rows read back from the cache, kept symbols, the line index; and
+ * the profile writer's compressor.
  *
  * Why not malloc: glibc serves each such block with its own mapping, so
  * every 4 KB page of it costs the program a page fault when first touched
@@ -21,7 +22,8 @@
  * once every block in it is freed.
  *
  * Who: the builder and the writer (writer/cfi_cache.c, cfi_build.c,
- * symbols.c, lines.c) and the tools that link them; any thread, serialised
+ * symbols.c, lines.c), the profile writer (common/profile.c, zlib's
+ * state) and the tools that link them; any thread, serialised
  * by a lock. async-signal-safe: no. The handler only reads blocks, which
  * are freed under the same rules as before (agent/cfi.c, writer/).
  */

@@ -253,12 +253,18 @@ int flamme_agent_start(const struct flamme_start_opts *o, char *err, size_t errl
     }
     running = 1;
     flamme_gc_hooks_install(); /* -1 (no hooks in this runtime): no GC records, no GC flags */
+    /* From here this thread is sampled while still in the agent's code
+     * (the rest of the start, the constructor's end): flamme's time, which
+     * its handler drops. Seen: `flamme_init;flamme_agent_running`, 4
+     * periods of a short compile's profile. */
+    flamme_thread_agent_enter();
     /* Pairs with the acquire loads in the handler and in thread
      * registration: threads registering from now on arm themselves... */
     atomic_store_explicit(&flamme_agent_sampling, 1, memory_order_release);
     /* ...and the ones already there are armed here. */
     flamme_threads_arm_all();
     pthread_mutex_unlock(&life_lock);
+    flamme_thread_agent_leave();
     return 0;
 }
 
@@ -319,16 +325,21 @@ __attribute__((visibility("default"))) const struct flamme_agent_api_v1 flamme_a
  * exec)"). */
 static void stop_and_report(const char *when)
 {
-    if (getpid() != flamme_agent_pid || !flamme_agent_running())
-        return;
-    struct flamme_totals t;
-    char err[256];
-    if (flamme_agent_stop(&t, err, sizeof err) != 0)
-        flamme_agent_warn(1, "%s", err);
-    else
-        flamme_agent_warn(0, "%llu samples, %u threads, %llu lost, wrote %s%s",
-                          (unsigned long long)t.samples, t.threads, (unsigned long long)t.lost,
-                          t.output, when);
+    /* Until sampling stops, this thread is sampled in the agent's code:
+     * flamme's time (seen: exit;flamme_on_exit;__getpid, and
+     * flamme_agent_stop;flamme_thread_flush_self;pthread_sigmask). */
+    flamme_thread_agent_enter();
+    if (getpid() == flamme_agent_pid && flamme_agent_running()) {
+        struct flamme_totals t;
+        char err[256];
+        if (flamme_agent_stop(&t, err, sizeof err) != 0)
+            flamme_agent_warn(1, "%s", err);
+        else
+            flamme_agent_warn(0, "%llu samples, %u threads, %llu lost, wrote %s%s",
+                              (unsigned long long)t.samples, t.threads,
+                              (unsigned long long)t.lost, t.output, when);
+    }
+    flamme_thread_agent_leave();
 }
 
 /* exit(), a return from main, OCaml's exit: registered with on_exit before
@@ -336,9 +347,11 @@ static void stop_and_report(const char *when)
 static void flamme_on_exit(int status, void *arg)
 {
     (void)arg;
+    flamme_thread_agent_enter(); /* see stop_and_report */
     if (getpid() == flamme_agent_pid)
         flamme_writer_set_end_sigsafe(FLAMME_EXIT_EXIT, status);
     stop_and_report("");
+    flamme_thread_agent_leave();
 }
 
 /* The main thread called pthread_exit: the process lives on while other
@@ -413,6 +426,7 @@ __attribute__((constructor)) static void flamme_init(void)
         return;
     }
     flamme_gc_hooks_resolve();
+    flamme_handler_note_self();
     flamme_agent_pid = getpid();
     flamme_safe_read_init();
     /* Before any thread registers: threads that start with every signal
@@ -425,6 +439,9 @@ __attribute__((constructor)) static void flamme_init(void)
     struct flamme_slot *main_slot = flamme_thread_register(1, 0, 0);
     if (main_slot && pthread_key_create(&main_exit_key, on_main_thread_exit) == 0)
         pthread_setspecific(main_exit_key, main_slot);
+    /* The rest is the agent's code, sampled once the start armed the
+     * threads (see flamme_agent_start). */
+    flamme_thread_agent_enter();
 #ifndef FLAMME_LINKED
     if (flamme_cfg.autostart && !dlsym(RTLD_DEFAULT, FLAMME_ML_START_PRIMITIVE)) {
         char err[512];
@@ -438,6 +455,7 @@ __attribute__((constructor)) static void flamme_init(void)
      * `flamme attach` too (agent/control.c). */
     if (!flamme_agent_running())
         flamme_control_init();
+    flamme_thread_agent_leave();
 }
 
 /* ------------------------------------------------------------ exec family

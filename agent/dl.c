@@ -60,15 +60,9 @@ __attribute__((visibility("hidden"), used)) int flamme_dl_wrap_p(const char *fil
  * there (flamme's own time). */
 static void as_agent(void (*fn)(void))
 {
-    struct flamme_slot *s = flamme_thread_self_sigsafe();
-    if (s)
-        s->in_agent = 1;
-    /* Pairs with the handler's read of in_agent on this thread. */
-    atomic_signal_fence(memory_order_seq_cst);
+    flamme_thread_agent_enter();
     fn();
-    atomic_signal_fence(memory_order_seq_cst);
-    if (s)
-        s->in_agent = 0;
+    flamme_thread_agent_leave();
 }
 
 __attribute__((visibility("hidden"), used)) void *flamme_dl_open_wrapped(const char *file,

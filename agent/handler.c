@@ -6,6 +6,7 @@
 #include "agent/handler.h"
 
 #include <errno.h>
+#include <link.h>
 #include <pthread.h>
 #include <signal.h>
 #include <string.h>
@@ -270,6 +271,38 @@ static size_t altstack_room_sigsafe(const ucontext_t *uc, uintptr_t here)
     return here - lo;
 }
 
+/* The agent's executable segment [lo, hi) (flamme_handler_note_self);
+ * empty until noted, and when linked into the program. Written before
+ * any handler runs. */
+static uintptr_t self_lo, self_hi;
+
+#ifndef FLAMME_LINKED
+/* dl_iterate_phdr's callback: the executable PT_LOAD holding data (an
+ * address of our code). */
+static int find_self(struct dl_phdr_info *info, size_t size, void *data)
+{
+    (void)size;
+    uintptr_t at = (uintptr_t)data;
+    for (int i = 0; i < info->dlpi_phnum; i++) {
+        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+        uintptr_t lo = info->dlpi_addr + ph->p_vaddr;
+        if (ph->p_type == PT_LOAD && (ph->p_flags & PF_X) && at >= lo && at - lo < ph->p_memsz) {
+            self_lo = lo;
+            self_hi = lo + ph->p_memsz;
+            return 1;
+        }
+    }
+    return 0;
+}
+#endif
+
+void flamme_handler_note_self(void)
+{
+#ifndef FLAMME_LINKED
+    dl_iterate_phdr(find_self, (void *)(uintptr_t)flamme_handler_note_self);
+#endif
+}
+
 static void flamme_sigprof(int sig, siginfo_t *si, void *ucv)
 {
     int saved_errno = errno;
@@ -321,6 +354,15 @@ static void flamme_sigprof(int sig, siginfo_t *si, void *ucv)
         s->blocked_rec = NULL;
         commit_sample(s, rec, s->blocked_n, s->blocked_flags, s->blocked_time, weight,
                       s->blocked_domain);
+        errno = saved_errno;
+        return;
+    }
+    /* Interrupted in the agent's own code (its start's and stop's ends, an
+     * interposer's own instructions): flamme's time, as in_agent. After
+     * the blocked call's sample, whose signal is let in by the interposer
+     * itself. */
+    uintptr_t ipc = (uintptr_t)((ucontext_t *)ucv)->uc_mcontext.gregs[REG_RIP];
+    if (ipc >= self_lo && ipc < self_hi) {
         errno = saved_errno;
         return;
     }

@@ -24,6 +24,14 @@ extern int flamme_sample_sig;
  * real-time signal is free. Constructor only. */
 int flamme_signal_choose(int itimer);
 
+/* Notes where the agent's own code is (its library's executable segment),
+ * so that a sample interrupting it is dropped as flamme's time: the
+ * stretches of the start, the stop and the interposers the agent runs on
+ * the program's threads with sampling on. Nothing when the agent is linked
+ * into the program (its code is the executable's). Constructor only (a
+ * loader call). */
+void flamme_handler_note_self(void);
+
 /* Installs the handler (SA_SIGINFO | SA_ONSTACK | SA_RESTART) on the signal
  * the engine needs, once per signal, remembering what was there to forward
  * foreign signals to. The real-time signal chosen at load is checked again

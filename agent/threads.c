@@ -43,6 +43,24 @@ struct flamme_slot *flamme_thread_self_sigsafe(void)
     return tls_slot;
 }
 
+void flamme_thread_agent_enter(void)
+{
+    struct flamme_slot *s = tls_slot;
+    if (s)
+        s->in_agent++;
+    /* Pairs with the handler's read of in_agent on this thread. */
+    atomic_signal_fence(memory_order_seq_cst);
+}
+
+void flamme_thread_agent_leave(void)
+{
+    /* Pairs with the handler's read of in_agent on this thread. */
+    atomic_signal_fence(memory_order_seq_cst);
+    struct flamme_slot *s = tls_slot;
+    if (s && s->in_agent > 0)
+        s->in_agent--;
+}
+
 /* Claims a FREE slot. Returns it in state CLAIMED, or NULL if all are taken. */
 static struct flamme_slot *claim_slot(void)
 {

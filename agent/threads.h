@@ -93,10 +93,11 @@ struct flamme_slot {
      * first overflow falling in the ioctl that enables it) and keeps the
      * weight in arming_carry for the thread's next sample. */
     volatile sig_atomic_t self_arming;
-    /* Set by the thread itself while it does the agent's work for the
-     * program (unwind rows for a library it just loaded, agent/dl.c): its
-     * handler drops those periods, flamme's own time, instead of sampling
-     * flamme's frames. */
+    /* Above 0 while the thread itself does the agent's work with sampling
+     * on (unwind rows for a library it just loaded, agent/dl.c; the end of
+     * a start, after the threads are armed): its handler drops those
+     * periods, flamme's own time, instead of sampling flamme's frames. A
+     * depth (flamme_thread_agent_enter/leave), written by the thread only. */
     volatile sig_atomic_t in_agent;
     /* The writer's CPU time beyond its share of the budget, charged to this
      * thread's (writer: fetch_add; the handler takes it with an exchange
@@ -208,6 +209,11 @@ void flamme_threads_review_engine(void);
 
 /* The calling thread's slot, or NULL. async-signal-safe: yes. */
 struct flamme_slot *flamme_thread_self_sigsafe(void);
+
+/* The calling thread starts / stops doing the agent's work with sampling
+ * on (in_agent): nestable; nothing for a thread without a slot. */
+void flamme_thread_agent_enter(void);
+void flamme_thread_agent_leave(void);
 
 /* Places the calling thread's sample that the timer engine's dither put
  * off, if any (flamme_handler_flush_nosig). Normal context, any thread. */

@@ -641,6 +641,25 @@ def test_no_samples(ctx):
               "report: no share of complete stacks without a sample", rep)
 
 
+@ENGINE
+def test_no_flamme_at_start_and_exit(ctx):
+    """flamme never appears in its own profiles, not even where its start
+    arms the threads and its stop disarms them: 20 runs of split with no
+    work at 9999 Hz. Before, the end of the start (flamme_init;
+    flamme_agent_running) and the stop (flamme_on_exit;__getpid,
+    flamme_agent_stop;flamme_thread_flush_self) were sampled in 5 of 40
+    runs of a hello-world."""
+    seen = []
+    for i in range(20):
+        out = ctx.path("edge%d.flm" % i)
+        p = ctx.run([ctx.flamme, "record", "-F", "9999", "-o", out, "--", ctx.exe("split"), "0"])
+        assert p.returncode == 0, "record: exit status %d: %s" % (p.returncode, p.stderr)
+        for frames, w in flammetest.parse_folded(ctx.run([ctx.flamme, "collapse", out]).stdout):
+            if any(f.startswith(("flamme_", "stop_and_report")) for f in frames):
+                seen.append(";".join(frames[-4:]))
+    ctx.check(not seen, "no flamme frame in 20 short runs at 9999 Hz", seen[:5])
+
+
 @pytest.mark.slow
 @ENGINE
 def test_eintr(ctx):

@@ -335,8 +335,9 @@ static void flamme_sigprof(int sig, siginfo_t *si, void *ucv)
         errno = saved_errno;
         return;
     }
-    if (s->arming_carry) {
-        weight += s->arming_carry;
+    unsigned carried = s->arming_carry;
+    if (carried) {
+        weight += carried;
         s->arming_carry = 0;
     }
     /* The thread was writing an allocation into the ring (agent/alloc.c):
@@ -363,6 +364,7 @@ static void flamme_sigprof(int sig, siginfo_t *si, void *ucv)
      * itself. */
     uintptr_t ipc = (uintptr_t)((ucontext_t *)ucv)->uc_mcontext.gregs[REG_RIP];
     if (ipc >= self_lo && ipc < self_hi) {
+        s->arming_carry += carried; /* the program's, for its next sample */
         errno = saved_errno;
         return;
     }

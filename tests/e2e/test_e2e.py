@@ -40,8 +40,9 @@ PROGS = {"split": (), "domains": (), "effects": (), "deep": (), "forever": (), "
          "forkexec": ("unix",), "selectwait": ("unix",)}
 
 ENGINES = ("timer", "perf")
-ON_EVERY_COMPILER = {"split", "domains", "effects", "deep", "systhread", "forkexec", "stress", "wall"}
-NOFP_PERF = {"split", "domains", "effects", "deep", "systhread"}
+ON_EVERY_COMPILER = {"split", "domains", "effects", "deep", "systhread", "forkexec", "stress", "wall",
+                     "no_flamme_at_start_and_exit"}
+NOFP_PERF = {"split", "domains", "effects", "deep", "systhread", "no_flamme_at_start_and_exit"}
 TIMER_ONLY = {"wall", "eintr"}
 
 MAIN_ROOTS = {"main", "__libc_start_call_main", "__libc_start_main", "_start"}

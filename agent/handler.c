@@ -427,8 +427,9 @@ static __attribute__((noinline)) void walk_sample_sigsafe(struct flamme_slot *s,
     int nocaml;
     /* Checked copies (a system call each) where the known stacks end: mostly
      * when this thread's OCaml stacks are unknown, but also while the
-     * runtime grows a stack (caml_try_realloc_stack has already pointed the
-     * frame pointers at the new stack; current_stack still names the old). */
+     * runtime grows a stack, between rewriting the frame pointers for the
+     * new stack and pointing the C-stack links at it (from then on the
+     * ranges start at the new stack: flamme_ocaml_ranges_sigsafe). */
     struct flamme_walk_copy copy = {.buf = s->scratch, .words = FLAMME_SCRATCH_WORDS, .budget = 16,
                                     .cfi = s->cfi_cache};
     int nr = collect_ranges(s, sp, ranges, &domain, &nocaml, &copy);

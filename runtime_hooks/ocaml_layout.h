@@ -32,6 +32,7 @@ extern int flamme_ocaml_ds_local_roots;
 #define SH_PARENT 24
 #define SH_SIZE 32
 /* struct c_stack_link: stack@0 sp@8 prev@16. */
+#define CSL_STACK 0
 #define CSL_SP 8
 /* struct caml__roots_block (caml/memory.h): next@0 ntables@8 nitems@16
  * tables[5]@24. */

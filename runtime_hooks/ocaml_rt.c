@@ -34,6 +34,9 @@ static struct {
     struct {
         unsigned long modid, offset;
     } ti;
+    /* caml_call_realloc_stack's code [lo, hi) (see growing_stack); 0: not
+     * found. */
+    uintptr_t grow_lo, grow_hi;
 } rt;
 
 extern void *__tls_get_addr(void *);
@@ -75,6 +78,16 @@ int flamme_ocaml_resolve(void)
         dl_iterate_phdr(find_tls_module, &f);
         rt.ti.modid = f.modid;
         rt.ti.offset = f.offset;
+        const ElfW(Sym) *sym = NULL;
+        Dl_info di;
+        void *g = dlsym(RTLD_DEFAULT, "caml_call_realloc_stack");
+        if (g && dladdr1(g, &di, (void **)&sym, RTLD_DL_SYMENT) && sym) {
+            /* Its size from the symbol table; without one, a bound short
+             * of the functions after it (caml_call_gc's C call leaves the
+             * link's stack current, so a bound too long does no harm). */
+            rt.grow_lo = (uintptr_t)g;
+            rt.grow_hi = rt.grow_lo + (sym->st_size ? sym->st_size : 128);
+        }
     }
     return rt.present;
 }
@@ -371,6 +384,26 @@ static int chain_ranges(uintptr_t s, int direct, struct flamme_ocaml_chain *c,
     return n;
 }
 
+/* The stack the thread's OCaml frames are on, current being what the domain
+ * state names. They differ while caml_try_realloc_stack (fiber.c) finishes:
+ * it points the c_stack_links at the new stack, frees the old one (an
+ * munmap for a large stack, so samples land there) and only then names the
+ * new one current. The walk through caml_call_realloc_stack follows the
+ * newest link onto the new stack, so the chain must start there. The link
+ * is read directly (it is on the thread's system stack, c_stack checked by
+ * the caller) but trusted only with the return address of caml_try_realloc_stack's
+ * call below it in caml_call_realloc_stack: elsewhere a link's stack may be
+ * stale (caml_runstack frees a finished fiber's stack on the link without
+ * filling it in). Returns the stack to start the chain from. */
+static uintptr_t growing_stack(uintptr_t c_stack, uintptr_t sys_lo, uintptr_t current)
+{
+    uintptr_t s = *(const uintptr_t *)(c_stack + CSL_STACK), ra;
+    if (!s || s == current || !rt.grow_lo || c_stack - 8 < sys_lo ||
+        flamme_safe_read_sigsafe(&ra, c_stack - 8, sizeof ra) != 0)
+        return current;
+    return ra >= rt.grow_lo && ra < rt.grow_hi ? s : current;
+}
+
 int flamme_ocaml_ranges_sigsafe(const void *ds, uintptr_t sys_lo, uintptr_t sys_hi, uintptr_t sp,
                                 int direct, struct flamme_ocaml_chain *chain,
                                 struct flamme_range *out, int max, int32_t *domain,
@@ -399,7 +432,11 @@ int flamme_ocaml_ranges_sigsafe(const void *ds, uintptr_t sys_lo, uintptr_t sys_
         chain->live_lo = sp >= sys_lo && sp < sys_hi ? sp : c_stack;
         chain->roots = *(const uintptr_t *)(d + flamme_ocaml_ds_local_roots);
     }
-    return chain_ranges(*(const uintptr_t *)(d + DS_CURRENT_STACK), direct, chain, out, max, more);
+    uintptr_t current = *(const uintptr_t *)(d + DS_CURRENT_STACK);
+    /* On an OCaml stack the thread is not in caml_try_realloc_stack. */
+    if (!direct)
+        current = growing_stack(c_stack, sys_lo, current);
+    return chain_ranges(current, direct, chain, out, max, more);
 }
 
 int flamme_ocaml_more_ranges_sigsafe(uintptr_t *more, int direct, struct flamme_ocaml_chain *chain,

@@ -66,8 +66,9 @@ void **flamme_ocaml_state_slot(void);
 
 /* Appends to out[*n] (up to max) the OCaml stack ranges of domain state ds as
  * seen from a thread whose system stack is [sys_lo, sys_hi), interrupted
- * with stack pointer sp: the current
- * stack and each parent stack of the effect-handler chain, each range the
+ * with stack pointer sp: the current stack (or, while the runtime grows
+ * it, the new one the C-stack link already names) and each parent stack
+ * of the effect-handler chain, each range the
  * stack's whole block (its descriptor, the stack, its handler: the walk
  * reads all three). Rejects ds unless its c_stack lies in the thread's
  * system stack (so another systhread's or a terminating domain's state is

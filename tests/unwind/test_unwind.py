@@ -8,6 +8,8 @@ unwind-test, part of make test), checked the way a user reads a profile:
   effdeep   effects with deep handlers: perform/continue/discontinue, nested
   nestfx    effect handlers nested 40 deep (and 2,000 deep), effects
             forwarded outwards through them, caml_hash under all of them
+  growstack fibers of a round-robin scheduler in deep non-tail recursion:
+            their stacks grow (copied, the old one freed) again and again
   yielder   systhreads that Thread.yield
   breakwalk C stubs without unwind info that leave garbage in rbp
   dlprog    a plugin library dlopen'ed, run and dlclose'd 60 times
@@ -271,6 +273,42 @@ def test_nestfx(build, program, compiler, check, tmp_path):
     check(cutw >= 0.5 * tot and walked >= 50 and deep >= 0.9 * walked,
           "nestfx 2,000 layers: most stacks cut, >= 90% of those walked through >= 32 fibers",
           "%d cut of %d, %d walked, %d through >= 32 fibers" % (cutw, tot, walked, deep))
+
+
+@pytest.mark.slow
+def test_growstack(build, program, compiler, check, tmp_path):
+    """Fibers whose stacks grow: caml_try_realloc_stack copies a stack to
+    one twice the size, points the C-stack links at the new one, frees the
+    old (an munmap for a large one) and only then names the new one current.
+    A sample in that free walked onto the new stack while the stack ranges
+    named the old: `[broken];Growstack.weigh;...;caml_try_realloc_stack;
+    cfree;__munmap`, 3-5% of this program's samples (no-fp and fp), as in the
+    OCaml compiler's own backend recursions. glibc's mmap threshold is fixed
+    at 8 KB so that every grown stack is freed with an munmap, as stacks
+    of 32 MB and more are anyway (the threshold otherwise climbs to the size
+    of the largest block freed). FLAMME_BUDGET=0: the ~700-frame stacks of
+    fresh fibers at 999 Hz cost the handler more than its 2%, and shortened
+    stacks would hide what this test looks at."""
+    prof = str(tmp_path / "growstack.flm")
+    env = {"MALLOC_MMAP_THRESHOLD_": "8192", "FLAMME_BUDGET": "0"}
+    st, _ = recorded_raw(build, program("growstack"), ["300", "700"], prof, str(tmp_path), env)
+    common_checks(check, st, "growstack/" + compiler.name, goal(compiler), build, prof)
+    grow = [s for s in st if "caml_try_realloc_stack" in s.frames]
+    freeing = [s for s in grow if any("free" in f or "munmap" in f
+                                      for f in s.frames[s.frames.index("caml_try_realloc_stack") + 1:])]
+    pc, tot = share(grow)
+    fpc, ftot = share(freeing)
+    under = sum(s.weight for s in grow if s.complete() and
+                s.frames[s.frames.index("caml_call_realloc_stack") - 1:][:1] == ["Growstack.weigh"]
+                if "caml_call_realloc_stack" in s.frames)
+    print("    growing a stack: %d samples, complete %.2f%%, %d freeing the old one (%.2f%%), "
+          "%d whole under Growstack.weigh" % (tot, pc, ftot, fpc, under))
+    check(ftot >= 20 and fpc >= GOAL,
+          "growstack: samples freeing the old stack (>= 20) are >= %g%% complete" % GOAL,
+          "%d samples, %.2f%% complete" % (ftot, fpc))
+    check(under >= GOAL / 100 * tot,
+          "growstack: >= %g%% of the stack growth whole under the function that grew it" % GOAL,
+          "%d of %d" % (under, tot))
 
 
 @pytest.mark.slow

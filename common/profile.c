@@ -175,6 +175,7 @@ struct flamme_pw {
     int failed;        /* sticky: any error makes every later call fail */
     uint8_t *raw;      /* the open chunk's payload */
     size_t raw_len, raw_cap;
+    size_t named_len;  /* of raw_len: FRAME and FRAME_LINE records */
     uint8_t *out;      /* chunk header + compressed payload */
     size_t out_cap;
     z_stream zs;       /* reused across chunks (deflateReset) */
@@ -261,6 +262,11 @@ flamme_pw *flamme_pw_open(int fd, const struct flamme_header *hdr)
 size_t flamme_pw_pending(const flamme_pw *w)
 {
     return w->raw_len + w->nodes.len + w->samples.len;
+}
+
+size_t flamme_pw_pending_named(const flamme_pw *w)
+{
+    return w->named_len;
 }
 
 static int flush_chunk(flamme_pw *w);
@@ -434,6 +440,7 @@ int flamme_pw_frame(flamme_pw *w, uint32_t frame_id, uint64_t addr, uint64_t off
     put_u64(p + 12, offset);
     p = put_str(p + 20, function ? function : "", fl);
     put_str(p, module ? module : "", ml);
+    w->named_len += REC_HDR_SIZE + 4 + 8 + 8 + 8 + fl + ml;
     return 0;
 }
 
@@ -446,6 +453,7 @@ int flamme_pw_frame_line(flamme_pw *w, uint32_t frame_id, uint32_t line, const c
     put_u32(p, frame_id);
     put_u32(p + 4, line);
     put_str(p + 8, file ? file : "", fl);
+    w->named_len += REC_HDR_SIZE + 4 + 4 + 4 + fl;
     return 0;
 }
 
@@ -792,6 +800,7 @@ static int flush_chunk(flamme_pw *w)
     if ((w->guard && w->guard(&w->fd) != 0) || write_all(w->fd, w->out, CHUNK_HDR_SIZE + zlen) < 0)
         goto fail;
     w->raw_len = 0;
+    w->named_len = 0;
     return 0;
 fail:
     w->failed = 1;

@@ -212,6 +212,10 @@ int flamme_pw_fd(const flamme_pw *w);
 /* Bytes of raw (uncompressed) payload in the open chunk. */
 size_t flamme_pw_pending(const flamme_pw *w);
 
+/* Of those, the bytes of FRAME and FRAME_LINE records: what naming frames
+ * seen for the first time adds to the chunk (the writer's one-time costs). */
+size_t flamme_pw_pending_named(const flamme_pw *w);
+
 /* Compresses and writes the open chunk (no-op when empty). Returns 0 / -1. */
 int flamme_pw_flush(flamme_pw *w);
 

@@ -208,8 +208,17 @@ TEST(round_trip_every_record)
     CHECK(flamme_pw_stack(w, 0, 3, fr) == 0);
     CHECK(flamme_pw_stack(w, 1, 0, NULL) == 0);
     CHECK(flamme_pw_pending(w) > 0);
+    /* The three FRAME records, headers and strings: what the writer leaves
+     * out of its budget's charge for compressing the chunk. */
+    size_t named = 3 * (5 + 4 + 8 + 8 + 8) + strlen("Foo.bar;baz") + strlen("/bin/prog") +
+                   strlen(utf8) + longn;
+    CHECK(flamme_pw_pending_named(w) == named);
+    CHECK(flamme_pw_frame_line(w, 0, 12, "prog.ml") == 0);
+    CHECK(flamme_pw_pending_named(w) == named + 5 + 12 + strlen("prog.ml"));
+    CHECK(flamme_pw_pending(w) > flamme_pw_pending_named(w));
     CHECK(flamme_pw_flush(w) == 0);
     CHECK(flamme_pw_pending(w) == 0);
+    CHECK(flamme_pw_pending_named(w) == 0);
     CHECK(flamme_pw_sample(w, 0, 100, 3, 0, FLAMME_SAMPLE_TRUNCATED, 5000) == 0);
     CHECK(flamme_pw_sample(w, 1, 300, 1, -1, FLAMME_SAMPLE_BROKEN | FLAMME_SAMPLE_NO_OCAML, 7000) == 0);
     CHECK(flamme_pw_sample(w, 0, 200, UINT32_MAX, INT32_MIN, 0, 6000) == 0);

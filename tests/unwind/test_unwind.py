@@ -612,9 +612,12 @@ def test_manyfns(build, ocaml, compiler, check, tmp_path):
     charged to the handlers' budget. Charged, it shortened samples to 64
     frames (3-41% a run: 5.3.0 fp 34-36%, no-fp 3-25%, 5.1.0 fp 36-41%;
     tables kept, idle machine) to save nothing: the frames are named
-    whether the stacks are whole or not. The runs after a first one (its
-    tables kept), best of three: a busy machine slows the writer's other
-    work, which is still charged."""
+    whether the stacks are whole or not. Nor is compressing the names:
+    the run's one chunk, ~270 KB, is nearly all FRAME records, and its 2-4
+    ms charged left 33-90% of the stacks whole in about half the runs
+    (5.1.0 fp, 7 of 12). The runs after a first one (its tables kept):
+    two of three >= 95% whole (27 of 27 runs were whole beside a busy
+    loop; a busy machine slows the writer's other work, still charged)."""
     src = tmp_path / "manyfns.ml"
     src.write_text(manyfns_source())
     exe = ocaml("unwind/manyfns", [str(src)])
@@ -629,7 +632,7 @@ def test_manyfns(build, ocaml, compiler, check, tmp_path):
         whole = sum(s.weight for s in st if s.complete() and "[truncated]" not in s.frames)
         shares.append(whole / tot if tot else 0.0)
         print("    run %d: %d samples, %d whole" % (i, tot, whole))
-    check(max(shares) >= 0.95, "%s: >= 95%% of the samples whole (best of three runs)" % label,
+    check(sorted(shares)[1] >= 0.95, "%s: >= 95%% of the samples whole (two of three runs)" % label,
           " ".join("%.1f%%" % (100 * x) for x in shares))
 
 

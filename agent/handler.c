@@ -112,13 +112,16 @@ static int collect_ranges(struct flamme_slot *s, uintptr_t sp, struct flamme_ran
         const void *ds = *s->caml_state_slot;
         /* In a blocking section caml_state is NULL; the last state this thread
          * used still describes its OCaml stack if its c_stack test passes. */
+        int own = ds != NULL;
         if (ds)
             s->last_ds = ds;
         else
             ds = s->last_ds;
-        /* Interrupted on an OCaml stack (not the system stack): the stack
-         * descriptors are live, no need for the costly checked reads. */
-        int direct = sp < s->stack_lo || sp >= s->stack_hi;
+        /* Interrupted on an OCaml stack (not the system stack), or in a C
+         * call OCaml made straight: the stack descriptors are live, no need
+         * for the costly checked reads. */
+        int on_sys = sp >= s->stack_lo && sp < s->stack_hi;
+        int direct = !on_sys || (own && flamme_ocaml_stable_sigsafe(ds, s->stack_lo, s->stack_hi, sp));
         uintptr_t more;
         int k = flamme_ocaml_ranges_sigsafe(ds, s->stack_lo, s->stack_hi, sp, direct, &s->chain,
                                             ranges + nr, FIRST_OCAML_RANGES, &domain, &more);
@@ -132,7 +135,7 @@ static int collect_ranges(struct flamme_slot *s, uintptr_t sp, struct flamme_ran
                 s->ocaml_ranges[i] = ranges[nr + i];
             s->n_ocaml_ranges = k < FLAMME_SLOT_RANGES ? k : FLAMME_SLOT_RANGES;
             s->last_domain = domain;
-        } else if (s->n_ocaml_ranges > 0 && !direct) {
+        } else if (s->n_ocaml_ranges > 0 && on_sys) {
             /* Blocked (or in C) while another systhread of the domain runs
              * OCaml: the domain state describes that thread, not this one.
              * This thread's own stacks cannot change while it is outside

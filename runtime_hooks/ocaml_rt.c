@@ -37,6 +37,9 @@ static struct {
     /* caml_call_realloc_stack's code [lo, hi) (see growing_stack); 0: not
      * found. */
     uintptr_t grow_lo, grow_hi;
+    /* The runtime's assembly, caml_system__code_begin..end (see
+     * flamme_ocaml_stable_sigsafe); 0: not found. */
+    uintptr_t sys_code_lo, sys_code_hi;
 } rt;
 
 extern void *__tls_get_addr(void *);
@@ -87,6 +90,12 @@ int flamme_ocaml_resolve(void)
              * link's stack current, so a bound too long does no harm). */
             rt.grow_lo = (uintptr_t)g;
             rt.grow_hi = rt.grow_lo + (sym->st_size ? sym->st_size : 128);
+        }
+        uintptr_t lo = (uintptr_t)dlsym(RTLD_DEFAULT, "caml_system__code_begin"),
+                  hi = (uintptr_t)dlsym(RTLD_DEFAULT, "caml_system__code_end");
+        if (lo && hi > lo && hi - lo < (1u << 20)) {
+            rt.sys_code_lo = lo;
+            rt.sys_code_hi = hi;
         }
     }
     return rt.present;
@@ -402,6 +411,20 @@ static uintptr_t growing_stack(uintptr_t c_stack, uintptr_t sys_lo, uintptr_t cu
         flamme_safe_read_sigsafe(&ra, c_stack - 8, sizeof ra) != 0)
         return current;
     return ra >= rt.grow_lo && ra < rt.grow_hi ? s : current;
+}
+
+int flamme_ocaml_stable_sigsafe(const void *ds, uintptr_t sys_lo, uintptr_t sys_hi, uintptr_t sp)
+{
+    if (!ds || !rt.sys_code_lo || sp < sys_lo || sp >= sys_hi)
+        return 0;
+    uintptr_t c_stack = *(const uintptr_t *)((const char *)ds + DS_C_STACK);
+    /* Deeper than the link: the word below it is the live return address
+     * of the call made on switching to it (readable: between sp and the
+     * link, on this thread's stack). */
+    if (c_stack < sys_lo || c_stack >= sys_hi || sp >= c_stack - 8)
+        return 0;
+    uintptr_t ra = *(const uintptr_t *)(c_stack - 8);
+    return ra && (ra < rt.sys_code_lo || ra >= rt.sys_code_hi);
 }
 
 int flamme_ocaml_ranges_sigsafe(const void *ds, uintptr_t sys_lo, uintptr_t sys_hi, uintptr_t sp,

@@ -88,6 +88,20 @@ int flamme_ocaml_ranges_sigsafe(const void *ds, uintptr_t sys_lo, uintptr_t sys_
                                 struct flamme_range *out, int max, int32_t *domain,
                                 uintptr_t *more);
 
+/* 1 if the OCaml stacks of domain state ds (the calling thread's own
+ * caml_state, not one it had before a blocking section) can be read plainly
+ * although the thread, interrupted with stack pointer sp, runs C on its
+ * system stack [sys_lo, sys_hi): it is inside a C call OCaml code made
+ * straight, without the runtime's assembly (a [@@noalloc] external:
+ * caml_modify, caml_string_equal, caml_hash, the atomics...). The return
+ * address just below the newest C-stack link says which call that is.
+ * The runtime frees a stack of the thread's chain only from C it entered
+ * through its assembly (caml_call_realloc_stack, caml_c_call: thread and
+ * domain ends; caml_runstack frees a fiber no longer in the chain), and a
+ * noalloc call can neither reach those nor let another thread of the
+ * domain run. Else 0: checked reads. async-signal-safe: yes. */
+int flamme_ocaml_stable_sigsafe(const void *ds, uintptr_t sys_lo, uintptr_t sys_hi, uintptr_t sp);
+
 /* The next stacks of an effect-handler chain, from the descriptor *more
  * (as flamme_ocaml_ranges_sigsafe left it) on, read plainly or not as
  * direct says (same rule, same chain memory): writes up to max ranges to

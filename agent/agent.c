@@ -11,6 +11,7 @@
  * completes the profile.
  */
 #include "agent/agent.h"
+#include "agent/bigheap.h"
 #include "agent/alloc.h"
 #include "agent/control.h"
 
@@ -394,6 +395,7 @@ static void flamme_atfork_child(void)
     flamme_threads_atfork_child();
     flamme_gc_hooks_atfork_child();
     flamme_bulk_atfork_child();
+    flamme_bigheap_atfork_child();
     atomic_store_explicit(&flamme_agent_sampling, 0, memory_order_release);
     atomic_store_explicit(&flamme_agent_loaded, 0, memory_order_release);
 }

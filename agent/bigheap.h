@@ -1,0 +1,14 @@
+/*
+ * agent/bigheap.h — the agent's large blocks, mapped by the agent itself
+ * (see bigheap.c for why). The allocation functions themselves are reached
+ * through the linker's --wrap of malloc, calloc, realloc and free in
+ * libflamme.so (mk/agent.mk); nothing calls them by name.
+ * async-signal-safe: no.
+ */
+#ifndef FLAMME_AGENT_BIGHEAP_H
+#define FLAMME_AGENT_BIGHEAP_H
+
+/* In a fork child: the lock may have been held by a thread that is gone. */
+void flamme_bigheap_atfork_child(void);
+
+#endif

@@ -393,6 +393,17 @@ static int chain_ranges(uintptr_t s, int direct, struct flamme_ocaml_chain *c,
     return n;
 }
 
+/* The return address of the call made on switching to the newest C-stack
+ * link c_stack: the word just below the link. Read directly, and only when
+ * the thread, interrupted with sp on its system stack [sys_lo, sys_hi), is
+ * deeper than the link: that call's frame is then live. Else 0. */
+static uintptr_t link_call_ra(uintptr_t c_stack, uintptr_t sys_lo, uintptr_t sys_hi, uintptr_t sp)
+{
+    if (sp < sys_lo || sp >= sys_hi || c_stack < sys_lo || c_stack >= sys_hi || sp >= c_stack - 8)
+        return 0;
+    return *(const uintptr_t *)(c_stack - 8);
+}
+
 /* The stack the thread's OCaml frames are on, current being what the domain
  * state names. They differ while caml_try_realloc_stack (fiber.c) finishes:
  * it points the c_stack_links at the new stack, frees the old one (an
@@ -400,30 +411,26 @@ static int chain_ranges(uintptr_t s, int direct, struct flamme_ocaml_chain *c,
  * new one current. The walk through caml_call_realloc_stack follows the
  * newest link onto the new stack, so the chain must start there. The link
  * is read directly (it is on the thread's system stack, c_stack checked by
- * the caller) but trusted only with the return address of caml_try_realloc_stack's
- * call below it in caml_call_realloc_stack: elsewhere a link's stack may be
- * stale (caml_runstack frees a finished fiber's stack on the link without
+ * the caller) but trusted only when its call (link_call_ra) is
+ * caml_call_realloc_stack's: elsewhere a link's stack may be stale
+ * (caml_runstack frees a finished fiber's stack on the link without
  * filling it in). Returns the stack to start the chain from. */
-static uintptr_t growing_stack(uintptr_t c_stack, uintptr_t sys_lo, uintptr_t current)
+static uintptr_t growing_stack(uintptr_t c_stack, uintptr_t sys_lo, uintptr_t sys_hi, uintptr_t sp,
+                               uintptr_t current)
 {
-    uintptr_t s = *(const uintptr_t *)(c_stack + CSL_STACK), ra;
-    if (!s || s == current || !rt.grow_lo || c_stack - 8 < sys_lo ||
-        flamme_safe_read_sigsafe(&ra, c_stack - 8, sizeof ra) != 0)
+    uintptr_t s = *(const uintptr_t *)(c_stack + CSL_STACK);
+    if (!s || s == current || !rt.grow_lo)
         return current;
+    uintptr_t ra = link_call_ra(c_stack, sys_lo, sys_hi, sp);
     return ra >= rt.grow_lo && ra < rt.grow_hi ? s : current;
 }
 
 int flamme_ocaml_stable_sigsafe(const void *ds, uintptr_t sys_lo, uintptr_t sys_hi, uintptr_t sp)
 {
-    if (!ds || !rt.sys_code_lo || sp < sys_lo || sp >= sys_hi)
+    if (!ds || !rt.sys_code_lo)
         return 0;
     uintptr_t c_stack = *(const uintptr_t *)((const char *)ds + DS_C_STACK);
-    /* Deeper than the link: the word below it is the live return address
-     * of the call made on switching to it (readable: between sp and the
-     * link, on this thread's stack). */
-    if (c_stack < sys_lo || c_stack >= sys_hi || sp >= c_stack - 8)
-        return 0;
-    uintptr_t ra = *(const uintptr_t *)(c_stack - 8);
+    uintptr_t ra = link_call_ra(c_stack, sys_lo, sys_hi, sp);
     return ra && (ra < rt.sys_code_lo || ra >= rt.sys_code_hi);
 }
 
@@ -458,7 +465,7 @@ int flamme_ocaml_ranges_sigsafe(const void *ds, uintptr_t sys_lo, uintptr_t sys_
     uintptr_t current = *(const uintptr_t *)(d + DS_CURRENT_STACK);
     /* On an OCaml stack the thread is not in caml_try_realloc_stack. */
     if (!direct)
-        current = growing_stack(c_stack, sys_lo, current);
+        current = growing_stack(c_stack, sys_lo, sys_hi, sp, current);
     return chain_ranges(current, direct, chain, out, max, more);
 }
 

@@ -145,31 +145,36 @@ __attribute__((visibility("hidden"))) void *__wrap_realloc(void *p, size_t n)
 {
     if (!p)
         return __wrap_malloc(n);
-    int i = -1;
     if (maybe_ours(p)) {
-        pthread_mutex_lock(&lock);
-        i = slot_of(p);
-        pthread_mutex_unlock(&lock);
-    }
-    if (i >= 0) {
-        /* Ours stays ours, whatever the size (moved by the kernel, no copy).
-         * Only this block's owner resizes it, so its slot stays put. */
-        if (n == 0) {
-            __wrap_free(p);
-            return NULL;
+        if (n == 0) { /* glibc frees and returns NULL; so do we, for ours */
+            pthread_mutex_lock(&lock);
+            int ours = slot_of(p) >= 0;
+            pthread_mutex_unlock(&lock);
+            if (ours) {
+                __wrap_free(p);
+                return NULL;
+            }
         }
-        void *m = (char *)p - HEAD;
-        size_t len = *(size_t *)m, nlen = n > SIZE_MAX / 2 ? 0 : map_len(n);
-        if (!nlen)
-            return NULL;
-        void *nm = nlen == len ? m : mremap(m, len, nlen, MREMAP_MAYMOVE);
-        if (nm == MAP_FAILED)
-            return NULL;
-        *(size_t *)nm = nlen;
+        /* Ours stays ours, whatever the size (moved by the kernel, no copy).
+         * The lock is held across the mremap: once the old mapping is gone
+         * another thread's big_map may be given its address, and until the
+         * slot names the new one a free of that block would find this slot
+         * first, unmap it, and leave its own slot naming a hole. */
         pthread_mutex_lock(&lock);
-        bases[i] = (uintptr_t)nm;
+        int i = n ? slot_of(p) : -1;
+        if (i >= 0) {
+            void *m = (char *)p - HEAD, *q = NULL;
+            size_t len = *(size_t *)m, nlen = n > SIZE_MAX / 2 ? 0 : map_len(n);
+            void *nm = !nlen ? MAP_FAILED : nlen == len ? m : mremap(m, len, nlen, MREMAP_MAYMOVE);
+            if (nm != MAP_FAILED) {
+                *(size_t *)nm = nlen;
+                bases[i] = (uintptr_t)nm;
+                q = (char *)nm + HEAD;
+            }
+            pthread_mutex_unlock(&lock);
+            return q; /* NULL: p is unchanged, as with glibc */
+        }
         pthread_mutex_unlock(&lock);
-        return (char *)nm + HEAD;
     }
     if (n >= BIG_MIN) {
         void *q = big_map(n);

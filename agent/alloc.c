@@ -63,7 +63,7 @@ uint64_t flamme_alloc_sample(const struct flamme_alloc_in *a)
     int trunc = a->truncated;
     if (n > (uint32_t)flamme_cfg.depth) {
         n = (uint32_t)flamme_cfg.depth;
-        trunc = 1;
+        trunc = FLAMME_ALLOC_CUT;
     }
     uint64_t *rec = flamme_ring_reserve_sigsafe(s->ring, (uint64_t)n + FLAMME_ALLOC_HDR_WORDS);
     if (!rec) {

@@ -15,10 +15,16 @@
 #include <stdint.h>
 
 /* The ring records: common/ring.h. */
+/* flamme_alloc_in.truncated: the callstack was cut at the depth asked; or
+ * the runtime had lost it (n is 0; ocaml_stubs/flamme_stubs.c says when).
+ * An agent older than LOST takes it for CUT. */
+#define FLAMME_ALLOC_CUT 1
+#define FLAMME_ALLOC_LOST 2
+
 struct flamme_alloc_in {
     const uint64_t *addrs; /* return addresses, leaf (the allocation point) first */
     uint32_t n;
-    int truncated;         /* the callstack was cut at the depth asked */
+    int truncated;         /* FLAMME_ALLOC_CUT or FLAMME_ALLOC_LOST, else 0 */
     uint32_t n_samples;
     uint64_t size_words;
     unsigned heap, source; /* enum flamme_alloc_heap / flamme_alloc_source */

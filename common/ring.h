@@ -123,7 +123,8 @@ static inline int flamme_ring_sample_get(const uint64_t *rec, uint64_t nwords,
 }
 
 /* ALLOC (agent/alloc.c, a Memprof callback): flags heap | source << 8 |
- * truncated << 16;  [1] time  [2] n_samples | domain << 32  [3] size in
+ * truncated << 16 (2 bits: 1 cut at the depth, 2 lost by the runtime);
+ * [1] time  [2] n_samples | domain << 32  [3] size in
  * words  [4] id  [5] rate (the double's bits)  [6..] frames (leaf first).
  * ALLOC_EVENT: flags the event;  [1] time  [2] the block's id. */
 struct flamme_ring_alloc {
@@ -131,7 +132,7 @@ struct flamme_ring_alloc {
     uint32_t n_samples;
     int32_t domain;
     uint8_t heap, source;
-    int truncated;
+    int truncated; /* 0, 1 cut at the depth, 2 lost by the runtime (agent/alloc.h) */
     double rate;
     const uint64_t *frames;
     uint64_t n;
@@ -142,7 +143,7 @@ struct flamme_ring_alloc {
 static inline void flamme_ring_alloc_put(uint64_t *rec, uint64_t n,
                                          const struct flamme_ring_alloc *a)
 {
-    uint32_t flags = a->heap | (uint32_t)a->source << 8 | (a->truncated ? 1u : 0u) << 16;
+    uint32_t flags = a->heap | (uint32_t)a->source << 8 | ((uint32_t)a->truncated & 3u) << 16;
     rec[0] = flamme_ring_header(n + FLAMME_ALLOC_HDR_WORDS, FLAMME_RING_ALLOC, flags);
     rec[1] = a->time;
     rec[2] = (uint64_t)a->n_samples | (uint64_t)(uint32_t)a->domain << 32;
@@ -160,7 +161,7 @@ static inline int flamme_ring_alloc_get(const uint64_t *rec, uint64_t nwords,
     uint32_t flags = flamme_ring_flags(rec[0]);
     a->heap = (uint8_t)flags;
     a->source = (uint8_t)(flags >> 8);
-    a->truncated = (flags >> 16) & 1;
+    a->truncated = (flags >> 16) & 3;
     a->time = rec[1];
     a->n_samples = (uint32_t)rec[2];
     a->domain = (int32_t)(uint32_t)(rec[2] >> 32);

@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include <caml/address_class.h>
 #include <caml/alloc.h>
 #include <caml/memory.h>
 #include <caml/mlvalues.h>
@@ -156,18 +157,42 @@ FLAMME_PRIM caml_flamme_alloc_mode(value v_rate, value v_live, value v_unused)
 
 #define ALLOC_MAX_FRAMES 4096
 
-/* alloc_sample_ : raw_backtrace -> int -> int -> int -> int [@@noalloc].
+/* 1 if the callstack in Memprof's record a cannot be read: OCaml 5.3's
+ * runtime/memprof.c (run_alloc_callback_res) copies a stashed callstack
+ * (a major or C allocation's) to the minor heap and then allocates the
+ * record, keeping the callstack meanwhile only in an entry the minor GC may
+ * skip (below the table's `young` index). A minor collection right there
+ * (the heap full, or another domain's stop-the-world request) reclaims it,
+ * and the record names memory the record itself, or whatever comes next,
+ * now holds: reading its slots as frame descriptors faults (ocaml/ocaml
+ * #14287, fixed in 5.4; seen in tests/alloc's split.exe, ~1 run in 100).
+ * Both are allocated in this domain's minor heap, the callstack first, and
+ * the minor heap fills downwards: a live young callstack lies above the
+ * record's end, a reclaimed one below it (the collection reset the heap
+ * and the record was allocated at its top). A callstack outside the minor
+ * heap (promoted, or too large for it) is live. */
+static int callstack_lost(value a, value bt)
+{
+    if (!Is_block(bt) || !Is_young(bt))
+        return 0;
+    return !Is_young(a) || (char *)bt < (char *)&Field(a, Wosize_val(a)) + sizeof(header_t);
+}
+
+/* alloc_sample_ : Gc.Memprof.allocation -> int -> int [@@noalloc].
  * Passes the block's callstack as code addresses (runtime_hooks/
  * frametable.h; the leaf one byte back, inside the allocating call like
  * every caller frame) to the agent; a slot the index does not know (code
- * loaded after the start) is left out.
+ * loaded after the start) is left out. v_kind: heap lor (source lsl 8).
  * Returns the block's id, 0 when dropped. Allocates nothing. */
-FLAMME_PRIM caml_flamme_alloc_sample(value v_bt, value v_n, value v_size, value v_kind)
+FLAMME_PRIM caml_flamme_alloc_sample(value v_a, value v_kind)
 {
     if (!alloc_impl.alloc_sample)
         return Val_long(0);
+    /* Gc.Memprof.allocation: n_samples, size, source, callstack */
+    value v_bt = Field(v_a, 3);
+    int lost = callstack_lost(v_a, v_bt);
     uint64_t addrs[ALLOC_MAX_FRAMES];
-    mlsize_t len = Is_block(v_bt) ? Wosize_val(v_bt) : 0, n = 0;
+    mlsize_t len = !lost && Is_block(v_bt) ? Wosize_val(v_bt) : 0, n = 0;
     for (mlsize_t i = 0; i < len && n < ALLOC_MAX_FRAMES; i++) {
         uintptr_t a = flamme_frametable_slot_addr((uintptr_t)Field(v_bt, i));
         if (a) {
@@ -178,9 +203,9 @@ FLAMME_PRIM caml_flamme_alloc_sample(value v_bt, value v_n, value v_size, value 
     long kind = Long_val(v_kind);
     struct flamme_alloc_in a = {addrs,
                                 (uint32_t)n,
-                                len > ALLOC_MAX_FRAMES,
-                                (uint32_t)Long_val(v_n),
-                                (uint64_t)Long_val(v_size),
+                                lost ? FLAMME_ALLOC_LOST : len > ALLOC_MAX_FRAMES ? FLAMME_ALLOC_CUT : 0,
+                                (uint32_t)Long_val(Field(v_a, 0)),
+                                (uint64_t)Long_val(Field(v_a, 1)),
                                 (unsigned)(kind & 0xff),
                                 (unsigned)((kind >> 8) & 0xff),
                                 alloc_rate};

@@ -23,11 +23,12 @@ let check = function "" -> () | msg -> raise (Error msg)
 (* Allocation profiling (Gc.Memprof, OCaml 5.3+): rate, live tracking,
    callstack depth; "" or why not (no agent, or one too old). *)
 external alloc_mode_ : float -> bool -> int -> string = "caml_flamme_alloc_mode"
-(* One sampled block: the runtime's record of it (n_samples, size and
-   callstack are read there: the stub checks the callstack against the
-   record, see flamme_stubs.c), heap lor (source lsl 8); returns its id, 0
+(* One sampled block: the runtime's record of it (only where it lies: the
+   stub checks the callstack's place against it, see flamme_stubs.c), its
+   callstack, n_samples, size, heap lor (source lsl 8); returns its id, 0
    when the agent dropped it. *)
-external alloc_sample_ : Gc.Memprof.allocation -> int -> int
+external alloc_sample_ :
+  Gc.Memprof.allocation -> Printexc.raw_backtrace -> int -> int -> int -> int
   = "caml_flamme_alloc_sample" [@@noalloc]
 external alloc_event_ : int -> int -> unit = "caml_flamme_alloc_event" [@@noalloc]
 
@@ -49,7 +50,9 @@ let tracker run =
   let sample heap (a : Gc.Memprof.allocation) =
     if not (Atomic.get run.active) then None
     else
-      let id = alloc_sample_ a (heap lor (source_code a.source lsl 8)) in
+      let id =
+        alloc_sample_ a a.callstack a.n_samples a.size (heap lor (source_code a.source lsl 8))
+      in
       if run.live && id > 0 then Some id else None
   in
   let event kind id = if Atomic.get run.active then alloc_event_ id kind in

@@ -178,18 +178,18 @@ static int callstack_lost(value a, value bt)
     return !Is_young(a) || (char *)bt < (char *)&Field(a, Wosize_val(a)) + sizeof(header_t);
 }
 
-/* alloc_sample_ : Gc.Memprof.allocation -> int -> int [@@noalloc].
+/* alloc_sample_ : Gc.Memprof.allocation -> raw_backtrace -> int -> int ->
+ * int -> int [@@noalloc]: the record (only where it lies is used), its
+ * callstack, n_samples, size, heap lor (source lsl 8).
  * Passes the block's callstack as code addresses (runtime_hooks/
  * frametable.h; the leaf one byte back, inside the allocating call like
  * every caller frame) to the agent; a slot the index does not know (code
- * loaded after the start) is left out. v_kind: heap lor (source lsl 8).
+ * loaded after the start) is left out.
  * Returns the block's id, 0 when dropped. Allocates nothing. */
-FLAMME_PRIM caml_flamme_alloc_sample(value v_a, value v_kind)
+FLAMME_PRIM caml_flamme_alloc_sample(value v_a, value v_bt, value v_n, value v_size, value v_kind)
 {
     if (!alloc_impl.alloc_sample)
         return Val_long(0);
-    /* Gc.Memprof.allocation: n_samples, size, source, callstack */
-    value v_bt = Field(v_a, 3);
     int lost = callstack_lost(v_a, v_bt);
     uint64_t addrs[ALLOC_MAX_FRAMES];
     mlsize_t len = !lost && Is_block(v_bt) ? Wosize_val(v_bt) : 0, n = 0;
@@ -204,8 +204,8 @@ FLAMME_PRIM caml_flamme_alloc_sample(value v_a, value v_kind)
     struct flamme_alloc_in a = {addrs,
                                 (uint32_t)n,
                                 lost ? FLAMME_ALLOC_LOST : len > ALLOC_MAX_FRAMES ? FLAMME_ALLOC_CUT : 0,
-                                (uint32_t)Long_val(Field(v_a, 0)),
-                                (uint64_t)Long_val(Field(v_a, 1)),
+                                (uint32_t)Long_val(v_n),
+                                (uint64_t)Long_val(v_size),
                                 (unsigned)(kind & 0xff),
                                 (unsigned)((kind >> 8) & 0xff),
                                 alloc_rate};

@@ -165,7 +165,7 @@ FLAMME_PRIM caml_flamme_alloc_mode(value v_rate, value v_live, value v_unused)
  * (the heap full, or another domain's stop-the-world request) reclaims it,
  * and the record names memory the record itself, or whatever comes next,
  * now holds: reading its slots as frame descriptors faults (ocaml/ocaml
- * #14287, fixed in 5.4; seen in tests/alloc's split.exe, ~1 run in 100).
+ * #14287, fixed in 5.4; seen in 1-5 of 300 runs of tests/alloc's split.exe).
  * Both are allocated in this domain's minor heap, the callstack first, and
  * the minor heap fills downwards: a live young callstack lies above the
  * record's end, a reclaimed one below it (the collection reset the heap

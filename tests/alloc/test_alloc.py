@@ -157,7 +157,7 @@ def test_stale_callstack(build, compiler, ocaml, check, tmp_path):
     minor GC has already reclaimed (ocaml/ocaml#14287, fixed in 5.4): the
     record then names memory the record itself holds, and reading its slots
     as frame descriptors killed the program (SIGSEGV in every run of
-    stalecs.exe with the library of bb70707; ~1 run in 100 of split.exe).
+    stalecs.exe with the library of bb70707; 1-5 of 300 runs of split.exe).
     The program must run as it does alone, every array be counted, and each
     stack be whole or marked [broken] (a lost callstack), never a bare or
     made-up one."""

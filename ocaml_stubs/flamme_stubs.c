@@ -22,6 +22,7 @@
 #include <caml/memory.h>
 #include <caml/mlvalues.h>
 #include <caml/signals.h>
+#include <caml/version.h>
 
 #include "agent/alloc.h"
 #include "agent/api.h"
@@ -173,9 +174,17 @@ FLAMME_PRIM caml_flamme_alloc_mode(value v_rate, value v_live, value v_unused)
  * heap (promoted, or too large for it) is live. */
 static int callstack_lost(value a, value bt)
 {
+#if OCAML_VERSION_MAJOR == 5 && OCAML_VERSION_MINOR < 4
     if (!Is_block(bt) || !Is_young(bt))
         return 0;
     return !Is_young(a) || (char *)bt < (char *)&Field(a, Wosize_val(a)) + sizeof(header_t);
+#else
+    /* Rooted there; and the order of the two allocations, which the check
+     * relies on, is 5.3's. */
+    (void)a;
+    (void)bt;
+    return 0;
+#endif
 }
 
 /* alloc_sample_ : Gc.Memprof.allocation -> raw_backtrace -> int -> int ->

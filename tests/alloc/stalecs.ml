@@ -9,7 +9,7 @@
    its minor heap as fast as it can. Each of its minor collections stops
    every domain: run with a small minor heap (OCAMLRUNPARAM=s=1k), one
    lands between the runtime's copy of a callstack to the minor heap and
-   its allocation of the record that names it, over a hundred times a run.
+   its allocation of the record that names it, dozens of times a run.
    Run: stalecs.exe OUT.flm RATE ARRAYS; prints "arrays N" at the end. *)
 
 let stop = Atomic.make false

@@ -145,23 +145,18 @@ __attribute__((visibility("hidden"))) void *__wrap_realloc(void *p, size_t n)
 {
     if (!p)
         return __wrap_malloc(n);
+    if (n == 0) { /* what glibc's realloc does with any block: free it */
+        __wrap_free(p);
+        return NULL;
+    }
     if (maybe_ours(p)) {
-        if (n == 0) { /* glibc frees and returns NULL; so do we, for ours */
-            pthread_mutex_lock(&lock);
-            int ours = slot_of(p) >= 0;
-            pthread_mutex_unlock(&lock);
-            if (ours) {
-                __wrap_free(p);
-                return NULL;
-            }
-        }
         /* Ours stays ours, whatever the size (moved by the kernel, no copy).
          * The lock is held across the mremap: once the old mapping is gone
          * another thread's big_map may be given its address, and until the
          * slot names the new one a free of that block would find this slot
          * first, unmap it, and leave its own slot naming a hole. */
         pthread_mutex_lock(&lock);
-        int i = n ? slot_of(p) : -1;
+        int i = slot_of(p);
         if (i >= 0) {
             void *m = (char *)p - HEAD, *q = NULL;
             size_t len = *(size_t *)m, nlen = n > SIZE_MAX / 2 ? 0 : map_len(n);

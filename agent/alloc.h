@@ -14,12 +14,9 @@
 #define FLAMME_AGENT_ALLOC_H
 #include <stdint.h>
 
-/* The ring records: common/ring.h. */
-/* flamme_alloc_in.truncated: the callstack was cut at the depth asked; or
- * the runtime had lost it (n is 0; ocaml_stubs/flamme_stubs.c says when).
- * An agent older than LOST takes it for CUT. */
-#define FLAMME_ALLOC_CUT 1
-#define FLAMME_ALLOC_LOST 2
+/* The ring records, and the values of truncated (FLAMME_ALLOC_CUT,
+ * FLAMME_ALLOC_LOST): common/ring.h. */
+#include "common/ring.h"
 
 struct flamme_alloc_in {
     const uint64_t *addrs; /* return addresses, leaf (the allocation point) first */

@@ -127,12 +127,19 @@ static inline int flamme_ring_sample_get(const uint64_t *rec, uint64_t nwords,
  * [1] time  [2] n_samples | domain << 32  [3] size in
  * words  [4] id  [5] rate (the double's bits)  [6..] frames (leaf first).
  * ALLOC_EVENT: flags the event;  [1] time  [2] the block's id. */
+/* truncated, here and in agent/alloc.h's flamme_alloc_in: the callstack
+ * was cut at the depth asked; or the runtime had lost it (no frames;
+ * ocaml_stubs/flamme_stubs.c says when). An agent older than LOST takes it
+ * for CUT. */
+#define FLAMME_ALLOC_CUT 1
+#define FLAMME_ALLOC_LOST 2
+
 struct flamme_ring_alloc {
     uint64_t time, size_words, id;
     uint32_t n_samples;
     int32_t domain;
     uint8_t heap, source;
-    int truncated; /* 0, 1 cut at the depth, 2 lost by the runtime (agent/alloc.h) */
+    int truncated; /* 0, FLAMME_ALLOC_CUT or FLAMME_ALLOC_LOST */
     double rate;
     const uint64_t *frames;
     uint64_t n;

@@ -560,10 +560,11 @@ static void on_alloc_record(int slot, uint32_t kind, const uint64_t *rec, uint64
     }
     a.tid = (uint32_t)ws[slot].t.tid;
     a.serial = ws[slot].serial;
-    /* A callstack the runtime lost (agent/alloc.h) is no stack at all:
-     * BROKEN, so that every view names it instead of showing a bare
-     * thread. */
-    a.flags = ra.truncated == 2 ? FLAMME_SAMPLE_BROKEN : ra.truncated ? FLAMME_SAMPLE_TRUNCATED : 0;
+    /* A callstack the runtime lost is no stack at all: BROKEN, so that
+     * every view names it instead of showing a bare thread. */
+    a.flags = ra.truncated == FLAMME_ALLOC_LOST ? FLAMME_SAMPLE_BROKEN
+              : ra.truncated                    ? FLAMME_SAMPLE_TRUNCATED
+                                                : 0;
     a.time_ns = ra.time;
     a.id = ra.id;
     a.n_samples = ra.n_samples;

@@ -19,9 +19,14 @@ asserts nothing.
   (percentage points) among the top-20 leaf self-times of --engine perf and
   --engine timer at 999 Hz (goal <= 2), of auto (perf, with the threads that
   switch often moved to timers) and timer, and of each against `perf record
-  -e cpu-clock -g` (goal <= 3), whose leaf is the first user-space frame of
+  -a -e cpu-clock -g` (goal <= 3; system-wide, so that perf's per-task
+  events do not add their cost to every context switch of the program:
+  perf_record_leaves), whose leaf is the first user-space frame of
   each sample (kernel time goes to the code that entered the kernel, as
-  flamme does; a `[kernel]` leaf counts for its caller); and the share of
+  flamme does; a `[kernel]` leaf counts for its caller), names that share
+  an address counted as one (address_aliases), each beside what sampling
+  alone would give (noise_floor: two views of one run differ by a few pp
+  at their largest leaf from ~1,000 samples each); and the share of
   the perf engine's weight that is a `[kernel]` leaf. One run each: the
   differences include the program's own variation from run to run, except
   timer=record and perf=record: --engine timer / perf run under perf
@@ -38,14 +43,16 @@ asserts nothing.
   and kern (compute, page-touching and file-system phases) measure their
   own split with their threads' CPU clocks; per engine (timer, timer at
   ticks, perf, auto at 999 and 99 Hz), the profile's share minus the
-  program's, lowest and highest over the rounds. perf record is no
+  program's, lowest and highest over the rounds. Per-task perf record is no
   reference there: on handoff its own work at each context switch is CPU
   time no sample sees (doc/design.md, "What the ticks miss").
 Usage: engine_bench.py [--build DIR] [--rounds N] [--only gc,budget,agree,truth]
                        [--programs atomq,yielder,...]
 """
 import argparse
+import collections
 import os
+import random
 import re
 import shutil
 import statistics
@@ -259,34 +266,90 @@ def code_begin_aliases(exe):
     return out
 
 
-def renamed(shares):
+def debug_file(path):
+    """PATH's detached debug file by its build id (libc6-dbg and the like),
+    or None."""
+    r = subprocess.run(["readelf", "-n", path], capture_output=True, text=True)
+    m = re.search(r"Build ID: ([0-9a-f]{2})([0-9a-f]+)", r.stdout)
+    f = m and "/usr/lib/debug/.build-id/%s/%s.debug" % (m.group(1), m.group(2))
+    return f if f and os.path.exists(f) else None
+
+
+def address_aliases(exe):
+    """{name: the name both tools are compared under} for functions that
+    share an address with others in EXE or a library it loads (glibc's
+    `__memcpy_avx512_unaligned_erms` is `__memmove_avx512_unaligned_erms`):
+    flamme and perf may each pick a different one of such names for the
+    same code, which is no disagreement. The first name in sort order
+    stands for all, a module's start or end marker last."""
+    r = subprocess.run(["ldd", exe], capture_output=True, text=True)
+    files = [exe] + re.findall(r"=> (/\S+)", r.stdout)
+    out = {}
+    for f in files:
+        at = {}
+        for src in (f, debug_file(f)):
+            if not src:
+                continue
+            for args in (["nm", "--defined-only", src], ["nm", "-D", "--defined-only", src]):
+                p = subprocess.run(args, capture_output=True, text=True)
+                for line in p.stdout.splitlines():
+                    w = line.split()
+                    # OCaml's names are matched by same_name and
+                    # code_begin_aliases, not here.
+                    # A symbol's old versions (one @) lie elsewhere:
+                    # pthread_cond_signal@GLIBC_2.2.5 is not the default.
+                    if (len(w) == 3 and w[1] in "TtWi" and not re.match(r"caml[A-Z]", w[2])
+                            and ("@" not in w[2] or "@@" in w[2])):
+                        at.setdefault(w[0], set()).add(re.sub(r"@.*$", "", w[2]))
+        for names in at.values():
+            if len(names) > 1:
+                first = min(names, key=lambda n: (bool(re.search(r"(\.|__)code_(begin|end)$", n)), n))
+                for n in names:
+                    out[n] = first
+    return out
+
+
+def renamed(shares, aliases=None):
     out = {}
     for k, v in shares.items():
-        out[same_name(k)] = out.get(same_name(k), 0.0) + v
+        n = same_name((aliases or {}).get(re.sub(r"@@?[A-Z_]+[0-9.]*$", "", k), k))
+        out[n] = out.get(n, 0.0) + v
     return out
 
 
 def perf_record_leaves(ctx, exe, cmd, env=None):
-    """{leaf: %} from `perf record -e cpu-clock -g` at 999 Hz of CMD (EXE
-    and its arguments, or a `flamme record` of it: the same run seen by
-    both; the flamme command's samples and those of libflamme.so's own
-    functions, handler and writer, are left out), the leaf being each
-    sample's first user-space frame; None without perf."""
+    """({leaf: %}, samples) from `perf record -a -e cpu-clock -g` at 999 Hz while CMD
+    (EXE and its arguments, or a `flamme record` of it: the same run seen by
+    both) runs, the samples of EXE's threads only (by their name; the
+    flamme command's samples and those of libflamme.so's own functions,
+    handler and writer, are left out), the leaf being each sample's first
+    user-space frame; None without perf.
+
+    System-wide (per-CPU timers), not perf's default per-task events: those
+    are switched out and in with the thread at every context switch, which
+    costs the thread CPU time in the kernel each time. On a program whose
+    threads switch at every Thread.yield that is most of its kernel time
+    (yielder at scale 2, user+sys: 3.25-3.30 s alone, 4.6-4.7 s under
+    per-task perf record, 6.1-6.5 s under --engine perf), so the reference
+    would show its own cost, not the program. Per-CPU timers cost nothing at
+    a switch (3.5-3.6 s): they sample whatever runs, at 999 Hz of each CPU's
+    time."""
     if not shutil.which("perf"):
         return None
     data = os.path.join(ctx.work, "perf.data")
-    r = flammetest.run(["perf", "record", "-q", "-e", "cpu-clock", "-F", "999", "-g", "-o", data, "--"]
-                       + cmd, env=clean_env(env), cwd=ctx.work)
+    r = flammetest.run(["perf", "record", "-q", "-a", "-e", "cpu-clock", "-F", "999", "-g", "-o", data,
+                        "--"] + cmd, env=clean_env(env), cwd=ctx.work)
     if r.returncode != 0:
         return None
     p = subprocess.run(["perf", "script", "-i", data, "-F", "comm,period,ip,sym,dso"],
                        capture_output=True, text=True, timeout=flammetest.RUN_TIMEOUT)
     alias = code_begin_aliases(exe)
-    shares, total = {}, 0
+    comm = os.path.basename(exe)[:15]  # the kernel's TASK_COMM_LEN less its NUL
+    shares, total, n = {}, 0, 0
     for block in p.stdout.split("\n\n"):
         lines = [line for line in block.splitlines() if line.strip()]
         head = lines[0].split() if lines else []
-        if len(lines) < 2 or len(head) < 2 or not head[-1].isdigit() or head[0] == "flamme":
+        if len(lines) < 2 or len(head) < 2 or not head[-1].isdigit() or head[0] != comm:
             continue
         if any("libflamme" in line and "flamme_tramp" not in line for line in lines[1:]):
             continue  # the agent's own time (every thread starts in flamme_tramp)
@@ -300,7 +363,32 @@ def perf_record_leaves(ctx, exe, cmd, env=None):
                 break
         shares[leaf] = shares.get(leaf, 0) + period
         total += period
-    return {k: 100.0 * v / total for k, v in shares.items()} if total else None
+        n += 1
+    if not total:
+        return None
+    return {k: 100.0 * v / total for k, v in shares.items()}, n
+
+
+def noise_floor(a, b, na, nb, rounds=200):
+    """What ef.disagreement of A and B ({leaf: %} from NA and NB samples)
+    would be from sampling alone: its 95th percentile over ROUNDS pairs of
+    NA and NB samples drawn from one profile, their mean. A leaf's share
+    from n samples varies by sqrt(p(1-p)/n): at 1,000 samples a 30% leaf by
+    1.4 pp, so two views of one run differ by a few pp at their largest
+    leaf without any bias. Sample records, not weights: the timer engine's
+    records may weigh several periods, which only widens the spread."""
+    keys = sorted(set(a) | set(b))
+    w = [a.get(k, 0.0) + b.get(k, 0.0) for k in keys]
+    rng = random.Random(1)
+    ds = []
+    for _ in range(rounds):
+        views = []
+        for n in (max(na, 1), max(nb, 1)):
+            c = collections.Counter(rng.choices(keys, w, k=n))
+            views.append({k: 100.0 * v / n for k, v in c.items()})
+        ds.append(ef.disagreement(*views)[0])
+    ds.sort()
+    return ds[int(0.95 * (len(ds) - 1))]
 
 
 # The columns that see one run both ways (flamme under perf record):
@@ -316,9 +404,10 @@ SAME_RUN = (("timer", "timer", 999, None, 1, {}), ("tick", "timer", 999, None, 1
 def bench_agreement(ctx, programs=None):
     print("Engine agreement (999 Hz; largest difference among the top-20 leaf self-times, in"
           " percentage points, and its leaf; a [kernel] leaf counts for the function that entered"
-          " the kernel; goals: perf~timer <= 2, each ~ perf record <= 3; timer=record,"
-          " tick=record (timer, FLAMME_DITHER=0) and perf=record: that engine run under perf"
-          " record, both views of one run, free of the program's own variation)")
+          " the kernel; each cell: difference/noise leaf, noise being what sampling alone gives"
+          " (noise_floor); goals: perf~timer <= 2, each ~ perf record <= 3; timer=record,"
+          " tick=record (timer, FLAMME_DITHER=0) and perf=record: that engine run under"
+          " system-wide perf record, both views of one run, free of the program's own variation)")
     print("  %-10s %-5s %-22s %-22s %-22s %-22s %-22s %-22s %-22s %-22s %-22s %8s" % (
         "program", "build", "perf~timer", "auto~timer", "perf~record", "timer~record",
         "timer=record", "tick=record", "perf=record", "perf-user=record", "auto@99=record",
@@ -333,6 +422,7 @@ def bench_agreement(ctx, programs=None):
                     print("  %-10s %-5s not built (make %s-progs)" % (prog, comp, suite))
                 continue
             sh, kern, err = {}, 0.0, ""
+            alias = address_aliases(exe)
             for eng in ("perf", "timer", "auto"):
                 prof = os.path.join(ctx.work, "agree-%s.flm" % eng)
                 env = {"LD_LIBRARY_PATH": os.path.dirname(exe)}
@@ -342,7 +432,8 @@ def bench_agreement(ctx, programs=None):
                     err = r.stderr.strip()[-200:]
                     break
                 st = collapse(ctx.build, prof)
-                sh[eng] = renamed(ef.leaf_shares(st))
+                sh[eng] = (renamed(ef.leaf_shares(st), alias),
+                           ef.report_records(report(ctx.build, prof)) or 1)
                 if eng == "perf":
                     kern = ef.kernel_share(st)
             if len(sh) < 3:
@@ -350,7 +441,7 @@ def bench_agreement(ctx, programs=None):
                 continue
             env = {"LD_LIBRARY_PATH": os.path.dirname(exe)}
             ref = perf_record_leaves(ctx, exe, [exe] + args, env)
-            ref = renamed(ref) if ref else None
+            ref = (renamed(ref[0], alias), ref[1]) if ref else None
             same = {}
             for col, eng, hz, user, scale, extra in SAME_RUN:
                 if user is not None:
@@ -362,13 +453,15 @@ def bench_agreement(ctx, programs=None):
                 ref1 = perf_record_leaves(ctx, exe, ef.record_cmd(ctx.build, exe, a, prof, hz, eng,
                                                                   user=user), dict(env, **extra))
                 if ref1:
-                    same[col] = (renamed(ref1), renamed(ef.leaf_shares(collapse(ctx.build, prof))))
+                    same[col] = ((renamed(ref1[0], alias), ref1[1]),
+                                 (renamed(ef.leaf_shares(collapse(ctx.build, prof)), alias),
+                                  ef.report_records(report(ctx.build, prof)) or 1))
 
             def fmt(a, b):
                 if b is None:
                     return "-"
-                pp, leaf = ef.disagreement(a, b)
-                return "%5.1f %s" % (pp, (leaf or "")[:16])
+                pp, leaf = ef.disagreement(a[0], b[0])
+                return "%4.1f/%3.1f %s" % (pp, noise_floor(a[0], b[0], a[1], b[1]), (leaf or "")[:12])
             print("  %-10s %-5s %-22s %-22s %-22s %-22s %-22s %-22s %-22s %-22s %-22s %7.1f%%" % (
                 prog, comp, fmt(sh["perf"], sh["timer"]), fmt(sh["auto"], sh["timer"]),
                 fmt(sh["perf"], ref), fmt(sh["timer"], ref),

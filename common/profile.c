@@ -33,6 +33,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <zlib.h>
@@ -47,15 +48,15 @@
 #define MAX_CHUNK_RAW (64u << 20)
 /* The writer starts a new chunk by itself once this much is pending. */
 #define AUTO_FLUSH_RAW (4u << 20)
-/* The chunk buffer's first size. At least the agent's large-block size
- * (agent/bigheap.c, 120 KB): the buffer is made in the thread that starts
+/* The chunk buffer's first size (it doubles as needed). The buffer is a
+ * mapping of its own, not malloc's: it is made in the thread that starts
  * profiling, usually the main thread, and grown and freed by the writer
- * thread while the program runs. Below that size it came from glibc's
- * main heap, among the program's own blocks, and its free there in
- * mid-run made glibc give the heap's top back and take it again at every
- * major GC slice of a program whose blocks above 128 words come and go
+ * thread while the program runs. From malloc it lay in glibc's main heap
+ * among the program's own blocks, and its free there in mid-run made
+ * glibc give the heap's top back and take it again at every major GC
+ * slice of a program whose blocks above 128 words come and go
  * (tests/e2e/heaptrim.ml: 140,000 page faults instead of 600, in 5 of 8
- * runs). A mapping of its own is not the program's heap. */
+ * runs under the preloaded agent, 4-5 of 6 through the library). */
 #define FIRST_RAW_CAP (128u << 10)
 /* Largest record body the writer accepts (a record never spans chunks). */
 #define MAX_BODY (MAX_CHUNK_RAW - REC_HDR_SIZE)
@@ -289,9 +290,12 @@ static int reserve(flamme_pw *w, size_t need)
     size_t cap = w->raw_cap ? w->raw_cap : FIRST_RAW_CAP;
     while (cap - w->raw_len < need)
         cap *= 2;
-    uint8_t *n = realloc(w->raw, cap);
-    if (!n)
+    void *n = w->raw ? mremap(w->raw, w->raw_cap, cap, MREMAP_MAYMOVE)
+                     : mmap(NULL, cap, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (n == MAP_FAILED) {
+        errno = ENOMEM;
         return -1;
+    }
     w->raw = n;
     w->raw_cap = cap;
     return 0;
@@ -846,7 +850,8 @@ int flamme_pw_close(flamme_pw *w, uint64_t samples, uint64_t lost, uint64_t end_
     int rc = w->failed ? -1 : 0;
     if (w->zs_ready)
         deflateEnd(&w->zs);
-    free(w->raw);
+    if (w->raw)
+        munmap(w->raw, w->raw_cap);
     free(w->out);
     flamme_itab_free(&w->tree);
     free(w->tkey);

@@ -193,6 +193,33 @@ def run_timed(cmd, env=None, cwd=None, timeout=RUN_TIMEOUT):
     return p, wall, (r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime)
 
 
+HEAPTRIM = re.compile(r"^heaptrim: sum (\d+), page faults (\d+)$", re.M)
+
+
+def heaptrim_runs(check, plain, profiled, what, runs=6):
+    """tests/e2e/heaptrim.ml's checks: PLAIN (its CompletedProcess alone)
+    and RUNS runs of PROFILED(i) (each a CompletedProcess of a profiled
+    run) print the same sum, and each profiled run's page faults stay within
+    four times the faults alone plus 10,000 (the agent's own are about a
+    thousand; glibc trimming and regrowing the heap's top at every major
+    slice gives 60,000-180,000)."""
+    m = HEAPTRIM.search(plain.stdout)
+    assert plain.returncode == 0 and m, "%s unprofiled: exit %d: %s" % (
+        what, plain.returncode, plain.stdout + plain.stderr)
+    alone = int(m.group(2))
+    bound = 4 * alone + 10000
+    for i in range(runs):
+        p = profiled(i)
+        got = HEAPTRIM.search(p.stdout)
+        assert p.returncode == 0 and got, "%s: exit %d: %s" % (what, p.returncode, p.stdout + p.stderr)
+        check(got.group(1) == m.group(1), "%s: run %d prints what it prints alone" % (what, i),
+              "%s vs %s" % (got.group(1), m.group(1)))
+        faults = int(got.group(2))
+        print("  %s run %d: %d page faults (alone %d)" % (what, i, faults, alone))
+        check(faults <= bound, "%s: run %d's heap is not trimmed and grown again at every major slice"
+              " (page faults <= %d)" % (what, i, bound), "%d page faults, %d alone" % (faults, alone))
+
+
 def report(build, prof, *opts):
     """The text of `flamme report PROF OPTS...`. Raises
     subprocess.CalledProcessError if report fails."""

@@ -4,7 +4,7 @@
    whether it gives the heap's top back to the kernel (and takes it again
    at the next allocations) at every sweep depends on how the heap lies.
    The program prints its page faults, which count how often that happened:
-   a few hundred alone, hundreds of thousands when the top is trimmed and
+   a few hundred alone, over a hundred thousand when the top is trimmed and
    grown again at every major slice.
    Usage: heaptrim.exe [ARRAYS, default 1000000] *)
 

@@ -14,7 +14,8 @@ let minor_faults () =
   let ic = open_in "/proc/self/stat" in
   let line = input_line ic in
   close_in ic;
-  let rest = String.sub line (String.rindex line ')' + 2) (String.length line - String.rindex line ')' - 2) in
+  let i = String.rindex line ')' + 2 in
+  let rest = String.sub line i (String.length line - i) in
   int_of_string (List.nth (String.split_on_char ' ' rest) 7)
 
 let[@inline never] churn n =

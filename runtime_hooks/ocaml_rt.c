@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "runtime_hooks/ocaml_layout.h"
+#include "runtime_hooks/ocaml_version.h"
 
 /* The runtime caps a stack at Max_stack_def (1 GiB of words); a range larger
  * than this is garbage. */
@@ -81,10 +82,9 @@ int flamme_ocaml_resolve(void)
         dl_iterate_phdr(find_tls_module, &f);
         rt.ti.modid = f.modid;
         rt.ti.offset = f.offset;
-        const ElfW(Sym) *sym = NULL;
-        Dl_info di;
-        void *g = dlsym(RTLD_DEFAULT, "caml_call_realloc_stack");
-        if (g && dladdr1(g, &di, (void **)&sym, RTLD_DL_SYMENT) && sym) {
+        void *g;
+        const ElfW(Sym) *sym = flamme_ocaml_dynsym("caml_call_realloc_stack", &g);
+        if (sym) {
             /* Its size from the symbol table; without one, a bound short
              * of the functions after it (caml_call_gc's C call leaves the
              * link's stack current, so a bound too long does no harm). */

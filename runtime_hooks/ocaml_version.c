@@ -130,8 +130,7 @@ static const ElfW(Sym) *gnu_lookup(const struct dynsyms *d, const char *name)
     }
 }
 
-/* Returns the ELF symbol of the definition of name, or NULL. */
-static const ElfW(Sym) *symbol(const char *name, void **addr)
+const ElfW(Sym) *flamme_ocaml_dynsym(const char *name, void **addr)
 {
     static struct dynsyms obj; /* the last object found (agent constructor only) */
     *addr = dlsym(RTLD_DEFAULT, name);
@@ -162,7 +161,7 @@ static const ElfW(Sym) *symbol(const char *name, void **addr)
 static const unsigned char *code(const char *fn, size_t within, size_t *len)
 {
     void *addr;
-    const ElfW(Sym) *sym = symbol(fn, &addr);
+    const ElfW(Sym) *sym = flamme_ocaml_dynsym(fn, &addr);
     if (!sym || ELF64_ST_TYPE(sym->st_info) != STT_FUNC)
         return NULL;
     *len = sym->st_size && sym->st_size < within ? sym->st_size : within;
@@ -236,7 +235,7 @@ const char *flamme_ocaml_check_runtime(char *why, size_t whylen)
     }
     for (size_t i = 0; i < sizeof hook_vars / sizeof hook_vars[0]; i++) {
         void *addr;
-        const ElfW(Sym) *sym = symbol(hook_vars[i], &addr);
+        const ElfW(Sym) *sym = flamme_ocaml_dynsym(hook_vars[i], &addr);
         if (!sym || ELF64_ST_TYPE(sym->st_info) != STT_OBJECT || sym->st_size != sizeof(void *)) {
             snprintf(why, whylen, "OCaml %s runtime: %s is not the pointer-sized hook expected",
                      r->name, hook_vars[i]);

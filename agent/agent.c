@@ -408,9 +408,14 @@ __attribute__((constructor)) static void flamme_init(void)
 {
     /* Every loader call the agent makes happens here (see libc_next.h). */
     flamme_libc_next_init();
+    /* Not an OCaml 5 program (the shells, assemblers and linkers a build
+     * under `flamme record` starts, which inherit LD_PRELOAD): stay out of
+     * the way, before even reading the configuration. */
+    if (!flamme_ocaml_resolve())
+        return;
     flamme_config_load(&flamme_cfg);
-    if (flamme_cfg.disabled || !flamme_ocaml_resolve())
-        return; /* not an OCaml 5 program: stay out of the way */
+    if (flamme_cfg.disabled)
+        return;
 #ifdef FLAMME_LINKED
     /* A preloaded agent is the one owner of threads, engines and handler;
      * this linked copy stays dormant and the stubs delegate to it. */

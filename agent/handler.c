@@ -93,11 +93,14 @@ static void forward(int sig, siginfo_t *si, void *uc)
 /* The memory a walk of slot s's thread may read: its system stack and the
  * OCaml stacks of its domain (or, when another systhread owns the domain
  * state, the ones this thread had last, if still live). sp is the thread's
- * stack pointer. Fills ranges (MAX_RANGES), *domain and *nocaml (1: no OCaml
- * stack known), and in copy where the effect-handler chain goes on beyond
- * the ranges (struct flamme_walk_copy's more). Returns the number of ranges. */
-static int collect_ranges(struct flamme_slot *s, uintptr_t sp, struct flamme_range *ranges,
-                          int32_t *domain_out, int *nocaml_out, struct flamme_walk_copy *copy)
+ * stack pointer; pc and rsi its interrupted pc and rsi (0 outside a
+ * signal: see flamme_ocaml_ranges_sigsafe). Fills ranges (MAX_RANGES),
+ * *domain and *nocaml (1: no OCaml stack known), and in copy where the
+ * effect-handler chain goes on beyond the ranges (struct flamme_walk_copy's
+ * more). Returns the number of ranges. */
+static int collect_ranges(struct flamme_slot *s, uintptr_t sp, uintptr_t pc, uintptr_t rsi,
+                          struct flamme_range *ranges, int32_t *domain_out, int *nocaml_out,
+                          struct flamme_walk_copy *copy)
 {
     int nr = 0;
     if (s->stack_hi > s->stack_lo) {
@@ -123,8 +126,9 @@ static int collect_ranges(struct flamme_slot *s, uintptr_t sp, struct flamme_ran
         int on_sys = sp >= s->stack_lo && sp < s->stack_hi;
         int direct = !on_sys || (own && flamme_ocaml_stable_sigsafe(ds, s->stack_lo, s->stack_hi, sp));
         uintptr_t more;
-        int k = flamme_ocaml_ranges_sigsafe(ds, s->stack_lo, s->stack_hi, sp, direct, &s->chain,
-                                            ranges + nr, FIRST_OCAML_RANGES, &domain, &more);
+        int k = flamme_ocaml_ranges_sigsafe(ds, s->stack_lo, s->stack_hi, sp, direct, pc, rsi,
+                                            &s->chain, ranges + nr, FIRST_OCAML_RANGES, &domain,
+                                            &more);
         copy->chain = &s->chain;
         copy->more = more;
         copy->more_direct = direct;
@@ -435,7 +439,7 @@ static __attribute__((noinline)) void walk_sample_sigsafe(struct flamme_slot *s,
      * ranges start at the new stack: flamme_ocaml_ranges_sigsafe). */
     struct flamme_walk_copy copy = {.buf = s->scratch, .words = FLAMME_SCRATCH_WORDS, .budget = 16,
                                     .cfi = s->cfi_cache};
-    int nr = collect_ranges(s, sp, ranges, &domain, &nocaml, &copy);
+    int nr = collect_ranges(s, sp, pc, regs.r[FLAMME_DW_RSI], ranges, &domain, &nocaml, &copy);
     uint32_t sflags = 0;
     if (nocaml)
         sflags |= FLAMME_SAMPLE_NO_OCAML;
@@ -560,7 +564,7 @@ int flamme_blocked_begin_nosig(uintptr_t callee, uintptr_t ret, uintptr_t sp, ui
     int nocaml;
     struct flamme_walk_copy copy = {.buf = s->scratch, .words = FLAMME_SCRATCH_WORDS, .budget = 16,
                                     .cfi = s->cfi_cache};
-    int nr = collect_ranges(s, sp, ranges, &domain, &nocaml, &copy);
+    int nr = collect_ranges(s, sp, 0, 0, ranges, &domain, &nocaml, &copy);
     uint64_t *frames = rec + FLAMME_SAMPLE_HDR_WORDS;
     uint32_t wflags, n = 0;
     frames[n++] = callee;
@@ -585,7 +589,7 @@ uint32_t flamme_walk_caller_nosig(struct flamme_slot *s, uintptr_t ret, uintptr_
     int nocaml;
     struct flamme_walk_copy copy = {.buf = s->scratch, .words = FLAMME_SCRATCH_WORDS, .budget = 16,
                                     .cfi = s->cfi_cache};
-    int nr = collect_ranges(s, sp, ranges, domain, &nocaml, &copy);
+    int nr = collect_ranges(s, sp, 0, 0, ranges, domain, &nocaml, &copy);
     struct flamme_walk_regs regs = {{0}, FLAMME_WALK_REG(FLAMME_DW_RSP) | FLAMME_WALK_REG(FLAMME_DW_RBP)};
     regs.r[FLAMME_DW_RSP] = sp;
     regs.r[FLAMME_DW_RBP] = fp;

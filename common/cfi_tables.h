@@ -33,6 +33,7 @@
 #define FLAMME_CFI_NSAVED 6
 #define FLAMME_DW_RBP 6 /* DWARF numbers: rax rdx rcx rbx rsi rdi rbp rsp r8..r15 = 0..15 */
 #define FLAMME_DW_RSP 7
+#define FLAMME_DW_RSI 4
 #define FLAMME_CFI_SAVED_DWREGS {6, 3, 12, 13, 14, 15} /* rbp rbx r12 r13 r14 r15 */
 
 #define RULE_GAP 255 /* no FDE covers this address */

@@ -41,6 +41,8 @@ static struct {
     /* The runtime's assembly, caml_system__code_begin..end (see
      * flamme_ocaml_stable_sigsafe); 0: not found. */
     uintptr_t sys_code_lo, sys_code_hi;
+    /* caml_perform's code [lo, hi) (see performer_range); 0: not found. */
+    uintptr_t perform_lo, perform_hi;
 } rt;
 
 extern void *__tls_get_addr(void *);
@@ -90,6 +92,14 @@ int flamme_ocaml_resolve(void)
              * link's stack current, so a bound too long does no harm). */
             rt.grow_lo = (uintptr_t)g;
             rt.grow_hi = rt.grow_lo + (sym->st_size ? sym->st_size : 128);
+        }
+        void *pf;
+        sym = flamme_ocaml_dynsym("caml_perform", &pf);
+        if (sym) {
+            /* Without a size, a bound past its ~140 bytes (5.1-5.3): the
+             * check it guards also needs rsi to name a stack. */
+            rt.perform_lo = (uintptr_t)pf;
+            rt.perform_hi = rt.perform_lo + (sym->st_size ? sym->st_size : 256);
         }
         uintptr_t lo = (uintptr_t)dlsym(RTLD_DEFAULT, "caml_system__code_begin"),
                   hi = (uintptr_t)dlsym(RTLD_DEFAULT, "caml_system__code_end");
@@ -425,6 +435,26 @@ static uintptr_t growing_stack(uintptr_t c_stack, uintptr_t sys_lo, uintptr_t sy
     return ra >= rt.grow_lo && ra < rt.grow_hi ? s : current;
 }
 
+/* caml_perform (amd64.S; caml_reperform jumps into it) leaves the
+ * performing fiber for its parent with SWITCH_OCAML_STACKS, which names the
+ * parent current (Caml_state->current_stack) before it moves rsp there,
+ * and with frame pointers restores rbp (its frame on the fiber) only after:
+ * interrupted in between, the walk starts on, or goes through, a stack the
+ * chain from current does not hold, and went on by checked copies until
+ * their allowance ran out (a [broken] stack of the fiber's frames under
+ * caml_perform: 0.07-0.24% of tests/e2e/stress's weight in some runs, 1%
+ * in a loaded CI run). There the performer is in rsi (5.1 to 5.3, with
+ * frame pointers or not), and its handler still names current as parent
+ * (cleared once rbp is restored). Only at a pc inside caml_perform; the
+ * candidate s (rsi: any value) is read with checked reads. Returns 1 and
+ * sets *r when s is a stack descriptor whose parent is current, else 0. */
+static int performer_range(uintptr_t pc, uintptr_t s, uintptr_t current, struct flamme_range *r)
+{
+    uintptr_t parent;
+    return pc >= rt.perform_lo && pc < rt.perform_hi && s && current && s != current &&
+           stack_at(s, 0, r, &parent) == 0 && parent == current;
+}
+
 int flamme_ocaml_stable_sigsafe(const void *ds, uintptr_t sys_lo, uintptr_t sys_hi, uintptr_t sp)
 {
     if (!ds || !rt.sys_code_lo)
@@ -435,9 +465,9 @@ int flamme_ocaml_stable_sigsafe(const void *ds, uintptr_t sys_lo, uintptr_t sys_
 }
 
 int flamme_ocaml_ranges_sigsafe(const void *ds, uintptr_t sys_lo, uintptr_t sys_hi, uintptr_t sp,
-                                int direct, struct flamme_ocaml_chain *chain,
-                                struct flamme_range *out, int max, int32_t *domain,
-                                uintptr_t *more)
+                                int direct, uintptr_t pc, uintptr_t rsi,
+                                struct flamme_ocaml_chain *chain, struct flamme_range *out, int max,
+                                int32_t *domain, uintptr_t *more)
 {
     *more = 0;
     if (chain) {
@@ -466,7 +496,17 @@ int flamme_ocaml_ranges_sigsafe(const void *ds, uintptr_t sys_lo, uintptr_t sys_
     /* On an OCaml stack the thread is not in caml_try_realloc_stack. */
     if (!direct)
         current = growing_stack(c_stack, sys_lo, sys_hi, sp, current);
-    return chain_ranges(current, direct, chain, out, max, more);
+    int n = chain_ranges(current, direct, chain, out, max, more);
+    struct flamme_range p;
+    /* The performer first, then the chain from its parent on (not with the
+     * ranges full: eight nested handlers, and the window). */
+    if (n > 0 && n < max && (sp < sys_lo || sp >= sys_hi) && performer_range(pc, rsi, current, &p)) {
+        for (int i = n; i > 0; i--)
+            out[i] = out[i - 1];
+        out[0] = p;
+        n++;
+    }
+    return n;
 }
 
 int flamme_ocaml_more_ranges_sigsafe(uintptr_t *more, int direct, struct flamme_ocaml_chain *chain,

@@ -81,12 +81,15 @@ void **flamme_ocaml_state_slot(void);
  * runtime frees stacks only while running C on the system stack). Sets
  * *domain to the domain id (or leaves it). When the chain goes on beyond
  * max stacks (handlers nested deeper), *more is the descriptor of the next
- * one (for flamme_ocaml_more_ranges_sigsafe), else 0. Returns the number of
- * ranges added (0 if ds is unusable). async-signal-safe: yes. */
+ * one (for flamme_ocaml_more_ranges_sigsafe), else 0. pc and rsi are the
+ * interrupted thread's (0 when unknown): inside caml_perform, the stack it
+ * is leaving, which rsi names, comes first (see performer_range in the
+ * .c). Returns the number of ranges added (0 if ds is unusable).
+ * async-signal-safe: yes. */
 int flamme_ocaml_ranges_sigsafe(const void *ds, uintptr_t sys_lo, uintptr_t sys_hi, uintptr_t sp,
-                                int direct, struct flamme_ocaml_chain *chain,
-                                struct flamme_range *out, int max, int32_t *domain,
-                                uintptr_t *more);
+                                int direct, uintptr_t pc, uintptr_t rsi,
+                                struct flamme_ocaml_chain *chain, struct flamme_range *out, int max,
+                                int32_t *domain, uintptr_t *more);
 
 /* 1 if the OCaml stacks of domain state ds (the calling thread's own
  * caml_state, not one it had before a blocking section) can be read plainly

@@ -234,6 +234,35 @@ def test_effdeep(build, program, compiler, check, tmp_path):
 
 
 @pytest.mark.slow
+def test_perfdeep(build, program, compiler, check, tmp_path):
+    """A fiber 3,000 frames deep performing in a tight loop, its handler
+    continuing at once: samples land inside caml_perform's stack switch,
+    where the domain state already names the parent while rsp (frame
+    pointers: rbp too) is still on the fiber, which the chain from the
+    parent no longer holds. The walk went on by checked copies until their
+    allowance ran out: 34-47 (5.3.0 fp) and 7 (5.1.0 fp) of ~750 samples
+    came out [broken] under caml_perform, in every run (no-fp: none; its
+    rows take the walk to the parent there). Walked whole (no budget), every
+    stack reaches main, those in caml_perform through the fiber's frames
+    (frame pointers) or the handler's (no-fp)."""
+    prof = str(tmp_path / "perfdeep.flm")
+    st, _ = recorded_raw(build, program("perfdeep"), [], prof, str(tmp_path),
+                         env={"FLAMME_BUDGET": "0"})
+    common_checks(check, st, "perfdeep/%s" % compiler.name, goal(compiler), build, prof)
+    switching = [s for s in st if s.frames and s.frames[-1] in ("caml_perform", "caml_resume")]
+    tot = sum(s.weight for s in switching)
+    broken = sum(s.weight for s in st if s.frames[:1] == ["[broken]"])
+    whole = sum(s.weight for s in switching if s.complete())
+    print("    in caml_perform/caml_resume: %d samples, %d whole; [broken] in all: %d"
+          % (tot, whole, broken))
+    check(tot >= 20, "perfdeep: samples inside the stack switches (>= 20)", tot)
+    check(broken <= 1, "perfdeep: no stack [broken] (a single sample allowed)",
+          "%d\n%s" % (broken, "\n".join(incomplete_addresses(build, prof))))
+    check(whole >= 0.99 * tot, "perfdeep: >= 99% of the switch samples reach main whole",
+          "%d of %d" % (whole, tot))
+
+
+@pytest.mark.slow
 def test_nestfx(build, program, compiler, check, tmp_path):
     st, _ = recorded(build, program, compiler, check, tmp_path, "nestfx", ["4", "40"])
     # The body runs under every layer: 40 fibers, each one caml_runstack

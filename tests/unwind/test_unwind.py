@@ -241,7 +241,7 @@ def test_perfdeep(build, program, compiler, check, tmp_path):
     pointers: rbp too) is still on the fiber, which the chain from the
     parent no longer holds. The walk went on by checked copies until their
     allowance ran out: 34-47 (5.3.0 fp) and 7 (5.1.0 fp) of ~750 samples
-    came out [broken] under caml_perform, in every run (no-fp: none; its
+    came out [broken] under caml_perform, in every run tried (no-fp: none; its
     rows take the walk to the parent there). Walked whole (no budget), every
     stack reaches main, those in caml_perform through the fiber's frames
     (frame pointers) or the handler's (no-fp)."""

@@ -442,7 +442,7 @@ static uintptr_t growing_stack(uintptr_t c_stack, uintptr_t sys_lo, uintptr_t sy
  * interrupted in between, the walk starts on, or goes through, a stack the
  * chain from current does not hold, and went on by checked copies until
  * their allowance ran out (a [broken] stack of the fiber's frames under
- * caml_perform: 0.07-0.24% of tests/e2e/stress's weight in some runs, 1%
+ * caml_perform: 0.01-0.24% of tests/e2e/stress's weight in some runs, 1%
  * in a loaded CI run). There the performer is in rsi (5.1 to 5.3, with
  * frame pointers or not), and its handler still names current as parent
  * (cleared once rbp is restored). Only at a pc inside caml_perform; the

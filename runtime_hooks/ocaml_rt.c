@@ -72,6 +72,18 @@ static int find_tls_module(struct dl_phdr_info *info, size_t size, void *arg)
     return 0;
 }
 
+/* Function fn's code [*lo, *hi), its size from the symbol table, else
+ * unsized bytes; both left 0 when fn is not found. */
+static void code_range(const char *fn, size_t unsized, uintptr_t *lo, uintptr_t *hi)
+{
+    void *a;
+    const ElfW(Sym) *sym = flamme_ocaml_dynsym(fn, &a);
+    if (!sym)
+        return;
+    *lo = (uintptr_t)a;
+    *hi = *lo + (sym->st_size ? sym->st_size : unsized);
+}
+
 int flamme_ocaml_resolve(void)
 {
     void *state = dlsym(RTLD_DEFAULT, "caml_state");
@@ -84,23 +96,13 @@ int flamme_ocaml_resolve(void)
         dl_iterate_phdr(find_tls_module, &f);
         rt.ti.modid = f.modid;
         rt.ti.offset = f.offset;
-        void *g;
-        const ElfW(Sym) *sym = flamme_ocaml_dynsym("caml_call_realloc_stack", &g);
-        if (sym) {
-            /* Its size from the symbol table; without one, a bound short
-             * of the functions after it (caml_call_gc's C call leaves the
-             * link's stack current, so a bound too long does no harm). */
-            rt.grow_lo = (uintptr_t)g;
-            rt.grow_hi = rt.grow_lo + (sym->st_size ? sym->st_size : 128);
-        }
-        void *pf;
-        sym = flamme_ocaml_dynsym("caml_perform", &pf);
-        if (sym) {
-            /* Without a size, a bound past its ~140 bytes (5.1-5.3): the
-             * check it guards also needs rsi to name a stack. */
-            rt.perform_lo = (uintptr_t)pf;
-            rt.perform_hi = rt.perform_lo + (sym->st_size ? sym->st_size : 256);
-        }
+        /* Without a size, a bound short of the functions after it
+         * (caml_call_gc's C call leaves the link's stack current, so a
+         * bound too long does no harm). */
+        code_range("caml_call_realloc_stack", 128, &rt.grow_lo, &rt.grow_hi);
+        /* Without a size, a bound past its ~140 bytes (5.1-5.3): the check
+         * it guards also needs rsi to name a stack. */
+        code_range("caml_perform", 256, &rt.perform_lo, &rt.perform_hi);
         uintptr_t lo = (uintptr_t)dlsym(RTLD_DEFAULT, "caml_system__code_begin"),
                   hi = (uintptr_t)dlsym(RTLD_DEFAULT, "caml_system__code_end");
         if (lo && hi > lo && hi - lo < (1u << 20)) {

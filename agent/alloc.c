@@ -148,8 +148,7 @@ int flamme_alloc_heapfill(uintptr_t ret, uintptr_t sp, uintptr_t fp, uint64_t wo
 
 int flamme_heapfill_prepare(const char *release)
 {
-    /* The caml_domain_state offsets gc_hooks.c reads are 5.3's. */
-    if (strcmp(release, "5.3") != 0) {
+    if (!flamme_gc_heapfill_supported()) {
         flamme_agent_warn(1, "allocation profiling (--alloc) needs OCaml 5.3 or later; this is "
                              "%s; profiling CPU only", release);
         return -1;

@@ -41,10 +41,13 @@ type alloc_run = { active : bool Atomic.t; live : bool }
 
 let alloc_run : alloc_run option ref = ref None
 
+(* 2 for Custom, and for the sources releases added since (5.4's
+   Map_file: a bigarray's mapped file, out-of-heap data as well), which
+   an exhaustive match on 5.3's constructors would not compile with. *)
 let source_code = function
   | Gc.Memprof.Normal -> 0
   | Gc.Memprof.Marshal -> 1
-  | Gc.Memprof.Custom -> 2
+  | _ -> 2
 
 let tracker run =
   let sample heap (a : Gc.Memprof.allocation) =

@@ -275,17 +275,15 @@ static void pause_major_hooks(void)
 }
 
 /* ---- Heap-fill allocation sampling (doc/design.md) ----
- * caml_domain_state fields at their offsets in 5.3's domain_state.tbl
- * (flamme_heapfill_prepare turns sampling on for 5.3 only): young_ptr,
- * young_end, allocated_words, and the cumulative statistics whose
- * difference counts the words allocated directly in the major heap
- * (stat_major_words + allocated_words - stat_promoted_words). */
+ * caml_domain_state fields: young_ptr, young_end, allocated_words (the
+ * same offsets in 5.3 and 5.4), and unique_id and the cumulative
+ * statistics whose difference counts the words allocated directly in the
+ * major heap (stat_major_words + allocated_words - stat_promoted_words),
+ * at the running release's offsets (runtime_hooks/ocaml_layout.h;
+ * flamme_gc_heapfill_supported says whether it has them). */
 #define DS_YOUNG_PTR 8
 #define DS_YOUNG_END 24
 #define DS_ALLOCATED_WORDS 128
-#define DS_UNIQUE_ID 296
-#define DS_STAT_PROMOTED_WORDS 392
-#define DS_STAT_MAJOR_WORDS 400
 #define HF_DOMAINS 4096
 
 _Atomic int flamme_gc_heapfill;
@@ -307,10 +305,10 @@ static void hf_take(const char *ds, int minor_too, uintptr_t ret, uintptr_t sp, 
     if (id < 0 || id >= HF_DOMAINS)
         return;
     struct hf_dom *d = &hf_doms[id];
-    int32_t uid = *(const int32_t *)(ds + DS_UNIQUE_ID);
-    uint64_t direct = *(const uint64_t *)(ds + DS_STAT_MAJOR_WORDS) +
+    int32_t uid = *(const int32_t *)(ds + flamme_ocaml_ds_unique_id);
+    uint64_t direct = *(const uint64_t *)(ds + flamme_ocaml_ds_stat_major) +
                       *(const uint64_t *)(ds + DS_ALLOCATED_WORDS) -
-                      *(const uint64_t *)(ds + DS_STAT_PROMOTED_WORDS);
+                      *(const uint64_t *)(ds + flamme_ocaml_ds_stat_promoted);
     if (!d->seen || d->unique_id != uid) {
         /* A domain first seen: its counters started at 0 with it (a
          * terminating domain's are reset), and a heap-fill profile starts
@@ -437,6 +435,11 @@ static void chain(_Atomic(timing_hook) *var, timing_hook h, timing_hook *prev)
         *prev = old;
     while (!atomic_compare_exchange_weak_explicit(var, &old, h, memory_order_acq_rel,
                                                   memory_order_acquire));
+}
+
+int flamme_gc_heapfill_supported(void)
+{
+    return flamme_ocaml_ds_unique_id != 0;
 }
 
 void flamme_gc_hooks_atfork_child(void)

@@ -14,14 +14,18 @@
 /* caml_domain_state (runtime/caml/domain_state.tbl order; 8-byte fields). */
 #define DS_CURRENT_STACK 40
 #define DS_C_STACK 64
-/* Caml_state->id moves between releases (280 in 5.1, 288 in 5.3): set by
+/* Caml_state->id moves between releases (280 in 5.1, 288 in 5.3, 320 in 5.4): set by
  * flamme_ocaml_check_runtime in the constructor (after checking it in
  * caml_reset_young_limit's code), before any thread is registered or
  * sampled, and only read afterwards (handler included). */
 extern int flamme_ocaml_ds_id;
-/* Caml_state->local_roots (152 in 5.1, 160 in 5.3: each release's
+/* Caml_state->local_roots (152 in 5.1, 160 in 5.3, 192 in 5.4: each release's
  * caml_callback_exn stores its roots block there), set with the id. */
 extern int flamme_ocaml_ds_local_roots;
+/* Caml_state->unique_id, stat_promoted_words and stat_major_words (296,
+ * 392, 400 in 5.3; 328, 424, 432 in 5.4), set with the id; 0 on a release
+ * whose counters the heap-fill sampler does not read (5.1). */
+extern int flamme_ocaml_ds_unique_id, flamme_ocaml_ds_stat_promoted, flamme_ocaml_ds_stat_major;
 /* struct stack_info (runtime/caml/fiber.h): sp@0 exception_ptr@8 handler@16,
  * 56 bytes in all; usable stack [stk + 56, stk->handler). */
 #define SI_SP 0

@@ -18,7 +18,7 @@
 #define MAX_MARKERS 4
 
 /* A release the agent knows. Markers were checked with `nm -D` on programs
- * built by each release (make deps builds 5.1.0 and 5.3.0); the offsets are
+ * built by each release (make deps builds 5.1.0, 5.3.0 and 5.4.1); the offsets are
  * from that release's runtime/caml/domain_state.tbl and fiber.h. */
 struct release {
     const char *name;
@@ -26,21 +26,33 @@ struct release {
     const char *lacks[MAX_MARKERS]; /* ones it does not (added or removed later) */
     int ds_current_stack, ds_c_stack, ds_id, ds_local_roots;
     int si_sp, si_handler, si_size, sh_parent, csl_sp;
+    /* The heap-fill sampler's counters (runtime_hooks/gc_hooks.c):
+     * unique_id, stat_promoted_words, stat_major_words; 0: not read on
+     * this release (--alloc is then CPU only). */
+    int ds_unique_id, ds_stat_promoted, ds_stat_major;
 };
 
 static const struct release releases[] = {
     {"5.1",
      {"caml_ml_domain_unique_token", "caml_do_pending_actions_exn"},
      {"caml_ml_domain_index", "caml_callback_res"},
-     40, 64, 280, 152, 0, 16, 56, 24, 8},
+     40, 64, 280, 152, 0, 16, 56, 24, 8, 0, 0, 0},
     {"5.3",
      {"caml_ml_domain_index", "caml_callback_res", "caml_update_young_limit_after_c_call"},
+     {"caml_ml_domain_unique_token", "caml_do_pending_actions_exn", "caml_c_call_copy_stack_args"},
+     40, 64, 288, 160, 0, 16, 56, 24, 8, 296, 392, 400},
+    /* 5.4 adds four fields after allocated_words (ramp-up accounting and
+     * the GC policy): id and local_roots move 32 bytes; caml_c_call_stack_args
+     * copies its arguments in a new function of its own. */
+    {"5.4",
+     {"caml_ml_domain_index", "caml_callback_res", "caml_c_call_copy_stack_args"},
      {"caml_ml_domain_unique_token", "caml_do_pending_actions_exn"},
-     40, 64, 288, 160, 0, 16, 56, 24, 8},
+     40, 64, 320, 192, 0, 16, 56, 24, 8, 328, 424, 432},
 };
 
 int flamme_ocaml_ds_id = 288; /* 5.3's, until the check sets it */
 int flamme_ocaml_ds_local_roots = 160;
+int flamme_ocaml_ds_unique_id, flamme_ocaml_ds_stat_promoted, flamme_ocaml_ds_stat_major;
 
 /* Symbols the agent reads as data: pointer-sized objects (the GC timing
  * hooks are `_Atomic caml_timing_hook`, a void (*)(void)). */
@@ -214,7 +226,7 @@ const char *flamme_ocaml_check_runtime(char *why, size_t whylen)
     const struct release *r = identify();
     if (!r) {
         snprintf(why, whylen, "this program's OCaml runtime is not a release flamme knows "
-                              "(5.1 or 5.3: its runtime functions differ)");
+                              "(5.1, 5.3 or 5.4: its runtime functions differ)");
         return NULL;
     }
     /* The agent reads current_stack, c_stack, stack_info and stack_handler
@@ -272,5 +284,8 @@ const char *flamme_ocaml_check_runtime(char *why, size_t whylen)
     }
     flamme_ocaml_ds_id = r->ds_id;
     flamme_ocaml_ds_local_roots = r->ds_local_roots;
+    flamme_ocaml_ds_unique_id = r->ds_unique_id;
+    flamme_ocaml_ds_stat_promoted = r->ds_stat_promoted;
+    flamme_ocaml_ds_stat_major = r->ds_stat_major;
     return r->name;
 }

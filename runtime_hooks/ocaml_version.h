@@ -26,7 +26,7 @@
 #include <stddef.h>
 
 /* Identifies the running OCaml runtime and checks the agent's facts about
- * it. Returns the release's name ("5.1", "5.3") when everything holds;
+ * it. Returns the release's name ("5.1", "5.3", "5.4") when everything holds;
  * otherwise NULL with a one-line reason in why (what was expected, what was
  * found). Call only when flamme_ocaml_present() is true. */
 const char *flamme_ocaml_check_runtime(char *why, size_t whylen);

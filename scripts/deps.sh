@@ -6,7 +6,9 @@
 #   - unless --demo: a second 5.3.0 without frame pointers (what a default
 #     opam switch is), and OCaml 5.1.0 with frame pointers (npm `ocaml@5.1.4`,
 #     whose VERSION file says 5.1.0), the oldest release flamme supports;
-#     the tests run on all three.
+#     and OCaml 5.4.1 without frame pointers (what a default opam switch
+#     has had since late 2025; npm has no 5.4, Debian's archive has its
+#     source, checked against its SHA-256); the tests run on all four.
 # `make demo` runs `deps.sh --demo`: the one compiler the demo needs.
 # Idempotent: a second run only checks that things are present.
 # Env: FLAMME_CACHE (default $HOME/.cache/flamme), FLAMME_OCAML_VERSION.
@@ -22,7 +24,7 @@ OLD_NPM=5.1.4
 OLD_VER=5.1.0
 
 need_pkgs=()
-for p in gcc make zlib1g-dev libunwind-dev libcurl4-openssl-dev pkg-config python3 binutils chromium libc6-dbg ocaml-dune; do
+for p in gcc make zlib1g-dev libunwind-dev libcurl4-openssl-dev pkg-config python3 binutils chromium libc6-dbg ocaml-dune curl xz-utils; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || need_pkgs+=("$p")
 done
 # npm may come from Debian's nodejs/npm or another node install: test the command.
@@ -55,19 +57,24 @@ if [ "$DEMO_ONLY" = 0 ]; then
     fi
 fi
 
-# build_ocaml NPM_VERSION PREFIX FLAGS: builds the npm source package
-# ocaml@NPM_VERSION into PREFIX.
+# build_ocaml SOURCE PREFIX FLAGS: builds OCaml into PREFIX from SOURCE:
+# an npm version of the source package `ocaml` (5.3.0), or a tarball
+# already fetched (a path ending in .tar.xz).
 build_ocaml() {
-    local npmver="$1" prefix="$2"; shift 2
-    echo "deps: building OCaml from npm ocaml@$npmver ($*) into $prefix (about 6 minutes, once)"
+    local source="$1" prefix="$2"; shift 2
+    echo "deps: building OCaml from $source ($*) into $prefix (about 6 minutes, once)"
     mkdir -p "$CACHE"
     local work
     work="$(mktemp -d "$CACHE/build.XXXXXX")"
-    ( cd "$work" && npm pack --silent "ocaml@$npmver" >/dev/null )
-    local tgz
-    tgz="$(ls "$work"/ocaml-*.tgz | head -1)"
     mkdir "$work/src"
-    tar -xzf "$tgz" -C "$work/src" --strip-components=1
+    if [[ "$source" == *.tar.xz ]]; then
+        tar -xJf "$source" -C "$work/src" --strip-components=1
+    else
+        ( cd "$work" && npm pack --silent "ocaml@$source" >/dev/null )
+        local tgz
+        tgz="$(ls "$work"/ocaml-*.tgz | head -1)"
+        tar -xzf "$tgz" -C "$work/src" --strip-components=1
+    fi
     ( cd "$work/src" &&
       ./configure "$@" --prefix="$prefix" >"$work/configure.log" 2>&1 ||
         { tail -30 "$work/configure.log"; echo "deps: configure failed" >&2; exit 1; }
@@ -123,4 +130,30 @@ else
     [ "$("$OLD/bin/ocamlopt" -version)" = "$OLD_VER" ] \
         || { echo "deps: npm ocaml@$OLD_NPM did not build OCaml $OLD_VER" >&2; exit 1; }
     echo "deps: OCaml $OLD_VER (frame pointers) installed in $OLD"
+fi
+
+# OCaml 5.4.1 without frame pointers: the release most default opam switches
+# run now. Its source is the orig tarball of Debian's ocaml 5.4.1-1
+# (forky/sid), fetched from Debian's archive and checked against the
+# SHA-256 that Debian's Sources index gives for it.
+NEW_VER=5.4.1
+NEW_SHA256=b1e297adc186635540758eb064c7fab025598ae4436f3b9767e5025188b4e0ab
+NEW_URL="http://deb.debian.org/debian/pool/main/o/ocaml/ocaml_$NEW_VER.orig.tar.xz"
+NEW="$CACHE/ocaml-$NEW_VER-nofp"
+if [ -x "$NEW/bin/ocamlopt" ] && [ "$("$NEW/bin/ocamlopt" -version)" = "$NEW_VER" ]; then
+    echo "deps: OCaml $NEW_VER (no frame pointers) present in $NEW"
+else
+    mkdir -p "$CACHE"
+    tarball="$CACHE/ocaml_$NEW_VER.orig.tar.xz"
+    if ! echo "$NEW_SHA256  $tarball" | sha256sum -c --status 2>/dev/null; then
+        curl -fsS --retry 3 -o "$tarball.part" "$NEW_URL" \
+            || { echo "deps: cannot fetch $NEW_URL (Debian's archive)" >&2; exit 1; }
+        echo "$NEW_SHA256  $tarball.part" | sha256sum -c --status \
+            || { rm -f "$tarball.part"; echo "deps: $NEW_URL: SHA-256 differs from Debian's" >&2; exit 1; }
+        mv "$tarball.part" "$tarball"
+    fi
+    build_ocaml "$tarball" "$NEW"
+    [ "$("$NEW/bin/ocamlopt" -version)" = "$NEW_VER" ] \
+        || { echo "deps: $NEW_URL did not build OCaml $NEW_VER" >&2; exit 1; }
+    echo "deps: OCaml $NEW_VER (no frame pointers) installed in $NEW"
 fi

@@ -341,9 +341,14 @@ def test_split_pprof_totals(ex, split_prof, check):
     total = sum(int(line.rsplit(" ", 1)[1]) for line in folded.splitlines())
     got = sum(v[0] for _, v, _ in prof["samples"])
     check(got == total and total > 0, "pprof count total = the profile's", "%d vs %d" % (got, total))
-    cpu = sum(v[1] for _, v, _ in prof["samples"])
-    check(abs(cpu - total * prof["period"]) <= len(prof["samples"]), "pprof cpu total = count x period",
-          "%d vs %d" % (cpu, total * prof["period"]))
+    # Each sample's time is its count times the sampling interval, 1e9/hz ns,
+    # rounded down once; the period field is that interval rounded down, so
+    # the time lies in [count x period, count x (period + 1)).
+    per = prof["period"]
+    off = [(v[0], v[1]) for _, v, _ in prof["samples"] if not v[0] * per <= v[1] < v[0] * (per + 1)]
+    check(not off, "pprof cpu of each sample = its count x the period (1e9/hz, rounded down once)",
+          "%d of %d samples outside, e.g. (count, ns) %s with period %d"
+          % (len(off), len(prof["samples"]), off[:3], per))
     sh, _ = shares({k: v[0] for k, v in pprof_stacks(prof).items()})
     for k, want in (("a", 50), ("b", 30), ("c", 20)):
         check(abs(sh[k] - want) <= 5, "pprof: work_%s %d%% +-5" % (k, want), "%.1f%%" % sh[k])

@@ -14,9 +14,9 @@ the program alone (same output, same exit status):
   - patched_id: the same program whose caml_reset_young_limit reads
     Caml_state->id at another offset;
   - and, as a control, the unpatched program is profiled.
-The patches are written against OCaml 5.3's runtime code: they run with both
-5.3.0 compilers (fp and no-fp) and are skipped for other releases; the
-control runs with every compiler. The runs with each supported release are
+The patches are written against OCaml 5.3's and 5.4's runtime code: they run
+with the 5.3.0 compilers (fp and no-fp) and 5.4.1, and are skipped for 5.1;
+the control runs with every compiler. The runs with each supported release are
 the rest of the suite.
 """
 import os
@@ -30,17 +30,26 @@ import flammetest
 # caml_runstack: mov 0x10(%rax),%r11; mov %rcx,0x18(%r11) (stack_handler's
 # parent at 24). The patch moves the parent to 32.
 RUNSTACK = bytes([0x4c, 0x8b, 0x58, 0x10, 0x49, 0x89, 0x4b, 0x18])
-# caml_reset_young_limit: movslq 0x120(%rdi),%rdx (Caml_state->id, 288 in 5.3).
-ID_LOAD = bytes([0x48, 0x63, 0x97, 0x20, 0x01, 0x00, 0x00])
+# caml_reset_young_limit: movslq ID(%rdi),%rdx, Caml_state->id by release.
+ID_OFFSET = {"5.3": 288, "5.4": 320}
+
+
+def id_load(offset):
+    return bytes([0x48, 0x63, 0x97]) + offset.to_bytes(4, "little")
 
 
 def split(ocaml):
     return ocaml("versions/split", [os.path.join(flammetest.REPO, "tests", "e2e", "split.ml")])
 
 
-def needs_5_3(compiler):
-    if compiler.version.split(".")[:2] != ["5", "3"]:
-        pytest.skip("the patches are written against OCaml 5.3's runtime code, not %s" % compiler)
+def release(compiler):
+    return ".".join(compiler.version.split(".")[:2])
+
+
+def needs_patchable(compiler):
+    if release(compiler) not in ID_OFFSET:
+        pytest.skip("the patches are written against OCaml 5.3's and 5.4's runtime code, not %s"
+                    % compiler)
 
 
 def run(cmd, env):
@@ -97,7 +106,7 @@ def write_exe(path, data):
 
 
 def test_patched(build, ocaml, compiler, check, tmp_path):
-    needs_5_3(compiler)
+    needs_patchable(compiler)
     data = open(split(ocaml), "rb").read()
     assert data.count(RUNSTACK) == 1, \
         "split.exe: caml_runstack's parent link found %d times" % data.count(RUNSTACK)
@@ -111,17 +120,19 @@ def test_patched_id(build, ocaml, compiler, check, tmp_path):
     that moved the field would: the domain labels would be wrong, so the
     agent stays dormant. (The patch reads the upper half of the id's 8-byte
     slot, 0 in this single-domain program, which runs as before.)"""
-    needs_5_3(compiler)
+    needs_patchable(compiler)
+    rel = release(compiler)
+    off = ID_OFFSET[rel]
     src = split(ocaml)
     data = bytearray(open(src, "rb").read())
     at = file_offset(src, "caml_reset_young_limit")
-    i = data.find(ID_LOAD, at, at + 64)
-    assert i >= 0, "split.exe: caml_reset_young_limit has no movslq 0x120(%rdi)"
+    i = data.find(id_load(off), at, at + 64)
+    assert i >= 0, "split.exe: caml_reset_young_limit has no movslq %#x(%%rdi)" % off
     data[i + 3] += 4
     exe = write_exe(str(tmp_path / "split_patched_id.exe"), data)
     dormant(check, build, str(tmp_path), exe, ["10"], 0, r"^split: rounds=50 ",
-            r"^flamme: OCaml 5\.3 runtime: caml_reset_young_limit reads the domain id at offset "
-            r"292, not at 288 .*; not profiling$")
+            r"^flamme: OCaml %s runtime: caml_reset_young_limit reads the domain id at offset "
+            r"%d, not at %d .*; not profiling$" % (re.escape(rel), off + 4, off))
 
 
 def test_control(build, ocaml, check, tmp_path):

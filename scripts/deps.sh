@@ -132,28 +132,70 @@ else
     echo "deps: OCaml $OLD_VER (frame pointers) installed in $OLD"
 fi
 
-# OCaml 5.4.1 without frame pointers: the release most default opam switches
-# run now. Its source is the orig tarball of Debian's ocaml 5.4.1-1
-# (forky/sid), fetched from Debian's archive and checked against the
-# SHA-256 that Debian's Sources index gives for it.
+# OCaml 5.4 without frame pointers: the release most default opam switches
+# run now. npm has no 5.4; its source is the orig tarball of Debian's ocaml
+# 5.4.1-1 (forky/sid), fetched from Debian's archive and checked against the
+# SHA-256 that Debian's Sources index gives for it. Once Debian moves on and
+# drops that file, the 5.4.x Debian's signed index names is taken instead.
+DEBIAN=http://deb.debian.org/debian
 NEW_VER=5.4.1
 NEW_SHA256=b1e297adc186635540758eb064c7fab025598ae4436f3b9767e5025188b4e0ab
-NEW_URL="http://deb.debian.org/debian/pool/main/o/ocaml/ocaml_$NEW_VER.orig.tar.xz"
-NEW="$CACHE/ocaml-$NEW_VER-nofp"
-if [ -x "$NEW/bin/ocamlopt" ] && [ "$("$NEW/bin/ocamlopt" -version)" = "$NEW_VER" ]; then
-    echo "deps: OCaml $NEW_VER (no frame pointers) present in $NEW"
+NEW_FILE="ocaml_$NEW_VER.orig.tar.xz"
+
+# debian_ocaml_54 DIR: sets NEW_VER, NEW_SHA256 and NEW_FILE from the ocaml
+# 5.4.x source package of Debian's forky or sid, read from their Sources
+# index (its SHA-256 from the suite's InRelease, whose signature gpgv checks
+# with Debian's archive keyring). Returns 1 when none is found.
+debian_ocaml_54() {
+    local dir="$1" suite rel sum found
+    for suite in forky sid; do
+        curl -fsS --retry 3 -o "$dir/InRelease" "$DEBIAN/dists/$suite/InRelease" || continue
+        gpgv --keyring /usr/share/keyrings/debian-archive-keyring.gpg -o "$dir/Release" \
+            "$dir/InRelease" 2>/dev/null || continue
+        sum="$(awk '/^SHA256:/ {s=1; next} /^[^ ]/ {s=0} s && $3 == "main/source/Sources.xz" {print $1}' \
+            "$dir/Release")"
+        [ -n "$sum" ] || continue
+        curl -fsS --retry 3 -o "$dir/Sources.xz" "$DEBIAN/dists/$suite/main/source/Sources.xz" || continue
+        echo "$sum  $dir/Sources.xz" | sha256sum -c --status || continue
+        found="$(xz -dc "$dir/Sources.xz" | awk '
+            /^Package: / {pkg=$2; ver=""; s=0}
+            pkg == "ocaml" && /^Version: 5\.4\./ {ver=$2}
+            pkg == "ocaml" && ver != "" && /^Checksums-Sha256:/ {s=1; next}
+            s && /^ / && $3 ~ /^ocaml_5\.4\.[0-9]+\.orig\.tar\.xz$/ {print $1, $3; s=0}
+            /^[^ ]/ {s=0}' | sort -k2 -V | tail -1)"
+        [ -n "$found" ] || continue
+        NEW_SHA256="${found%% *}"
+        NEW_FILE="${found#* }"
+        NEW_VER="${NEW_FILE#ocaml_}"
+        NEW_VER="${NEW_VER%.orig.tar.xz}"
+        return 0
+    done
+    return 1
+}
+
+# fetch_checked FILE SHA256 DEST: DEST is Debian's pool file FILE with that SHA-256.
+fetch_checked() {
+    echo "$2  $3" | sha256sum -c --status 2>/dev/null && return 0
+    curl -fsS --retry 3 -o "$3.part" "$DEBIAN/pool/main/o/ocaml/$1" || return 1
+    echo "$2  $3.part" | sha256sum -c --status || { rm -f "$3.part"; return 1; }
+    mv "$3.part" "$3"
+}
+
+if ls "$CACHE"/ocaml-5.4.*-nofp/bin/ocamlopt >/dev/null 2>&1; then
+    echo "deps: OCaml 5.4 (no frame pointers) present in $(ls -d "$CACHE"/ocaml-5.4.*-nofp | head -1)"
 else
     mkdir -p "$CACHE"
-    tarball="$CACHE/ocaml_$NEW_VER.orig.tar.xz"
-    if ! echo "$NEW_SHA256  $tarball" | sha256sum -c --status 2>/dev/null; then
-        curl -fsS --retry 3 -o "$tarball.part" "$NEW_URL" \
-            || { echo "deps: cannot fetch $NEW_URL (Debian's archive)" >&2; exit 1; }
-        echo "$NEW_SHA256  $tarball.part" | sha256sum -c --status \
-            || { rm -f "$tarball.part"; echo "deps: $NEW_URL: SHA-256 differs from Debian's" >&2; exit 1; }
-        mv "$tarball.part" "$tarball"
+    if ! fetch_checked "$NEW_FILE" "$NEW_SHA256" "$CACHE/$NEW_FILE"; then
+        echo "deps: $DEBIAN/pool/main/o/ocaml/$NEW_FILE: not fetched; asking Debian's index for another 5.4"
+        idx="$(mktemp -d "$CACHE/index.XXXXXX")"
+        debian_ocaml_54 "$idx" || { rm -rf "$idx"; echo "deps: no OCaml 5.4 source in Debian's forky or sid" >&2; exit 1; }
+        rm -rf "$idx"
+        fetch_checked "$NEW_FILE" "$NEW_SHA256" "$CACHE/$NEW_FILE" \
+            || { echo "deps: cannot fetch $DEBIAN/pool/main/o/ocaml/$NEW_FILE with Debian's SHA-256" >&2; exit 1; }
     fi
-    build_ocaml "$tarball" "$NEW"
+    NEW="$CACHE/ocaml-$NEW_VER-nofp"
+    build_ocaml "$CACHE/$NEW_FILE" "$NEW"
     [ "$("$NEW/bin/ocamlopt" -version)" = "$NEW_VER" ] \
-        || { echo "deps: $NEW_URL did not build OCaml $NEW_VER" >&2; exit 1; }
+        || { echo "deps: $NEW_FILE did not build OCaml $NEW_VER" >&2; exit 1; }
     echo "deps: OCaml $NEW_VER (no frame pointers) installed in $NEW"
 fi

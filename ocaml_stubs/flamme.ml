@@ -41,9 +41,9 @@ type alloc_run = { active : bool Atomic.t; live : bool }
 
 let alloc_run : alloc_run option ref = ref None
 
-(* 2 for Custom, and for the sources releases added since (5.4's
-   Map_file: a bigarray's mapped file, out-of-heap data as well), which
-   an exhaustive match on 5.3's constructors would not compile with. *)
+(* 2: Custom, and any source a later release adds (5.4's Map_file, the
+   out-of-heap data of a file mapped as a bigarray). Naming 5.3's
+   constructors only, with no catch-all, does not compile on 5.4. *)
 let source_code = function
   | Gc.Memprof.Normal -> 0
   | Gc.Memprof.Marshal -> 1

@@ -2,14 +2,16 @@
 """bench/unwind_bench.py — stack completeness per program and compiler
 (`make bench-unwind`, part of `make bench`). Prints a table; asserts nothing.
 
-Records each real-style program of tests/unwind (built here with both OCaml
-5.3.0 compilers, as the tests build them) with `flamme record -F HZ`,
+Records each real-style program of tests/unwind (built here with every
+compiler make deps built, as the tests build them; --compilers narrows
+them) with `flamme record -F HZ`,
 ROUNDS times, and prints per program and compiler: samples, the share of
 samples whose stack reaches its thread's root (median and worst round), and
 the issue's goals beside them (>= 99.5% without frame pointers, >= 99.9%
 with). breakwalk is built to break walks: its figure shows what share is
 NOT marked, which must be 0.
-Usage: unwind_bench.py [--build DIR] [--cache DIR] [--rounds N] [--hz N] [--scale X] [--only a,b]
+Usage: unwind_bench.py [--build DIR] [--cache DIR] [--compilers a,b] [--rounds N] [--hz N]
+                       [--scale X] [--only a,b]
 """
 import argparse
 import os
@@ -48,33 +50,37 @@ def main():
     ap.add_argument("--hz", type=int, default=999)
     ap.add_argument("--scale", type=float, default=2.0)
     ap.add_argument("--only", default="")
+    ap.add_argument("--compilers", default="", help="e.g. 5.3.0-fp,5.4.1-nofp (default: all)")
     a = ap.parse_args()
     only = set(a.only.split(",")) if a.only else None
     print("stack completeness, %d rounds at %d Hz, scale %g (complete = root-most frame is a "
           "thread root)" % (a.rounds, a.hz, a.scale))
-    print("%-10s %-5s %8s %10s %10s %9s %6s" % ("program", "build", "samples", "median %",
-                                              "worst %", "unmarked", "goal"))
+    print("%-10s %-11s %8s %10s %10s %9s %6s" % ("program", "compiler", "samples", "median %",
+                                               "worst %", "unmarked", "goal"))
     with tempfile.TemporaryDirectory(prefix="flamme-unwind-bench.") as wd:
         build = flammetest.Build(a.build)
-        compilers = {c.name: c for c in flammetest.find_compilers(a.cache)}
+        compilers = flammetest.find_compilers(a.cache)
+        wanted = [w for w in a.compilers.split(",") if w]
+        if wanted:
+            compilers = [c for c in compilers if c.name in wanted]
+        if not compilers:
+            print("no OCaml compiler%s in %s (make deps)" % (" " + a.compilers if wanted else "", a.cache))
+            return
         for prog in PROGRAMS:
             if only and prog not in only:
                 continue
-            for v in ("fp", "nofp"):
-                compiler = compilers.get("5.3.0-" + v)
-                if compiler is None:
-                    print("%-10s %-5s no OCaml 5.3.0-%s compiler (make deps)" % (prog, v, v))
-                    continue
+            for compiler in compilers:
+                name = compiler.name
                 try:
                     exe = us.build_program(flammetest.builder(build, compiler), build, prog)
                     runs = [one(build, exe, a.scale, a.hz, wd) for _ in range(a.rounds)]
                 except (RuntimeError, FileNotFoundError) as e:
-                    print("%-10s %-5s error: %s" % (prog, v, e))
+                    print("%-10s %-11s error: %s" % (prog, name, e))
                     continue
                 pcs = [r[1] for r in runs]
-                goal = "-" if prog == "breakwalk" else ">=%.1f" % GOAL[v]
-                print("%-10s %-5s %8d %10.2f %10.2f %9d %6s" % (
-                    prog, v, int(statistics.median(r[0] for r in runs)), statistics.median(pcs),
+                goal = "-" if prog == "breakwalk" else ">=%.1f" % GOAL["fp" if compiler.fp else "nofp"]
+                print("%-10s %-11s %8d %10.2f %10.2f %9d %6s" % (
+                    prog, name, int(statistics.median(r[0] for r in runs)), statistics.median(pcs),
                     min(pcs), sum(r[2] for r in runs), goal))
                 worst = min(runs, key=lambda r: r[1])
                 if prog != "breakwalk" and worst[1] < 100.0:

@@ -21,7 +21,7 @@ HELP_LINES += "make unwind-test  complete stacks with every compiler: Atomic que
 bench-unwind: $(BUILD)/libflamme.so $(BUILD)/flamme $(UNW_DLLIB)
 	python3 bench/unwind_bench.py --build $(BUILD)
 BENCH_TARGETS += bench-unwind
-HELP_LINES += "make bench-unwind complete stacks per program and compiler (fp/nofp), 3 rounds at 999 Hz (prints a table)"
+HELP_LINES += "make bench-unwind complete stacks per program and compiler (each one make deps built), 3 rounds at 999 Hz (prints a table)"
 
 .PHONY: bench-compiler
 bench-compiler: $(BUILD)/libflamme.so $(BUILD)/flamme

@@ -147,7 +147,7 @@ NEW_FILE="ocaml_$NEW_VER.orig.tar.xz"
 # index (its SHA-256 from the suite's InRelease, whose signature gpgv checks
 # with Debian's archive keyring). Returns 1 when none is found.
 debian_ocaml_54() {
-    local dir="$1" suite rel sum found
+    local dir="$1" suite sum found
     for suite in forky sid; do
         curl -fsS --retry 3 -o "$dir/InRelease" "$DEBIAN/dists/$suite/InRelease" || continue
         gpgv --keyring /usr/share/keyrings/debian-archive-keyring.gpg -o "$dir/Release" \

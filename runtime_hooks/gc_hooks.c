@@ -204,7 +204,7 @@ static void set_flag(struct hstate *h, uint32_t bit, int on)
 
 /* Whether a major slice about to begin has nothing to do on this domain:
  * marking and sweeping are done (Caml_state->marking_done, sweeping_done;
- * same offsets in 5.1-5.3). The runtime calls such slices back to back, a
+ * same offsets in 5.1-5.4). The runtime calls such slices back to back, a
  * few hundred nanoseconds each, while it waits for other domains to finish a
  * cycle (Gc.major, Gc.full_major, Gc.compact, domain spawn and exit); a clock
  * read would cost a good share of such a slice. They are flagged but not

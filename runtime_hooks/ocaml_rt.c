@@ -100,7 +100,7 @@ int flamme_ocaml_resolve(void)
          * (caml_call_gc's C call leaves the link's stack current, so a
          * bound too long does no harm). */
         code_range("caml_call_realloc_stack", 128, &rt.grow_lo, &rt.grow_hi);
-        /* Without a size, a bound past its ~140 bytes (5.1-5.3): the check
+        /* Without a size, a bound past its ~140 bytes (5.1-5.4): the check
          * it guards also needs rsi to name a stack. */
         code_range("caml_perform", 256, &rt.perform_lo, &rt.perform_hi);
         uintptr_t lo = (uintptr_t)dlsym(RTLD_DEFAULT, "caml_system__code_begin"),
@@ -445,7 +445,7 @@ static uintptr_t growing_stack(uintptr_t c_stack, uintptr_t sys_lo, uintptr_t sy
  * chain from current does not hold, and went on by checked copies until
  * their allowance ran out (a [broken] stack of the fiber's frames under
  * caml_perform: 0.01-0.24% of tests/e2e/stress's weight in some runs, 1%
- * in a loaded CI run). There the performer is in rsi (5.1 to 5.3, with
+ * in a loaded CI run). There the performer is in rsi (5.1 to 5.4, with
  * frame pointers or not), and its handler still names current as parent
  * (cleared once rbp is restored). Only at a pc inside caml_perform; the
  * candidate s (rsi: any value) is read with checked reads. Returns 1 and

@@ -1223,6 +1223,7 @@ static int out_guard(int *fd)
 }
 
 static int spawn_writer(void);
+static uint64_t build_tables(void);
 
 /* The INFO records every profile (and segment) begins with, and the
  * opening SEGMENT record of a continuous profile's segment. */
@@ -1432,7 +1433,7 @@ int flamme_writer_start(const struct flamme_writer_host *host, int fd, const cha
      * rbp is the caller's, and its rows are exact there. The loader's
      * count is read first: a load after it is a change. */
     atomic_store_explicit(&loader_adds_checked, loader_adds(), memory_order_relaxed);
-    flamme_cfi_add_from_maps(NULL, W.self_module);
+    uint64_t build_ns = build_tables();
     W.last_cfi_ns = flamme_now_sigsafe();
     W.cmdline = cmdline;
     W.realtime0 = h.start_realtime_ns;
@@ -1452,7 +1453,7 @@ int flamme_writer_start(const struct flamme_writer_host *host, int fd, const cha
     }
     /* Pairs with the acquire loads in the handler's doorbell and the writer. */
     atomic_store_explicit(&wake_fd, efd, memory_order_release);
-    W.start_ns = flamme_cpu_ns_sigsafe(CLOCK_THREAD_CPUTIME_ID) - cpu0;
+    W.start_ns = flamme_cpu_ns_sigsafe(CLOCK_THREAD_CPUTIME_ID) - cpu0 + build_ns;
     /* The writer never takes samples: block everything so no signal meant
      * for the program lands on it. */
     int rc = spawn_writer();
@@ -1463,6 +1464,44 @@ int flamme_writer_start(const struct flamme_writer_host *host, int fd, const cha
         return -1;
     }
     return 0;
+}
+
+/* The table builder's thread: its CPU time goes to *arg. */
+static void *build_tables_main(void *arg)
+{
+    uint64_t t0 = flamme_cpu_ns_sigsafe(CLOCK_THREAD_CPUTIME_ID);
+    flamme_cfi_add_from_maps(NULL, W.self_module);
+    *(uint64_t *)arg = flamme_cpu_ns_sigsafe(CLOCK_THREAD_CPUTIME_ID) - t0;
+    return NULL;
+}
+
+/* Builds the unwind tables of every mapped file before sampling starts,
+ * on a thread of its own that the caller waits for; returns that thread's
+ * CPU time (0 when built on the caller's thread, whose own clock has it).
+ * Why a thread: the caller is the program's (its main thread, in the
+ * constructor), and a build without kept tables mallocs and frees a few
+ * hundred KB of blocks in glibc's main heap, among the program's first
+ * blocks. That changed how the heap lies: under OCaml 5.5, a program whose
+ * arrays above 128 words come and go had the heap's top given back to the
+ * kernel and taken again at every major slice (tests/e2e/heaptrim.ml,
+ * ~138,000 page faults for ~500 alone, every run without kept tables).
+ * glibc gives a new thread an arena of its own; the writer thread, started
+ * next, takes that arena over once the builder has ended. Where no thread
+ * can be made, the caller builds them. */
+static uint64_t build_tables(void)
+{
+    uint64_t ns = 0;
+    pthread_t t;
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    int rc = H.create_thread(&t, build_tables_main, &ns);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (rc == 0)
+        pthread_join(t, NULL);
+    else
+        flamme_cfi_add_from_maps(NULL, W.self_module);
+    return ns;
 }
 
 /* Size of the file before the END an exec checkpoint wrote, or -1. */

@@ -55,7 +55,7 @@ bench: all $(BENCH_TARGETS)
 
 help:
 	@echo "make            build libflamme.so and the flamme command into $(BUILD)/"
-	@echo "make deps       install Debian packages, OCaml $(OCAML_VERSION) (with and without frame pointers), 5.1.0 (fp) and 5.4.1 (no fp) into $(FLAMME_CACHE)"
+	@echo "make deps       install Debian packages, OCaml $(OCAML_VERSION) (with and without frame pointers), 5.1.0 (fp), 5.4.1 and 5.5.2 (no fp) into $(FLAMME_CACHE)"
 	@echo "make demo       Debian packages + OCaml $(OCAML_VERSION) + build + profile examples/demo.ml, write flame.svg"
 	@echo "make test       the whole test suite through pytest (what CI runs); T=expr selects tests"
 	@echo "make bench      benchmarks (print figures, assert nothing)"

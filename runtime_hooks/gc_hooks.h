@@ -31,7 +31,7 @@ int flamme_gc_hooks_install(void);
  * before a start. */
 extern _Atomic int flamme_gc_heapfill;
 
-/* 1 when the running release's heap-fill counters are known (5.3, 5.4),
+/* 1 when the running release's heap-fill counters are known (5.3-5.5),
  * 0 otherwise (5.1). After flamme_ocaml_check_runtime. Any thread. */
 int flamme_gc_heapfill_supported(void);
 

@@ -18,7 +18,7 @@
 #define MAX_MARKERS 4
 
 /* A release the agent knows. Markers were checked with `nm -D` on programs
- * built by each release (make deps builds 5.1.0, 5.3.0 and 5.4.1); the offsets are
+ * built by each release (make deps builds 5.1.0, 5.3.0, 5.4.1 and 5.5.2); the offsets are
  * from that release's runtime/caml/domain_state.tbl and fiber.h. */
 struct release {
     const char *name;
@@ -46,8 +46,17 @@ static const struct release releases[] = {
      * copies its arguments in a new function of its own. */
     {"5.4",
      {"caml_ml_domain_index", "caml_callback_res", "caml_c_call_copy_stack_args"},
-     {"caml_ml_domain_unique_token", "caml_do_pending_actions_exn"},
+     {"caml_ml_domain_unique_token", "caml_do_pending_actions_exn", "caml_live_stacks_memory"},
      40, 64, 320, 192, 0, 16, 56, 24, 8, 328, 424, 432},
+    /* 5.5 splits major_work_done_between_slices in two (sweep and mark
+     * work): the statistics after it move 8 bytes; id, local_roots, the
+     * stack structures and runtime/amd64.S are 5.4's. Gc.stat's restored
+     * stack sizes bring caml_live_stacks_memory. */
+    {"5.5",
+     {"caml_ml_domain_index", "caml_callback_res", "caml_c_call_copy_stack_args",
+      "caml_live_stacks_memory"},
+     {"caml_ml_domain_unique_token", "caml_do_pending_actions_exn"},
+     40, 64, 320, 192, 0, 16, 56, 24, 8, 328, 432, 440},
 };
 
 int flamme_ocaml_ds_id = 288; /* 5.3's, until the check sets it */
@@ -226,7 +235,7 @@ const char *flamme_ocaml_check_runtime(char *why, size_t whylen)
     const struct release *r = identify();
     if (!r) {
         snprintf(why, whylen, "this program's OCaml runtime is not a release flamme knows "
-                              "(5.1, 5.3 or 5.4: its runtime functions differ)");
+                              "(5.1, 5.3, 5.4 or 5.5: its runtime functions differ)");
         return NULL;
     }
     /* The agent reads current_stack, c_stack, stack_info and stack_handler

@@ -8,7 +8,9 @@
 #     whose VERSION file says 5.1.0), the oldest release flamme supports;
 #     and OCaml 5.4.1 without frame pointers (what a default opam switch
 #     has had since late 2025; npm has no 5.4, Debian's archive has its
-#     source, checked against its SHA-256); the tests run on all four.
+#     source, checked against its SHA-256), and OCaml 5.5.2 without frame
+#     pointers (the newest release, from Debian's experimental suite); the
+#     tests run on all five.
 # `make demo` runs `deps.sh --demo`: the one compiler the demo needs.
 # Idempotent: a second run only checks that things are present.
 # Env: FLAMME_CACHE (default $HOME/.cache/flamme), FLAMME_OCAML_VERSION.
@@ -59,7 +61,7 @@ fi
 
 # build_ocaml SOURCE PREFIX FLAGS: builds OCaml into PREFIX from SOURCE:
 # an npm version of the source package `ocaml` (5.3.0), or a tarball
-# already fetched (a path ending in .tar.xz).
+# already fetched (a path ending in .tar.xz or .tar.gz).
 build_ocaml() {
     local source="$1" prefix="$2"; shift 2
     echo "deps: building OCaml from $source ($*) into $prefix (about 6 minutes, once)"
@@ -67,8 +69,8 @@ build_ocaml() {
     local work
     work="$(mktemp -d "$CACHE/build.XXXXXX")"
     mkdir "$work/src"
-    if [[ "$source" == *.tar.xz ]]; then
-        tar -xJf "$source" -C "$work/src" --strip-components=1
+    if [[ "$source" == *.tar.xz || "$source" == *.tar.gz ]]; then
+        tar -xaf "$source" -C "$work/src" --strip-components=1
     else
         ( cd "$work" && npm pack --silent "ocaml@$source" >/dev/null )
         local tgz
@@ -142,7 +144,7 @@ NEW_VER=5.4.1
 NEW_SHA256=b1e297adc186635540758eb064c7fab025598ae4436f3b9767e5025188b4e0ab
 NEW_FILE="ocaml_$NEW_VER.orig.tar.xz"
 
-# debian_ocaml_54 DIR: sets NEW_VER, NEW_SHA256 and NEW_FILE from the ocaml
+# debian_ocaml_54 DIR: sets NEW_VER, PIN_SHA256 and PIN_FILE from the ocaml
 # 5.4.x source package of Debian's forky or sid, read from their Sources
 # index (its SHA-256 from the suite's InRelease, whose signature gpgv checks
 # with Debian's archive keyring). Returns 1 when none is found.
@@ -164,9 +166,9 @@ debian_ocaml_54() {
             s && /^ / && $3 ~ /^ocaml_5\.4\.[0-9]+\.orig\.tar\.xz$/ {print $1, $3; s=0}
             /^[^ ]/ {s=0}' | sort -k2 -V | tail -1)"
         [ -n "$found" ] || continue
-        NEW_SHA256="${found%% *}"
-        NEW_FILE="${found#* }"
-        NEW_VER="${NEW_FILE#ocaml_}"
+        PIN_SHA256="${found%% *}"
+        PIN_FILE="${found#* }"
+        NEW_VER="${PIN_FILE#ocaml_}"
         NEW_VER="${NEW_VER%.orig.tar.xz}"
         return 0
     done
@@ -181,21 +183,100 @@ fetch_checked() {
     mv "$3.part" "$3"
 }
 
+# fetch_pinned RELEASE LOOKUP SUITES: $CACHE/$PIN_FILE is Debian's pool file
+# PIN_FILE with the SHA-256 PIN_SHA256. When Debian no longer serves it,
+# LOOKUP DIR (a function) sets PIN_FILE and PIN_SHA256 from Debian's signed
+# index of SUITES to another file of that RELEASE. Exits on failure.
+fetch_pinned() {
+    mkdir -p "$CACHE"
+    fetch_checked "$PIN_FILE" "$PIN_SHA256" "$CACHE/$PIN_FILE" && return 0
+    echo "deps: $DEBIAN/pool/main/o/ocaml/$PIN_FILE: not fetched; asking Debian's index for another $1"
+    local idx
+    idx="$(mktemp -d "$CACHE/index.XXXXXX")"
+    "$2" "$idx" || { rm -rf "$idx"; echo "deps: no OCaml $1 source in Debian's $3" >&2; exit 1; }
+    rm -rf "$idx"
+    fetch_checked "$PIN_FILE" "$PIN_SHA256" "$CACHE/$PIN_FILE" \
+        || { echo "deps: cannot fetch $DEBIAN/pool/main/o/ocaml/$PIN_FILE with Debian's SHA-256" >&2; exit 1; }
+}
+
 if ls "$CACHE"/ocaml-5.4.*-nofp/bin/ocamlopt >/dev/null 2>&1; then
     echo "deps: OCaml 5.4 (no frame pointers) present in $(ls -d "$CACHE"/ocaml-5.4.*-nofp | head -1)"
 else
-    mkdir -p "$CACHE"
-    if ! fetch_checked "$NEW_FILE" "$NEW_SHA256" "$CACHE/$NEW_FILE"; then
-        echo "deps: $DEBIAN/pool/main/o/ocaml/$NEW_FILE: not fetched; asking Debian's index for another 5.4"
-        idx="$(mktemp -d "$CACHE/index.XXXXXX")"
-        debian_ocaml_54 "$idx" || { rm -rf "$idx"; echo "deps: no OCaml 5.4 source in Debian's forky or sid" >&2; exit 1; }
-        rm -rf "$idx"
-        fetch_checked "$NEW_FILE" "$NEW_SHA256" "$CACHE/$NEW_FILE" \
-            || { echo "deps: cannot fetch $DEBIAN/pool/main/o/ocaml/$NEW_FILE with Debian's SHA-256" >&2; exit 1; }
-    fi
+    PIN_FILE="$NEW_FILE" PIN_SHA256="$NEW_SHA256"
+    fetch_pinned 5.4 debian_ocaml_54 "forky or sid"
     NEW="$CACHE/ocaml-$NEW_VER-nofp"
-    build_ocaml "$CACHE/$NEW_FILE" "$NEW"
+    build_ocaml "$CACHE/$PIN_FILE" "$NEW"
     [ "$("$NEW/bin/ocamlopt" -version)" = "$NEW_VER" ] \
-        || { echo "deps: $NEW_FILE did not build OCaml $NEW_VER" >&2; exit 1; }
+        || { echo "deps: $PIN_FILE did not build OCaml $NEW_VER" >&2; exit 1; }
     echo "deps: OCaml $NEW_VER (no frame pointers) installed in $NEW"
+fi
+
+# OCaml 5.5 without frame pointers: the newest release, what `opam switch
+# create` picks now. npm has none, and Debian's pool serves no 5.5 orig
+# tarball; its experimental suite's binary package ocaml-source carries the
+# orig tarball (inside a tar, beside Debian's patches, which are not
+# applied). The .deb is checked against the SHA-256 of experimental's
+# Packages index, the tarball in it against the one its Sources index gives.
+# Once experimental moves on and drops that .deb, the newest 5.5.x
+# ocaml-source that the signed index of experimental, sid or forky names is
+# taken instead (its .deb checked, the tarball in it then trusted).
+LATEST_VER=5.5.2
+LATEST_DEB="ocaml-source_5.5.2-1~exp1_all.deb"
+LATEST_DEB_SHA256=ee006de0cdfe78a1997e808abce49caa68e63e56704d768f02baea725b2da8e9
+LATEST_TAR_SHA256=0b2fa96469edb7dd770afba8bcab72808ebb308fe5d3b9379f42d7956523fa86
+
+# debian_ocaml_source DIR: sets LATEST_VER, PIN_FILE and PIN_SHA256 (and
+# clears LATEST_TAR_SHA256) from the newest ocaml-source 5.5.x of
+# Debian's experimental, sid or forky Packages index (its SHA-256 from the
+# suite's InRelease, whose signature gpgv checks with Debian's archive
+# keyring). Returns 1 when none is found.
+debian_ocaml_source() {
+    local dir="$1" suite sum found
+    for suite in experimental sid forky; do
+        curl -fsS --retry 3 -o "$dir/InRelease" "$DEBIAN/dists/$suite/InRelease" || continue
+        gpgv --keyring /usr/share/keyrings/debian-archive-keyring.gpg -o "$dir/Release" \
+            "$dir/InRelease" 2>/dev/null || continue
+        sum="$(awk '/^SHA256:/ {s=1; next} /^[^ ]/ {s=0} s && $3 == "main/binary-amd64/Packages.xz" {print $1}' \
+            "$dir/Release")"
+        [ -n "$sum" ] || continue
+        curl -fsS --retry 3 -o "$dir/Packages.xz" "$DEBIAN/dists/$suite/main/binary-amd64/Packages.xz" || continue
+        echo "$sum  $dir/Packages.xz" | sha256sum -c --status || continue
+        found="$(xz -dc "$dir/Packages.xz" | awk '
+            /^Package: / {pkg=$2; ver=""; file=""}
+            pkg == "ocaml-source" && /^Version: 5\.5\./ {ver=$2}
+            pkg == "ocaml-source" && ver != "" && /^Filename: / {file=$2}
+            pkg == "ocaml-source" && file != "" && /^SHA256: / {print ver, $2, file; file=""}' |
+            sort -k1 -V | tail -1)"
+        [ -n "$found" ] || continue
+        read -r LATEST_VER PIN_SHA256 PIN_FILE <<<"$found"
+        PIN_FILE="${PIN_FILE##*/}"
+        LATEST_VER="${LATEST_VER%%-*}"
+        LATEST_TAR_SHA256=""
+        return 0
+    done
+    return 1
+}
+
+if ls "$CACHE"/ocaml-5.5.*-nofp/bin/ocamlopt >/dev/null 2>&1; then
+    echo "deps: OCaml 5.5 (no frame pointers) present in $(ls -d "$CACHE"/ocaml-5.5.*-nofp | head -1)"
+else
+    PIN_FILE="$LATEST_DEB" PIN_SHA256="$LATEST_DEB_SHA256"
+    fetch_pinned 5.5 debian_ocaml_source "experimental, sid or forky"
+    LATEST_DEB="$PIN_FILE"
+    # The .deb's data: usr/src/ocaml-source-VER.tar, which holds
+    # ocaml-VER/ocaml_VER.orig.tar.{gz,xz}.
+    x="$(mktemp -d "$CACHE/source.XXXXXX")"
+    dpkg-deb -x "$CACHE/$LATEST_DEB" "$x" && tar -xf "$x/usr/src/ocaml-source-$LATEST_VER.tar" -C "$x" \
+        || { rm -rf "$x"; echo "deps: $LATEST_DEB does not hold ocaml-source-$LATEST_VER.tar" >&2; exit 1; }
+    tarball="$(ls "$x/ocaml-$LATEST_VER"/ocaml_"$LATEST_VER".orig.tar.* 2>/dev/null | head -1)"
+    if [ -z "$tarball" ] || { [ -n "$LATEST_TAR_SHA256" ] &&
+        ! echo "$LATEST_TAR_SHA256  $tarball" | sha256sum -c --status; }; then
+        rm -rf "$x"; echo "deps: $LATEST_DEB: no orig tarball of $LATEST_VER with Debian's SHA-256 in it" >&2; exit 1
+    fi
+    LATEST="$CACHE/ocaml-$LATEST_VER-nofp"
+    build_ocaml "$tarball" "$LATEST" || { rm -rf "$x"; exit 1; }
+    rm -rf "$x"
+    [ "$("$LATEST/bin/ocamlopt" -version)" = "$LATEST_VER" ] \
+        || { echo "deps: $LATEST_DEB did not build OCaml $LATEST_VER" >&2; exit 1; }
+    echo "deps: OCaml $LATEST_VER (no frame pointers) installed in $LATEST"
 fi

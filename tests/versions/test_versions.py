@@ -14,8 +14,8 @@ the program alone (same output, same exit status):
   - patched_id: the same program whose caml_reset_young_limit reads
     Caml_state->id at another offset;
   - and, as a control, the unpatched program is profiled.
-The patches are written against OCaml 5.3's and 5.4's runtime code: they run
-with the 5.3.0 compilers (fp and no-fp) and 5.4.1, and are skipped for 5.1;
+The patches are written against OCaml 5.3's to 5.5's runtime code: they run
+with the 5.3.0 compilers (fp and no-fp), 5.4.1 and 5.5.2, and are skipped for 5.1;
 the control runs with every compiler. The runs with each supported release are
 the rest of the suite.
 """
@@ -31,7 +31,7 @@ import flammetest
 # parent at 24). The patch moves the parent to 32.
 RUNSTACK = bytes([0x4c, 0x8b, 0x58, 0x10, 0x49, 0x89, 0x4b, 0x18])
 # caml_reset_young_limit: movslq ID(%rdi),%rdx, Caml_state->id by release.
-ID_OFFSET = {"5.3": 288, "5.4": 320}
+ID_OFFSET = {"5.3": 288, "5.4": 320, "5.5": 320}
 
 
 def id_load(offset):
@@ -48,7 +48,7 @@ def release(compiler):
 
 def needs_patchable(compiler):
     if release(compiler) not in ID_OFFSET:
-        pytest.skip("the patches are written against OCaml 5.3's and 5.4's runtime code, not %s"
+        pytest.skip("the patches are written against OCaml 5.3's to 5.5's runtime code, not %s"
                     % compiler)
 
 

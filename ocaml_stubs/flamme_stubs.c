@@ -31,6 +31,10 @@
 
 #define FLAMME_PRIM __attribute__((visibility("default"))) CAMLprim value
 
+#if OCAML_VERSION_MAJOR == 5 && OCAML_VERSION_MINOR >= 5
+CAMLextern value caml_memprof_is_sampling(value unit); /* runtime/memprof.c, 5.5+ */
+#endif
+
 struct impl {
     int (*start)(const struct flamme_start_opts *o, char *err, size_t errlen);
     int (*stop)(struct flamme_totals *t, char *err, size_t errlen);
@@ -147,6 +151,14 @@ FLAMME_PRIM caml_flamme_alloc_mode(value v_rate, value v_live, value v_unused)
         return caml_copy_string("allocation profiling unavailable: the preloaded libflamme.so "
                                 "is older than this library");
     double rate = Double_val(v_rate);
+#if OCAML_VERSION_MAJOR == 5 && OCAML_VERSION_MINOR >= 5
+    /* OCaml 5.5's Gc.Memprof.start replaces a profile already sampling in
+     * this domain where earlier releases raise: the program's own profile
+     * would silently stop. Refused here as those releases refuse it. */
+    if (rate > 0 && Bool_val(caml_memprof_is_sampling(Val_unit)))
+        return caml_copy_string("cannot start allocation profiling: this domain already "
+                                "runs a Gc.Memprof profile");
+#endif
     if (rate > 0) {
         flamme_frametable_index(caml_frametable);
         alloc_impl = im;

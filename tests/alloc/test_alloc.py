@@ -88,6 +88,25 @@ def test_needs_5_3(build, compiler, ocaml, check, tmp_path):
           "rc %d, stderr %r" % (rc, se))
 
 
+def test_own_memprof(build, compiler, ocaml, check, tmp_path):
+    """A program running its own Gc.Memprof profile: Flamme.start ~alloc
+    refuses (Flamme.Error, one line) and the program's profile keeps
+    sampling. OCaml 5.5's Memprof.start would replace it silently."""
+    if not compiler.at_least_5_3:
+        pytest.skip("Gc.Memprof needs OCaml 5.3")
+    _, largs, deps = flamme_library(build, compiler)
+    exe = ocaml("alloc/own_memprof", [os.path.join(HERE, "own_memprof.ml")], flags=largs, deps=deps)
+    rc, so, se = sh([exe, str(tmp_path / "own.flm")])
+    print("  %s: %s" % (compiler, so.strip().replace("\n", " | ")))
+    check(rc == 0 and re.search(r"^refused: cannot start allocation profiling: .+$", so, re.M),
+          "%s: Flamme.start ~alloc refused beside the program's own Memprof profile" % compiler,
+          "rc %d, stdout %r, stderr %r" % (rc, so, se[-300:]))
+    m = re.search(r"^own samples after: (\d+)$", so, re.M)
+    # 1,000,000 tuples of 3 words at 1e-2 per word: ~30,000 samples.
+    check(m and int(m.group(1)) > 10000, "%s: the program's own profile still samples after" % compiler,
+          so)
+
+
 @pytest.mark.slow
 def test_split(build, split, compiler, check, tmp_path):
     comp = compiler.name

@@ -9,9 +9,12 @@
 #include <link.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdint.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <sys/time.h>
 #include <ucontext.h>
+#include <unistd.h>
 
 #include "agent/agent.h"
 #include "agent/budget.h"
@@ -421,9 +424,7 @@ static __attribute__((noinline)) void walk_sample_sigsafe(struct flamme_slot *s,
     uintptr_t sp = (uintptr_t)uc->uc_mcontext.gregs[REG_RSP];
     /* Every register, by DWARF number: the unwind rows may compute the CFA
      * from any of them in the interrupted frame. */
-    static const int8_t greg_of_dw[16] = {REG_RAX, REG_RDX, REG_RCX, REG_RBX, REG_RSI, REG_RDI,
-                                          REG_RBP, REG_RSP, REG_R8,  REG_R9,  REG_R10, REG_R11,
-                                          REG_R12, REG_R13, REG_R14, REG_R15};
+    static const int8_t greg_of_dw[16] = FLAMME_GREG_OF_DW;
     struct flamme_walk_regs regs;
     for (int i = 0; i < 16; i++)
         regs.r[i] = (uintptr_t)uc->uc_mcontext.gregs[greg_of_dw[i]];
@@ -634,6 +635,23 @@ int flamme_signal_choose(int itimer)
     return sig > 0 ? 0 : -1;
 }
 
+/* Tells the walker where libc's signal trampoline is (flamme_walk_sigreturn):
+ * the restorer the kernel keeps for sig, whose handler libc's sigaction
+ * installed, if its code is rt_sigreturn's. */
+static void note_sigreturn(int sig)
+{
+    struct {
+        void *handler;
+        unsigned long flags;
+        void *restorer;
+        uint64_t mask;
+    } k;
+    static const unsigned char code[] = {0x48, 0xc7, 0xc0, 0x0f, 0x00, 0x00, 0x00, 0x0f, 0x05};
+    if (syscall(SYS_rt_sigaction, sig, NULL, &k, sizeof k.mask) == 0 && (k.flags & 0x04000000) &&
+        k.restorer && memcmp(k.restorer, code, sizeof code) == 0)
+        flamme_walk_set_sigreturn((uintptr_t)k.restorer);
+}
+
 int flamme_handler_install(int itimer)
 {
     struct sigaction sa;
@@ -659,6 +677,7 @@ int flamme_handler_install(int itimer)
         if (sigaction(SIGPROF, &sa, &prev_prof) != 0)
             return -1;
         prof_installed = 1;
+        note_sigreturn(SIGPROF);
         return 0;
     }
     if (rt_sig) {
@@ -678,6 +697,7 @@ int flamme_handler_install(int itimer)
     if (sigaction(flamme_sample_sig, &sa, &prev_rt) != 0)
         return -1;
     rt_sig = flamme_sample_sig;
+    note_sigreturn(rt_sig);
     return 0;
 }
 

@@ -17,6 +17,7 @@
 #include "agent/engine.h"
 #include "agent/handler.h"
 #include "agent/threads.h"
+#include "agent/walk.h"
 #include "runtime_hooks/frametable.h"
 #include "runtime_hooks/switch_rows.h"
 #include "runtime_hooks/gc_hooks.h"
@@ -165,6 +166,7 @@ const struct flamme_writer_host *flamme_agent_host_for_start(void)
                       ? "CFI (OCaml without frame pointers)"
                       : "CFI, frame pointers where there is none",
         .hidden_fn = "flamme_tramp", /* agent/threads.c: every registered thread's first frame */
+        .sigreturn = flamme_walk_sigreturn(),
         .frame_sites = &frame_sites,
         .warn = host_warn,
         .open_segment = host_open_segment,

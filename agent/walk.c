@@ -16,6 +16,10 @@
  */
 #include "agent/walk.h"
 
+#include <stdatomic.h>
+#include <stddef.h>
+#include <sys/ucontext.h>
+
 #include "agent/cfi.h"
 #include "common/profile.h"
 
@@ -424,6 +428,63 @@ static int cfi_step(struct walk *w, uintptr_t lookup_pc, uintptr_t *pc, int leaf
     return 1;
 }
 
+/* Relaxed: written once, before any handler runs, with the one value a
+ * process has (a later install writes it again); nothing else is ordered
+ * by it. */
+static _Atomic uintptr_t sigreturn_pc;
+
+void flamme_walk_set_sigreturn(uintptr_t pc)
+{
+    atomic_store_explicit(&sigreturn_pc, pc, memory_order_relaxed);
+}
+
+uintptr_t flamme_walk_sigreturn(void)
+{
+    return atomic_load_explicit(&sigreturn_pc, memory_order_relaxed);
+}
+
+/* Bytes of the trampoline: mov $15,%rax (rt_sigreturn); syscall. */
+#define SIGRETURN_LEN 9
+
+/* One step through the kernel's signal frame, from libc's trampoline (pc
+ * at it, or inside it for the interrupted frame itself). The kernel pushed
+ * the trampoline's address and then the interrupted context above it
+ * (struct rt_sigframe: that return address, then a ucontext_t), so at the
+ * trampoline rsp is the ucontext's address. Every register comes back from
+ * its gregs; *pc becomes the interrupted instruction. Returns 1, or -1
+ * when the frame cannot be read or would lead back down a stack. */
+static int sigframe_step(struct walk *w, uintptr_t *pc)
+{
+    static const int8_t greg_of_dw[16] = FLAMME_GREG_OF_DW;
+    uintptr_t uc = w->g.r[R_RSP];
+    uintptr_t gregs = uc + offsetof(ucontext_t, uc_mcontext.gregs);
+    struct flamme_walk_regs g;
+    uintptr_t rip;
+    int r;
+    for (int i = 0; i < 16; i++)
+        if (stack_word(w, gregs + 8 * (uintptr_t)greg_of_dw[i], &g.r[i], NULL) != 0)
+            return -1;
+    if (stack_word(w, gregs + 8 * (uintptr_t)REG_RIP, &rip, NULL) != 0 || rip < 4096)
+        return -1;
+    uintptr_t sp = g.r[R_RSP];
+    /* The interrupted stack pointer is above the frame the kernel pushed
+     * on the same stack (an alternate signal stack is another range). */
+    r = find_range(w->ranges, w->nranges, sp, 8, -1);
+    if (r >= 0 && r == find_range(w->ranges, w->nranges, uc, 8, -1) && sp <= uc)
+        return -1;
+    if (r >= 0 && r != w->cur && (sp <= w->seen[r] || ++w->switches > MAX_SWITCHES))
+        return -1;
+    if (r >= 0 && sp > w->seen[r])
+        w->seen[r] = sp;
+    g.valid = 0xffff;
+    w->g = g;
+    w->cur = r;
+    w->ra_at = 0; /* from the kernel's frame, never replayed */
+    w->step = FLAMME_STEP_OTHER;
+    *pc = rip;
+    return 1;
+}
+
 /* One step by frame pointer. Returns 1 and moves to the caller (*pc), 0
  * at a clean end (zero frame pointer or return address), -1 when broken. */
 static int fp_step(struct walk *w, uintptr_t *pc)
@@ -558,7 +619,21 @@ static uint32_t walk(struct walk *w, uintptr_t pc, uint64_t *frames, uint32_t ma
     if (memo)
         flamme_memo_walk_start(memo, &t->cursor);
     put_frame(t, frames, &n, pc, 0, FLAMME_STEP_OTHER);
+    uintptr_t sigret = flamme_walk_sigreturn();
     while (n < max && n - (t ? t->replayed : 0) < walk_max) {
+        /* Returning into libc's signal trampoline (or interrupted in it):
+         * the kernel's signal frame is above, and beyond it the code the
+         * signal interrupted, its pc an instruction rather than a call's
+         * return address. */
+        if (sigret && pc - sigret < (leaf ? SIGRETURN_LEN : 1)) {
+            if (sigframe_step(w, &pc) < 0)
+                goto broken;
+            /* Frames past the leaf are return addresses, named by the byte
+             * before them (writer/intern.c): one past the instruction. */
+            put_frame(t, frames, &n, pc + 1, 0, FLAMME_STEP_OTHER);
+            leaf = 1;
+            continue;
+        }
         /* A return address points after its call: look up the call itself. */
         struct walk before;
         if (leaf)

@@ -72,6 +72,22 @@ struct flamme_walk_regs {
 
 #define FLAMME_WALK_REG(i) (1u << (i))
 
+/* The index in a ucontext_t's gregs of each register, by DWARF number
+ * (x86-64, <sys/ucontext.h> with _GNU_SOURCE). */
+#define FLAMME_GREG_OF_DW                                                                         \
+    {REG_RAX, REG_RDX, REG_RCX, REG_RBX, REG_RSI, REG_RDI, REG_RBP, REG_RSP,                      \
+     REG_R8,  REG_R9,  REG_R10, REG_R11, REG_R12, REG_R13, REG_R14, REG_R15}
+
+/* libc's signal-return trampoline (glibc's __restore_rt), to which every
+ * handler installed through libc returns: there the walk steps through the
+ * kernel's signal frame into the context the signal interrupted, so a
+ * sample inside the program's own signal handler reaches the code that
+ * handler interrupted, as perf shows it. Set by the sample handler's
+ * installer (normal context), from the kernel's record of it; 0 (the
+ * default) leaves such frames to end the walk as broken. */
+void flamme_walk_set_sigreturn(uintptr_t pc);
+uintptr_t flamme_walk_sigreturn(void);
+
 /* Walks the stack of the thread whose registers are *regs and whose pc is
  * pc into frames[0..max): frames[0] = pc, then return addresses, leaf
  * first (with a trace, at most trace->max_walked of them walked rather than

@@ -230,7 +230,12 @@ static uint32_t frame_id(uint64_t addr, uint8_t callee_facts, uint8_t *facts)
         const char *fn = "", *mod = "";
         uint64_t off = 0;
         sym_lookup(addr, &fn, &mod, &off);
-        if (!*fn && (callee_facts & FR_MAIN))
+        /* Called from a signal's kernel frame, a frame is named by the
+         * byte before its address: glibc's unwind rows for the trampoline
+         * start there too. */
+        if (!*fn && H.sigreturn && addr + 1 - H.sigreturn < 10)
+            fn = "__restore_rt"; /* libc's symbol has no size */
+        else if (!*fn && (callee_facts & FR_MAIN))
             fn = "__libc_start_call_main";
         else if (!*fn && (callee_facts & FR_HIDDEN))
             fn = "start_thread";

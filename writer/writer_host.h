@@ -49,6 +49,10 @@ struct flamme_writer_host {
     const char *engine;  /* the sampling engine's name */
     const char *unwind;  /* how stacks are walked (INFO unwind) */
     const char *hidden_fn; /* the agent's own frame in every thread's stack, left out */
+    /* libc's signal trampoline, where walks step through a signal frame
+     * (agent/walk.h); named __restore_rt when libc's symbols do not name
+     * it. 0: unknown. */
+    uintptr_t sigreturn;
     /* OCaml's frame tables (common/frame_sites.h), which the unwind rows
      * are checked against; NULL: not checked. */
     const struct flamme_frame_sites_ops *frame_sites;

@@ -2,11 +2,12 @@
    SIGALRM handler on OCaml's alternate signal stack burns CPU at every
    10 ms tick (nested_stubs.c), so the agent's sample signals come inside
    it, on the same 8 KiB stack. Burns SECONDS of CPU in all, IN_HANDLER
-   seconds of each tick in the handler.
-   Usage: nested.exe SECONDS IN_HANDLER
+   seconds of each tick in the handler. With "main-stack", the handler is
+   installed without SA_ONSTACK and runs on the interrupted stack instead.
+   Usage: nested.exe SECONDS IN_HANDLER [main-stack]
    Prints "nested: ticks=N cpu=SECONDS". *)
 
-external start : float -> unit = "nested_start"
+external start : float -> bool -> unit = "nested_start"
 external stop : unit -> int = "nested_stop"
 
 let[@inline never] burn until = Sys.opaque_identity (Work.burn until) + 1
@@ -14,7 +15,7 @@ let[@inline never] burn until = Sys.opaque_identity (Work.burn until) + 1
 let () =
   let secs = float_of_string Sys.argv.(1) in
   let t0 = Sys.time () in
-  start (float_of_string Sys.argv.(2));
+  start (float_of_string Sys.argv.(2)) (Array.length Sys.argv > 3 && Sys.argv.(3) = "main-stack");
   ignore (Sys.opaque_identity (burn (t0 +. secs)));
   let n = stop () in
   Printf.printf "nested: ticks=%d cpu=%.3f\n" n (Sys.time () -. t0)

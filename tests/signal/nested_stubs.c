@@ -28,14 +28,15 @@ static void on_alarm(int sig)
     nested_in_handler(spin_secs);
 }
 
-/* Installs the handler, which burns secs of CPU at each 10 ms tick. */
-value nested_start(value secs)
+/* Installs the handler, which burns secs of CPU at each 10 ms tick; on
+ * the alternate signal stack unless main_stack. */
+value nested_start(value secs, value main_stack)
 {
     spin_secs = Double_val(secs);
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_alarm;
-    sa.sa_flags = SA_ONSTACK | SA_RESTART;
+    sa.sa_flags = (Bool_val(main_stack) ? 0 : SA_ONSTACK) | SA_RESTART;
     sigemptyset(&sa.sa_mask);
     sigaction(SIGALRM, &sa, NULL);
     struct itimerval it = { { 0, 10000 }, { 0, 10000 } };

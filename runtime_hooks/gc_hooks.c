@@ -204,7 +204,9 @@ static void set_flag(struct hstate *h, uint32_t bit, int on)
 
 /* Whether a major slice about to begin has nothing to do on this domain:
  * marking and sweeping are done (Caml_state->marking_done, sweeping_done;
- * same offsets in 5.1-5.4). The runtime calls such slices back to back, a
+ * same offsets in 5.1-5.5; 5.5's slices between the end of sweeping and the
+ * start of marking, with marking_done still 0, are timed: one a minor
+ * collection, not a loop). The runtime calls such slices back to back, a
  * few hundred nanoseconds each, while it waits for other domains to finish a
  * cycle (Gc.major, Gc.full_major, Gc.compact, domain spawn and exit); a clock
  * read would cost a good share of such a slice. They are flagged but not
@@ -276,7 +278,7 @@ static void pause_major_hooks(void)
 
 /* ---- Heap-fill allocation sampling (doc/design.md) ----
  * caml_domain_state fields: young_ptr, young_end, allocated_words (the
- * same offsets in 5.3 and 5.4), and unique_id and the cumulative
+ * same offsets in 5.3-5.5), and unique_id and the cumulative
  * statistics whose difference counts the words allocated directly in the
  * major heap (stat_major_words + allocated_words - stat_promoted_words),
  * at the running release's offsets (runtime_hooks/ocaml_layout.h;

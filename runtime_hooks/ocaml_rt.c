@@ -100,7 +100,7 @@ int flamme_ocaml_resolve(void)
          * (caml_call_gc's C call leaves the link's stack current, so a
          * bound too long does no harm). */
         code_range("caml_call_realloc_stack", 128, &rt.grow_lo, &rt.grow_hi);
-        /* Without a size, a bound past its ~140 bytes (5.1-5.4): the check
+        /* Without a size, a bound past its ~140 bytes (5.1-5.5): the check
          * it guards also needs rsi to name a stack. */
         code_range("caml_perform", 256, &rt.perform_lo, &rt.perform_hi);
         uintptr_t lo = (uintptr_t)dlsym(RTLD_DEFAULT, "caml_system__code_begin"),

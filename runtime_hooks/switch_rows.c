@@ -1,7 +1,7 @@
 /*
  * runtime_hooks/switch_rows.c — the runtime's unannounced stack switches
  * (see switch_rows.h). Knows the instructions of caml_raise_exn as OCaml
- * 5.1-5.4 assemble runtime/amd64.S for x86-64:
+ * 5.1-5.5 assemble runtime/amd64.S for x86-64:
  *   [push %rbp; mov %rsp,%rbp]          ENTER_FUNCTION, frame pointers only
  *   ...
  *   mov %rsp,%r13 (5.1: %r10)            the OCaml stack pointer

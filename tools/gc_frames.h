@@ -1,7 +1,8 @@
 /*
  * tools/gc_frames.h — recognizes the OCaml 5 runtime's GC and stop-the-world
- * functions in a sampled stack (names from the 5.1-5.3 runtime sources: minor_gc.c,
- * major_gc.c, domain.c),
+ * functions in a sampled stack (names from the 5.1-5.5 runtime sources: minor_gc.c,
+ * major_gc.c, domain.c; 5.5 has no caml_empty_mark_stack, whose callers
+ * are named too),
  * for `flamme collapse --fold-gc`, and the GC section of `flamme report`.
  * Functions over a loaded profile; any thread.
  */

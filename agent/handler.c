@@ -9,12 +9,9 @@
 #include <link.h>
 #include <pthread.h>
 #include <signal.h>
-#include <stdint.h>
 #include <string.h>
-#include <sys/syscall.h>
 #include <sys/time.h>
 #include <ucontext.h>
-#include <unistd.h>
 
 #include "agent/agent.h"
 #include "agent/budget.h"
@@ -635,23 +632,6 @@ int flamme_signal_choose(int itimer)
     return sig > 0 ? 0 : -1;
 }
 
-/* Tells the walker where libc's signal trampoline is (flamme_walk_sigreturn):
- * the restorer the kernel keeps for sig, whose handler libc's sigaction
- * installed, if its code is rt_sigreturn's. */
-static void note_sigreturn(int sig)
-{
-    struct {
-        void *handler;
-        unsigned long flags;
-        void *restorer;
-        uint64_t mask;
-    } k;
-    static const unsigned char code[] = {0x48, 0xc7, 0xc0, 0x0f, 0x00, 0x00, 0x00, 0x0f, 0x05};
-    if (syscall(SYS_rt_sigaction, sig, NULL, &k, sizeof k.mask) == 0 && (k.flags & 0x04000000) &&
-        k.restorer && memcmp(k.restorer, code, sizeof code) == 0)
-        flamme_walk_set_sigreturn((uintptr_t)k.restorer);
-}
-
 int flamme_handler_install(int itimer)
 {
     struct sigaction sa;
@@ -677,7 +657,7 @@ int flamme_handler_install(int itimer)
         if (sigaction(SIGPROF, &sa, &prev_prof) != 0)
             return -1;
         prof_installed = 1;
-        note_sigreturn(SIGPROF);
+        flamme_walk_note_sigreturn(SIGPROF);
         return 0;
     }
     if (rt_sig) {
@@ -697,7 +677,7 @@ int flamme_handler_install(int itimer)
     if (sigaction(flamme_sample_sig, &sa, &prev_rt) != 0)
         return -1;
     rt_sig = flamme_sample_sig;
-    note_sigreturn(rt_sig);
+    flamme_walk_note_sigreturn(rt_sig);
     return 0;
 }
 

@@ -18,7 +18,10 @@
 
 #include <stdatomic.h>
 #include <stddef.h>
+#include <string.h>
+#include <sys/syscall.h>
 #include <sys/ucontext.h>
+#include <unistd.h>
 
 #include "agent/cfi.h"
 #include "common/profile.h"
@@ -433,9 +436,19 @@ static int cfi_step(struct walk *w, uintptr_t lookup_pc, uintptr_t *pc, int leaf
  * by it. */
 static _Atomic uintptr_t sigreturn_pc;
 
-void flamme_walk_set_sigreturn(uintptr_t pc)
+void flamme_walk_note_sigreturn(int sig)
 {
-    atomic_store_explicit(&sigreturn_pc, pc, memory_order_relaxed);
+    struct {
+        void *handler;
+        unsigned long flags;
+        void *restorer;
+        uint64_t mask;
+    } k; /* the kernel's struct sigaction (x86-64) */
+    static const unsigned char code[] = {0x48, 0xc7, 0xc0, 0x0f, 0x00, 0x00, 0x00, 0x0f, 0x05};
+    if (syscall(SYS_rt_sigaction, sig, NULL, &k, sizeof k.mask) == 0 &&
+        (k.flags & 0x04000000) /* SA_RESTORER */ && k.restorer &&
+        memcmp(k.restorer, code, sizeof code) == 0)
+        atomic_store_explicit(&sigreturn_pc, (uintptr_t)k.restorer, memory_order_relaxed);
 }
 
 uintptr_t flamme_walk_sigreturn(void)
@@ -443,7 +456,7 @@ uintptr_t flamme_walk_sigreturn(void)
     return atomic_load_explicit(&sigreturn_pc, memory_order_relaxed);
 }
 
-/* Bytes of the trampoline: mov $15,%rax (rt_sigreturn); syscall. */
+/* Bytes of the trampoline (the code above): mov $15,%rax; syscall. */
 #define SIGRETURN_LEN 9
 
 /* One step through the kernel's signal frame, from libc's trampoline (pc

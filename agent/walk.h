@@ -82,10 +82,12 @@ struct flamme_walk_regs {
  * handler installed through libc returns: there the walk steps through the
  * kernel's signal frame into the context the signal interrupted, so a
  * sample inside the program's own signal handler reaches the code that
- * handler interrupted, as perf shows it. Set by the sample handler's
- * installer (normal context), from the kernel's record of it; 0 (the
- * default) leaves such frames to end the walk as broken. */
-void flamme_walk_set_sigreturn(uintptr_t pc);
+ * handler interrupted, as perf shows it. note_sigreturn takes it from the
+ * restorer the kernel keeps for sig, whose handler libc's sigaction
+ * installed, if its code is rt_sigreturn's (called by the sample handler's
+ * installer, normal context); until then flamme_walk_sigreturn is 0 and
+ * such frames end the walk as broken. */
+void flamme_walk_note_sigreturn(int sig);
 uintptr_t flamme_walk_sigreturn(void);
 
 /* Walks the stack of the thread whose registers are *regs and whose pc is

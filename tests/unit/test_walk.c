@@ -6,6 +6,8 @@
  * another C library (zlib's deflateInit2 calling its allocator) down to
  * _start. Both start from one register set: libunwind's unw_getcontext
  * (a ucontext_t on x86-64) taken in the callback.
+ * From a signal handler too: both go through the kernel's signal frame
+ * (libc's __restore_rt) into the code the signal interrupted.
  * Also: a rule that needs a register the walk does not know gives a broken
  * stack rather than a guess.
  * The test binary is built with -fno-omit-frame-pointer (CFLAGS_COMMON);
@@ -22,6 +24,7 @@
 #include <libunwind.h>
 #include <pthread.h>
 #include <search.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -374,6 +377,56 @@ TEST(memo_replay_checks_every_step)
     CHECK(rep == FAKE_FRAMES - 1);
 }
 
+/* A signal raised on this stack: the handler captures both walks. */
+static void on_usr1(int sig)
+{
+    (void)sig;
+    capture_here(&cap, 0xffff);
+}
+
+static __attribute__((noinline)) void raise_usr1(void)
+{
+    cap.done = 0;
+    raise(SIGUSR1);
+    __asm__ volatile("" ::: "memory"); /* not a tail call */
+}
+
+TEST(through_signal_frame)
+{
+    struct sigaction sa, old;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_usr1;
+    sigemptyset(&sa.sa_mask);
+    CHECK(sigaction(SIGUSR1, &sa, &old) == 0);
+    flamme_walk_note_sigreturn(SIGUSR1);
+    uintptr_t tramp = flamme_walk_sigreturn();
+    raise_usr1();
+    sigaction(SIGUSR1, &old, NULL);
+    CHECK(tramp != 0 && cap.done);
+    /* libunwind names the interrupted instruction itself; the walk puts it
+     * one byte on, as the return address it stands for in a stack (agent/
+     * walk.c). Every other frame is the same. */
+    int at = -1, ok = cap.nown == cap.nlib && !(cap.flags & FLAMME_SAMPLE_BROKEN) && cap.nlib >= 6;
+    for (int i = 0; ok && i < cap.nlib; i++) {
+        if (cap.lib[i] == tramp && i + 1 < cap.nlib && at < 0) {
+            at = i;
+            ok = cap.own[i] == tramp && cap.own[i + 1] == cap.lib[i + 1] + 1;
+            i++;
+            continue;
+        }
+        ok = cap.lib[i] == cap.own[i];
+    }
+    if (!ok || at < 0) {
+        fprintf(stderr, "  signal frame: libunwind %d frames, flamme %d (flags %#x), trampoline "
+                "%#lx at %d\n", cap.nlib, cap.nown, cap.flags, (unsigned long)tramp, at);
+        dump(&cap);
+    } else {
+        printf("  info: signal handler: %d frames, identical through __restore_rt (frame %d)\n",
+               cap.nlib, at);
+    }
+    CHECK(ok && at > 0);
+}
+
 int main(void)
 {
     thread_stack();
@@ -384,6 +437,7 @@ int main(void)
     RUN(zlib_allocator);
     RUN(unknown_registers_never_guess);
     RUN(memo_replay_checks_every_step);
+    RUN(through_signal_frame);
     flamme_cfi_free_all();
     return CHECK_DONE();
 }

@@ -1,7 +1,8 @@
 (* nested.ml — tests/signal program (run with the agent preloaded): a C
    SIGALRM handler on OCaml's alternate signal stack burns CPU at every
    10 ms tick (nested_stubs.c), so the agent's sample signals come inside
-   it, on the same 8 KiB stack. Burns SECONDS of CPU in all, IN_HANDLER
+   it, on the same stack (8 KiB up to OCaml 5.4, sysconf's size from
+   5.5). Burns SECONDS of CPU in all, IN_HANDLER
    seconds of each tick in the handler. With "main-stack", the handler is
    installed without SA_ONSTACK and runs on the interrupted stack instead.
    Usage: nested.exe SECONDS IN_HANDLER [main-stack]

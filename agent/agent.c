@@ -146,7 +146,8 @@ static void on_fatal_signal(int sig, siginfo_t *si, void *uc)
 {
     (void)uc;
     int saved_errno = errno;
-    /* This handler runs on the thread's alternate stack, OCaml's 8 KiB: a
+    /* This handler runs on the thread's alternate stack, OCaml's 8 KiB (up
+     * to 5.4; 5.5's is sysconf's, 13.5 KiB with AVX-512): a
      * sample signal taken while it waits for the writer would put a second
      * signal frame (~3.4 KiB with AVX-512 state) and the sample handler on
      * it, up to its end: the likely cause of a SIGTERMed run that died of

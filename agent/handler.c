@@ -265,7 +265,9 @@ static void leaf_sample_sigsafe(struct flamme_slot *s, void *ucv, unsigned weigh
  * handler's frame), or SIZE_MAX when the handler runs on another stack.
  * A signal that interrupts a handler already on the alternate stack (the
  * program's own SIGPROF handler, say) is pushed below that handler's frame
- * on the same stack: OCaml's is 8 KiB (SIGSTKSZ) and the kernel's frame
+ * on the same stack: OCaml's is 8 KiB (SIGSTKSZ; 5.5's, sysconf's size,
+ * 13.5 KiB here, leaves room for a walk, which then steps through the
+ * program's handler's signal frame: agent/walk.c) and the kernel's frame
  * with AVX-512 state ~3.4 KiB, so two frames leave ~1.3 KiB, and a walk
  * there wrote below the stack, over malloc's header of the block OCaml
  * frees at exit ("munmap_chunk(): invalid pointer": 1-3% of tests/signal

@@ -1,8 +1,9 @@
 /*
  * agent/handler.h — the sampling-signal handler (the walker: agent/walk.h).
  * Installed by agent/agent.c at start-up; runs on the interrupted thread's
- * alternate signal stack (OCaml installs an 8 KiB one on every thread that
- * runs OCaml), so it keeps its own stack use small.
+ * alternate signal stack (OCaml installs one on every thread that runs
+ * OCaml: 8 KiB up to 5.4, sysconf(_SC_SIGSTKSZ) from 5.5), so it keeps its
+ * own stack use small.
  */
 #ifndef FLAMME_AGENT_HANDLER_H
 #define FLAMME_AGENT_HANDLER_H

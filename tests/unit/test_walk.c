@@ -81,9 +81,7 @@ static __attribute__((noinline)) void capture_here(struct capture *c, uint32_t v
         c->lib[c->nlib++] = ip;
     } while (c->nlib < MAXF && unw_step(&cur) > 0);
 
-    static const int greg_of_dw[16] = { REG_RAX, REG_RDX, REG_RCX, REG_RBX, REG_RSI, REG_RDI,
-                                        REG_RBP, REG_RSP, REG_R8,  REG_R9,  REG_R10, REG_R11,
-                                        REG_R12, REG_R13, REG_R14, REG_R15 };
+    static const int greg_of_dw[16] = FLAMME_GREG_OF_DW;
     struct flamme_walk_regs regs;
     for (int i = 0; i < 16; i++)
         regs.r[i] = (uintptr_t)uc.uc_mcontext.gregs[greg_of_dw[i]];

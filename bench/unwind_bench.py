@@ -59,12 +59,10 @@ def main():
                                                "worst %", "unmarked", "goal"))
     with tempfile.TemporaryDirectory(prefix="flamme-unwind-bench.") as wd:
         build = flammetest.Build(a.build)
-        compilers = flammetest.find_compilers(a.cache)
-        wanted = [w for w in a.compilers.split(",") if w]
-        if wanted:
-            compilers = [c for c in compilers if c.name in wanted]
+        compilers, _ = flammetest.select_compilers(a.cache, a.compilers)
         if not compilers:
-            print("no OCaml compiler%s in %s (make deps)" % (" " + a.compilers if wanted else "", a.cache))
+            print("no OCaml compiler%s in %s (make deps)" % (" " + a.compilers if a.compilers else "",
+                                                              a.cache))
             return
         for prog in PROGRAMS:
             if only and prog not in only:

@@ -49,14 +49,11 @@ def compilers(config):
     """The compilers tests run over, default first; [] without make deps."""
     global _compilers
     if _compilers is None:
-        found = flammetest.find_compilers(config.getoption("--cache"))
-        wanted = [w for w in config.getoption("--compilers").split(",") if w]
-        if wanted:
-            unknown = set(wanted) - {c.name for c in found}
-            if unknown:
-                raise pytest.UsageError("--compilers: not in %s: %s (run make deps)"
-                                        % (config.getoption("--cache"), ", ".join(sorted(unknown))))
-            found = [c for c in found if c.name in wanted]
+        found, unknown = flammetest.select_compilers(config.getoption("--cache"),
+                                                     config.getoption("--compilers"))
+        if unknown:
+            raise pytest.UsageError("--compilers: not in %s: %s (run make deps)"
+                                    % (config.getoption("--cache"), ", ".join(unknown)))
         _compilers = found
     return _compilers
 

@@ -86,6 +86,18 @@ def find_compilers(cache, default_version="5.3.0"):
     return sorted(found, key=order)
 
 
+def select_compilers(cache, spec):
+    """The compilers of CACHE (find_compilers, same order) named in SPEC, a
+    comma-separated list ("": all of them), and the names of SPEC that
+    CACHE lacks, sorted."""
+    found = find_compilers(cache)
+    wanted = [w for w in spec.split(",") if w]
+    if not wanted:
+        return found, []
+    unknown = sorted(set(wanted) - {c.name for c in found})
+    return [c for c in found if c.name in wanted], unknown
+
+
 def _newest_mtime(paths):
     return max(os.stat(p).st_mtime for p in paths)
 

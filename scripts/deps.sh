@@ -274,7 +274,7 @@ else
         rm -rf "$x"; echo "deps: $LATEST_DEB: no orig tarball of $LATEST_VER with Debian's SHA-256 in it" >&2; exit 1
     fi
     LATEST="$CACHE/ocaml-$LATEST_VER-nofp"
-    build_ocaml "$tarball" "$LATEST" || { rm -rf "$x"; exit 1; }
+    build_ocaml "$tarball" "$LATEST" # exits on failure
     rm -rf "$x"
     [ "$("$LATEST/bin/ocamlopt" -version)" = "$LATEST_VER" ] \
         || { echo "deps: $LATEST_DEB did not build OCaml $LATEST_VER" >&2; exit 1; }

@@ -302,13 +302,14 @@ static int stack_check_leaf(struct flamme_cfi_cache *cfi, uintptr_t pc,
  * walk does not know or leads outside the readable stacks, or back to
  * younger frames of the same stack, -2 when caml_runstack's parent is
  * unknown in a frame-pointer runtime (frame pointers may go on). */
+static int row_step(struct walk *w, struct flamme_cfi_row row, uintptr_t *pc, int leaf);
+
 static int cfi_step(struct walk *w, uintptr_t lookup_pc, uintptr_t *pc, int leaf)
 {
     struct flamme_cfi_row row;
     if (!flamme_cfi_lookup_cached_sigsafe(w->copy ? w->copy->cfi : NULL, lookup_pc, &row) ||
         row.cfa_reg == FLAMME_CFA_UNKNOWN)
         return 0;
-    int from = w->cur, window = w->window, guessed_rbp = 0;
     /* CFA = rsp + 0 puts the return address below the stack pointer: no
      * function is ever there. It is the OCaml runtime's row right after
      * the pop %rbp that ends a stack switch in frame-pointer builds
@@ -323,7 +324,25 @@ static int cfi_step(struct walk *w, uintptr_t lookup_pc, uintptr_t *pc, int leaf
      * return address. The instruction's first byte is read directly: the
      * thread was executing it. */
     const unsigned char *insn = (const unsigned char *)lookup_pc;
-    if (leaf && (insn[0] == 0xc3 || insn[0] == 0xc2 || (insn[0] == 0xf3 && insn[1] == 0xc3))) {
+    /* The same at a tail call's jmp right after the pop %rbp (rel32, rel8,
+     * or ff /4 through a register, REX.B or not): OCaml 5.1's frame-pointer
+     * code keeps rsp+16 there, and a sample on the jmp named a word of the
+     * caller's frame as its caller (an [unknown] frame, not marked broken:
+     * 0.25% of the samples of an exception-raising fiber loop, on match_with's
+     * jmp to caml_runstack). Only where the row still counts the pushed rbp
+     * and nothing else saved: a compiler's jmp into another epilogue's pops
+     * after its own pop %rbp has rows that say so. The byte before is read
+     * only within the page. */
+    int others_same = 1;
+    for (int i = 1; i < FLAMME_CFI_NSAVED; i++)
+        others_same &= row.save[i] == FLAMME_SAVE_SAME;
+    int tail = leaf && row.cfa_reg == FLAMME_CFA_RSP && row.cfa_off == 16 && others_same &&
+               (lookup_pc & 0xfff) != 0 && insn[-1] == 0x5d &&
+               (insn[0] == 0xe9 || insn[0] == 0xeb ||
+                (insn[0] == 0xff && ((insn[1] >> 3) & 7) == 4) ||
+                (insn[0] == 0x41 && insn[1] == 0xff && ((insn[2] >> 3) & 7) == 4));
+    if (tail ||
+        (leaf && (insn[0] == 0xc3 || insn[0] == 0xc2 || (insn[0] == 0xf3 && insn[1] == 0xc3)))) {
         row.cfa_reg = FLAMME_CFA_RSP;
         row.dwreg = R_RSP;
         row.cfa_off = 8;
@@ -340,6 +359,13 @@ static int cfi_step(struct walk *w, uintptr_t lookup_pc, uintptr_t *pc, int leaf
         for (int i = 0; i < FLAMME_CFI_NSAVED; i++)
             row.save[i] = FLAMME_SAVE_SAME;
     }
+    return row_step(w, row, pc, leaf);
+}
+
+/* cfi_step's move by the row in force (returns as cfi_step does). */
+static int row_step(struct walk *w, struct flamme_cfi_row row, uintptr_t *pc, int leaf)
+{
+    int from = w->cur, window = w->window, guessed_rbp = 0;
     if (row.dwreg > 15 || !(w->g.valid & BIT(row.dwreg)))
         return -1;
     uintptr_t sp = w->g.r[R_RSP], base = w->g.r[row.dwreg], cfa;
@@ -428,6 +454,52 @@ static int cfi_step(struct walk *w, uintptr_t lookup_pc, uintptr_t *pc, int leaf
         w->seen[r] = cfa;
     w->ra_at = r >= 0 ? cfa - 8 : 0;
     *pc = ra;
+    return 1;
+}
+
+/* The step out of a frame interrupted at the bottom of an OCaml fiber that
+ * an exception is leaving (runtime_hooks: flamme_ocaml_fiber_bottom_sigsafe):
+ * to caml_runstack's caller on the parent stack, as caml_runstack's own
+ * rows would from the normal return. *ra: a frame of caml_runstack to put
+ * first (0: none). Returns 1 with w moved and *pc the caller's return
+ * address, or 0 (w unchanged) when the frame is not such a one or the
+ * parent's frame cannot be read. */
+static int fiber_bottom_step(struct walk *w, uintptr_t *pc, uintptr_t *ra)
+{
+    uintptr_t sp = w->g.r[R_RSP], slot, caller;
+    int mid, add, reg, rbp_at;
+    int r = find_range(w->ranges, w->nranges, sp, 8, -1);
+    struct flamme_cfi_row row = {.cfa_reg = FLAMME_CFA_DEREF_RSP, .dwreg = R_RSP};
+    if (r >= w->first_ocaml && r < w->nranges &&
+        flamme_ocaml_fiber_bottom_sigsafe(&w->ranges[r], sp, *pc, &slot, &mid, &add, &rbp_at,
+                                          ra)) {
+        row.cfa_off = (int32_t)(slot - sp);
+        row.nderef = 2;
+        row.mid_add = (uint8_t)mid;
+        row.cfa_add = add;
+    } else if (flamme_ocaml_runstack_parent_sigsafe(*pc, &reg, &mid, &add, &rbp_at)) {
+        /* Further on, the parent is named current and the fiber is no
+         * longer one of the known stacks: r10 holds the parent. */
+        row.cfa_reg = FLAMME_CFA_DEREF_REG;
+        row.dwreg = (uint8_t)reg;
+        row.cfa_off = mid;
+        row.nderef = 1;
+        row.cfa_add = add;
+        *ra = 0;
+    } else {
+        return 0;
+    }
+    for (int i = 0; i < FLAMME_CFI_NSAVED; i++)
+        row.save[i] = FLAMME_SAVE_SAME;
+    if (rbp_at)
+        row.save[0] = rbp_at;
+    struct walk before = *w;
+    w->cur = r;
+    if (row_step(w, row, &caller, 0) <= 0 || caller < 4096) {
+        *w = before;
+        return 0;
+    }
+    *pc = caller;
     return 1;
 }
 
@@ -645,6 +717,22 @@ static uint32_t walk(struct walk *w, uintptr_t pc, uint64_t *frames, uint32_t ma
              * before them (writer/intern.c): one past the instruction. */
             put_frame(t, frames, &n, pc + 1, 0, FLAMME_STEP_OTHER);
             leaf = 1;
+            continue;
+        }
+        /* At the bottom of a fiber an exception is leaving, the rows of
+         * the code in the way (the raise, caml_runstack's handler for it)
+         * describe a stack pointer the thread no longer has. */
+        uintptr_t runstack_ra;
+        if (leaf && fiber_bottom_step(w, &pc, &runstack_ra)) {
+            if (runstack_ra) {
+                put_frame(t, frames, &n, runstack_ra, 0, FLAMME_STEP_OTHER);
+                if (n >= max)
+                    break;
+            }
+            put_frame(t, frames, &n, pc, w->ra_at, FLAMME_STEP_OTHER);
+            if (memo && w->ra_at && !w->window)
+                replay_memo(w, t, frames, &n, max, &pc);
+            leaf = 0;
             continue;
         }
         /* A return address points after its call: look up the call itself. */

@@ -12,6 +12,7 @@
 #include <link.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <string.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -43,6 +44,13 @@ static struct {
     uintptr_t sys_code_lo, sys_code_hi;
     /* caml_perform's code [lo, hi) (see performer_range); 0: not found. */
     uintptr_t perform_lo, perform_hi;
+    /* caml_runstack's code [lo, hi) (see flamme_ocaml_fiber_bottom_sigsafe);
+     * 0: not found. */
+    uintptr_t runstack_lo, runstack_hi;
+    /* Where in caml_runstack r10 holds the parent's descriptor, which
+     * Caml_state names current again in the middle (see
+     * flamme_ocaml_runstack_parent_sigsafe); 0: not found. */
+    uintptr_t parent_reg_lo, parent_reg_hi;
 } rt;
 
 extern void *__tls_get_addr(void *);
@@ -70,6 +78,26 @@ static int find_tls_module(struct dl_phdr_info *info, size_t size, void *arg)
         }
     }
     return 0;
+}
+
+/* caml_runstack's stretch from loading the parent's descriptor into r10
+ * (mov parent(%r11),%r10) to reading its saved stack pointer into r13
+ * (mov (%r10),%r13), the same bytes in 5.1-5.5: [parent_reg_lo, hi). */
+static void find_parent_reg(void)
+{
+    static const unsigned char load[] = {0x4d, 0x8b, 0x53, SH_PARENT}, keep[] = {0x4d, 0x8b, 0x2a};
+    const unsigned char *c = (const unsigned char *)rt.runstack_lo;
+    size_t n = rt.runstack_hi - rt.runstack_lo, i, j;
+    if (!rt.runstack_lo || n > 4096 || SI_SP != 0)
+        return;
+    for (i = 0; i + sizeof load <= n && memcmp(c + i, load, sizeof load) != 0; i++)
+        ;
+    for (j = i + sizeof load; j + sizeof keep <= n && memcmp(c + j, keep, sizeof keep) != 0; j++)
+        ;
+    if (j + sizeof keep > n || j - i > 64)
+        return;
+    rt.parent_reg_lo = rt.runstack_lo + i + sizeof load;
+    rt.parent_reg_hi = rt.runstack_lo + j + sizeof keep;
 }
 
 /* Function fn's code [*lo, *hi), its size from the symbol table, else
@@ -103,6 +131,9 @@ int flamme_ocaml_resolve(void)
         /* Without a size, a bound past its ~140 bytes (5.1-5.5): the check
          * it guards also needs rsi to name a stack. */
         code_range("caml_perform", 256, &rt.perform_lo, &rt.perform_hi);
+        /* Without a size, a bound past its ~130 bytes (5.1-5.5). */
+        code_range("caml_runstack", 192, &rt.runstack_lo, &rt.runstack_hi);
+        find_parent_reg();
         uintptr_t lo = (uintptr_t)dlsym(RTLD_DEFAULT, "caml_system__code_begin"),
                   hi = (uintptr_t)dlsym(RTLD_DEFAULT, "caml_system__code_end");
         if (lo && hi > lo && hi - lo < (1u << 20)) {
@@ -515,6 +546,60 @@ int flamme_ocaml_more_ranges_sigsafe(uintptr_t *more, int direct, struct flamme_
                                      struct flamme_range *out, int max)
 {
     return chain_ranges(*more, direct, chain, out, max, more);
+}
+
+/* caml_runstack (amd64.S, 5.1-5.5) puts two words under the fiber's
+ * handler, and two under them: the link to the previous exception handler
+ * and its own fiber_exn_handler's address, which an exception leaving the
+ * fiber's computation pops (caml_raise_exn's ret, or the inlined raise of
+ * code built without -g: pop the link, pop the address, jump to it). */
+#define RUNSTACK_EXN_BELOW 32 /* the exception handler's distance under the handler */
+#define RUNSTACK_EXN_PC 24    /* where fiber_exn_handler's address is, under the handler */
+
+/* caml_runstack's frame on the parent stack, from the stack pointer it
+ * saved there: the return address, and with frame pointers (its
+ * ENTER_FUNCTION) the caller's rbp under it. */
+static void runstack_frame(int *cfa_add, int *rbp_at)
+{
+    *cfa_add = rt.frame_pointers == 1 ? 16 : 8;
+    *rbp_at = rt.frame_pointers == 1 ? -16 : 0;
+}
+
+int flamme_ocaml_fiber_bottom_sigsafe(const struct flamme_range *r, uintptr_t sp, uintptr_t pc,
+                                      uintptr_t *slot, int *mid, int *cfa_add, int *rbp_at,
+                                      uintptr_t *ra)
+{
+    uintptr_t handler = r->hi - SH_SIZE, parent, exn_pc;
+    if (rt.frame_pointers < 0 || !rt.runstack_lo || r->hi - r->lo < SH_SIZE + RUNSTACK_EXN_BELOW ||
+        sp < handler - RUNSTACK_EXN_BELOW || sp > handler || (sp & 7))
+        return 0;
+    /* The range is one of the walk's known stacks: read plainly. A stack
+     * without a parent (the domain's main one) ends at caml_start_program,
+     * whose own rows hold there. */
+    parent = *(const uintptr_t *)(handler + SH_PARENT);
+    if (!parent)
+        return 0;
+    *slot = handler + SH_PARENT;
+    *mid = SI_SP;
+    runstack_frame(cfa_add, rbp_at);
+    *ra = 0;
+    if (pc < rt.runstack_lo || pc >= rt.runstack_hi) {
+        exn_pc = *(const uintptr_t *)(handler - RUNSTACK_EXN_PC);
+        if (exn_pc > rt.runstack_lo && exn_pc < rt.runstack_hi)
+            *ra = exn_pc;
+    }
+    return 1;
+}
+
+int flamme_ocaml_runstack_parent_sigsafe(uintptr_t pc, int *dwreg, int *off, int *cfa_add,
+                                         int *rbp_at)
+{
+    if (rt.frame_pointers < 0 || pc < rt.parent_reg_lo || pc >= rt.parent_reg_hi)
+        return 0;
+    *dwreg = 10; /* r10 */
+    *off = SI_SP;
+    runstack_frame(cfa_add, rbp_at);
+    return 1;
 }
 
 uintptr_t flamme_ocaml_parent_slot_sigsafe(const struct flamme_range *r)

@@ -120,6 +120,34 @@ int flamme_ocaml_more_ranges_sigsafe(uintptr_t *more, int direct, struct flamme_
  * the chain. async-signal-safe: yes. */
 uintptr_t flamme_ocaml_parent_slot_sigsafe(const struct flamme_range *r);
 
+/* The caller of a frame interrupted at the bottom of the OCaml stack r (as
+ * returned by flamme_ocaml_ranges_sigsafe), sp within the words
+ * caml_runstack put under the fiber's handler: an exception leaving the
+ * fiber's computation has popped every frame of the fiber, and the pc is in
+ * the code raising it or in caml_runstack's handler for it, whose rows
+ * describe a stack pointer 16 bytes lower (the normal return). The caller
+ * is caml_runstack's: the parent descriptor is the word at *slot, its
+ * saved stack pointer at *mid in it, the CFA *cfa_add above that, and the
+ * caller's rbp at CFA + *rbp_at (0: rbp is not saved there). *ra is a
+ * return address into caml_runstack to stand for its frame, 0 when pc is
+ * in caml_runstack itself (or the address is not there). Returns 1, or 0
+ * when the frame is not such a one or the stack has no parent.
+ * async-signal-safe: yes. */
+int flamme_ocaml_fiber_bottom_sigsafe(const struct flamme_range *r, uintptr_t sp, uintptr_t pc,
+                                      uintptr_t *slot, int *mid, int *cfa_add, int *rbp_at,
+                                      uintptr_t *ra);
+
+/* The caller of a frame interrupted in caml_runstack after it took the
+ * parent's descriptor into a register, on its way back from the fiber:
+ * Caml_state names the parent current in the middle of that stretch, and
+ * the rows there (the fiber's handler, read at the stack pointer) hold only
+ * for the normal return, not for an exception's, 16 bytes higher. The CFA
+ * is *cfa_add above the word at *off in the descriptor held by DWARF
+ * register *dwreg, the caller's rbp at CFA + *rbp_at (0: not saved there).
+ * Returns 1, or 0 when pc is not there. async-signal-safe: yes. */
+int flamme_ocaml_runstack_parent_sigsafe(uintptr_t pc, int *dwreg, int *off, int *cfa_add,
+                                         int *rbp_at);
+
 /* 1 if the OCaml stack r (as returned by flamme_ocaml_ranges_sigsafe) is
  * still a live stack: its descriptor, read fault-tolerantly, still ends at
  * r->hi. async-signal-safe: yes. */

@@ -39,4 +39,19 @@ int flamme_ocaml_has_frame_pointers_sigsafe(void)
     return -1;
 }
 
+int flamme_ocaml_fiber_bottom_sigsafe(const struct flamme_range *r, uintptr_t sp, uintptr_t pc,
+                                      uintptr_t *slot, int *mid, int *cfa_add, int *rbp_at,
+                                      uintptr_t *ra)
+{
+    (void)r, (void)sp, (void)pc, (void)slot, (void)mid, (void)cfa_add, (void)rbp_at, (void)ra;
+    return 0;
+}
+
+int flamme_ocaml_runstack_parent_sigsafe(uintptr_t pc, int *dwreg, int *off, int *cfa_add,
+                                         int *rbp_at)
+{
+    (void)pc, (void)dwreg, (void)off, (void)cfa_add, (void)rbp_at;
+    return 0;
+}
+
 #endif

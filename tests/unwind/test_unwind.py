@@ -19,6 +19,8 @@ unwind-test, part of make test), checked the way a user reads a profile:
   rewrite   a symbolic simplifier: hash-consing, structural compare/hash
   sched     an Eio-style fiber scheduler: Fork/Yield/Suspend, channels,
             generators from effects, discontinue of blocked fibers
+  fxexn     fibers that end with an exception: raised in the task, or by
+            discontinue (a task that fails or is cancelled)
   steal     fork-join over Chase-Lev deques (Atomic) on three domains
   churn     a domain per batch, two domains busy with the major GC
   dthreads  systhreads in domains, Mutex/Condition and Thread.yield
@@ -757,6 +759,29 @@ def test_sched(build, program, compiler, check, tmp_path):
     placed(check, st, label, "consumers' crunch", lambda s: "Sched.crunch" in s.frames and
            "Sched.producer" not in s.frames, ["main", "Sched.run", "caml_runstack",
                                               "Sched.crunch"], 20)
+
+
+@pytest.mark.slow
+def test_fxexn(build, program, compiler, check, tmp_path):
+    """Fibers that end with an exception (raised in the task, or by
+    discontinue at its Yield): the samples between the raise and the parent
+    stack were [broken] (no-fp) or had a junk [unknown] frame (fp), 1.7-2.6%
+    of the program on every compiler. Every stack whole, no [unknown]
+    frame, the tasks under caml_runstack and the loop that ran them, and
+    caml_runstack's own samples (its exception handler among them) whole."""
+    st, _ = recorded(build, program, compiler, check, tmp_path, "fxexn")
+    label = "fxexn/" + compiler.name
+    junk = sum(s.weight for s in st if "[unknown]" in s.frames)
+    check(junk == 0, "%s: no [unknown] frame" % label,
+          [";".join(s.frames[-6:]) for s in st if "[unknown]" in s.frames][:3])
+    placed(check, st, label, "tasks started", has("Fxexn.task"), ["main", "Fxexn.run_batch",
+                                                                  "caml_runstack", "Fxexn.task"],
+           50, lambda s: "Stdlib.Queue.iter" not in s.frames)
+    placed(check, st, label, "tasks resumed", has("Fxexn.task"), ["main", "Stdlib.Queue.iter",
+                                                                  "caml_runstack", "Fxexn.task"],
+           50, lambda s: "Stdlib.Queue.iter" in s.frames)
+    placed(check, st, label, "caml_runstack itself", leaf_in(("caml_runstack", "caml_raise_exn")),
+           ["main", "Fxexn (init)", "caml_runstack"], 20)
 
 
 @pytest.mark.slow

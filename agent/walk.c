@@ -457,14 +457,18 @@ static int row_step(struct walk *w, struct flamme_cfi_row row, uintptr_t *pc, in
     return 1;
 }
 
-/* The step out of a frame interrupted at the bottom of an OCaml fiber that
- * an exception is leaving (runtime_hooks: flamme_ocaml_fiber_bottom_sigsafe):
- * to caml_runstack's caller on the parent stack, as caml_runstack's own
- * rows would from the normal return. *ra: a frame of caml_runstack to put
- * first (0: none). Returns 1 with w moved and *pc the caller's return
- * address, or 0 (w unchanged) when the frame is not such a one or the
- * parent's frame cannot be read. */
-static int fiber_bottom_step(struct walk *w, uintptr_t *pc, uintptr_t *ra)
+/* The step out of a frame interrupted where the runtime's assembly takes
+ * an exception out of an OCaml stack, whose rows do not hold there
+ * (runtime_hooks/ocaml_rt.h): at the bottom of a fiber
+ * (flamme_ocaml_fiber_bottom_sigsafe) and further on in caml_runstack
+ * (flamme_ocaml_runstack_parent_sigsafe), to caml_runstack's caller on the
+ * parent stack as caml_runstack's own rows would from the normal return;
+ * in caml_start_program's handler and the code after it
+ * (flamme_ocaml_callback_exit_sigsafe), on from its switch to the C
+ * stack. *ra: a frame of caml_runstack to put first (0: none). Returns 1
+ * with w moved and *pc the caller's return address, or 0 (w unchanged)
+ * when the frame is not such a one or the caller's frame cannot be read. */
+static int exception_exit_step(struct walk *w, uintptr_t *pc, uintptr_t *ra)
 {
     uintptr_t sp = w->g.r[R_RSP], slot, caller;
     int mid, add, reg, rbp_at;
@@ -486,6 +490,26 @@ static int fiber_bottom_step(struct walk *w, uintptr_t *pc, uintptr_t *ra)
         row.nderef = 1;
         row.cfa_add = add;
         *ra = 0;
+    } else if (flamme_ocaml_callback_exit_sigsafe(*pc, sp, w->g.r[10], !!(w->g.valid & BIT(10)),
+                                                  &slot, &caller)) {
+        /* caml_start_program going back to C: on from the pc right after
+         * its switch to the C stack, with rsp what it switches to. */
+        uintptr_t csp;
+        int rc;
+        if (stack_word(w, slot, &csp, NULL) != 0 ||
+            (rc = find_range(w->ranges, w->nranges, csp, 8, -1)) < 0 || rc >= w->first_ocaml)
+            return 0;
+        struct walk before = *w;
+        w->g.r[R_RSP] = csp;
+        w->cur = rc;
+        *ra = 0;
+        uintptr_t resume = caller;
+        if (cfi_step(w, resume, &caller, 0) <= 0 || caller < 4096) {
+            *w = before;
+            return 0;
+        }
+        *pc = caller;
+        return 1;
     } else {
         return 0;
     }
@@ -719,11 +743,26 @@ static uint32_t walk(struct walk *w, uintptr_t pc, uint64_t *frames, uint32_t ma
             leaf = 1;
             continue;
         }
-        /* At the bottom of a fiber an exception is leaving, the rows of
-         * the code in the way (the raise, caml_runstack's handler for it)
-         * describe a stack pointer the thread no longer has. */
+        /* Where an exception leaves a fiber or a callback's OCaml code,
+         * the rows of the code in the way (the raise, the runtime's
+         * handler for it) describe a stack pointer the thread no longer
+         * has. */
+        /* In OCaml code's inlined raise, past its move to the trap: on
+         * from the handler it jumps to (its function's frame, or the
+         * runtime's handler of a fiber or a callback), as if there. */
+        uintptr_t trap, handler;
+        if (leaf && w->first_ocaml < w->nranges &&
+            flamme_ocaml_inline_raise_sigsafe(pc, w->g.r[R_RSP], &trap) &&
+            stack_word(w, trap + 8, &handler, NULL) == 0 && handler >= 4096) {
+            /* Named by the byte before, as a return address is. */
+            put_frame(t, frames, &n, handler + 1, 0, FLAMME_STEP_OTHER);
+            w->g.r[R_RSP] = trap + 16;
+            w->g.valid &= ~BIT(11); /* r11 holds the handler's pc, not the caller's */
+            pc = handler;
+            continue;
+        }
         uintptr_t runstack_ra;
-        if (leaf && fiber_bottom_step(w, &pc, &runstack_ra)) {
+        if (leaf && exception_exit_step(w, &pc, &runstack_ra)) {
             if (runstack_ra) {
                 put_frame(t, frames, &n, runstack_ra, 0, FLAMME_STEP_OTHER);
                 if (n >= max)

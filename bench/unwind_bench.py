@@ -26,7 +26,7 @@ import unwind_stacks as us  # noqa: E402
 
 GOAL = {"fp": 99.9, "nofp": 99.5}
 PROGRAMS = ["atomq", "hashstr", "effdeep", "yielder", "dlprog", "vclock", "gcalloc", "rewrite",
-            "sched", "fxexn", "steal", "churn", "dthreads", "cback", "minicc", "breakwalk"]
+            "sched", "fxexn", "cbraise", "steal", "churn", "dthreads", "cback", "minicc", "breakwalk"]
 
 
 def one(build, exe, scale, hz, wd):

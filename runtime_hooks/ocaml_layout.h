@@ -13,6 +13,7 @@
 
 /* caml_domain_state (runtime/caml/domain_state.tbl order; 8-byte fields). */
 #define DS_CURRENT_STACK 40
+#define DS_EXN_HANDLER 48
 #define DS_C_STACK 64
 /* Caml_state->id moves between releases (280 in 5.1, 288 in 5.3, 320 in 5.4): set by
  * flamme_ocaml_check_runtime in the constructor (after checking it in

@@ -51,6 +51,11 @@ static struct {
      * Caml_state names current again in the middle (see
      * flamme_ocaml_runstack_parent_sigsafe); 0: not found. */
     uintptr_t parent_reg_lo, parent_reg_hi;
+    /* caml_start_program's way back to C (see
+     * flamme_ocaml_callback_exit_sigsafe): its exception handler
+     * [exn_lo, exn_hi), the common code from label1 to its add to r10
+     * (add_at) and its switch to the C stack (switch_at); 0: not found. */
+    uintptr_t start_exn_lo, start_exn_hi, start_label1, start_add_at, start_switch_at;
 } rt;
 
 extern void *__tls_get_addr(void *);
@@ -100,6 +105,17 @@ static void find_parent_reg(void)
     rt.parent_reg_hi = rt.runstack_lo + j + sizeof keep;
 }
 
+/* Offset of the first occurrence of pat (n bytes) in code[from, len), or
+ * len. */
+static size_t find_bytes(const unsigned char *code, size_t from, size_t len,
+                         const unsigned char *pat, size_t n)
+{
+    for (size_t i = from; i + n <= len; i++)
+        if (memcmp(code + i, pat, n) == 0)
+            return i;
+    return len;
+}
+
 /* Function fn's code [*lo, *hi), its size from the symbol table, else
  * unsized bytes; both left 0 when fn is not found. */
 static void code_range(const char *fn, size_t unsized, uintptr_t *lo, uintptr_t *hi)
@@ -110,6 +126,42 @@ static void code_range(const char *fn, size_t unsized, uintptr_t *lo, uintptr_t 
         return;
     *lo = (uintptr_t)a;
     *hi = *lo + (sym->st_size ? sym->st_size : unsized);
+}
+
+/* caml_start_program's return to C (the same bytes in 5.1-5.5): the
+ * exception handler it puts on the OCaml stack (lea handler(%rip),%r11),
+ * which ends in a jmp to label 1; label 1 after lea 16(%rsp),%r10 (the
+ * normal return's); add $16,%r10; mov c_stack(%r14),%rsp. */
+static void find_start_exit(void)
+{
+    static const unsigned char lea_exn[] = {0x4c, 0x8d, 0x1d}, lea_r10[] = {0x4c, 0x8d, 0x54, 0x24, 0x10},
+                               add_r10[] = {0x49, 0x83, 0xc2, 0x10},
+                               to_c[] = {0x49, 0x8b, 0x66, DS_C_STACK};
+    uintptr_t lo = 0, hi = 0;
+    code_range("caml_start_program", 0, &lo, &hi);
+    const unsigned char *c = (const unsigned char *)lo;
+    size_t n = hi - lo;
+    if (!lo || n > 4096)
+        return;
+    size_t e = find_bytes(c, 0, n, lea_exn, sizeof lea_exn);
+    size_t l1 = find_bytes(c, 0, n, lea_r10, sizeof lea_r10) + sizeof lea_r10;
+    size_t add = find_bytes(c, l1, n, add_r10, sizeof add_r10);
+    size_t sw = find_bytes(c, add, n, to_c, sizeof to_c);
+    if (e + 7 > n || l1 > n || add >= n || sw >= n)
+        return;
+    int32_t disp;
+    memcpy(&disp, c + e + 3, sizeof disp);
+    size_t h = e + 7 + (size_t)(intptr_t)disp, j;
+    /* The handler: or $2,%rax; mov %rsp,%r10; jmp label1 (rel8). */
+    for (j = h; j + 2 <= n && j < h + 16 && !(c[j] == 0xeb && j + 2 + (int8_t)c[j + 1] == l1); j++)
+        ;
+    if (h >= n || j + 2 > n || j >= h + 16)
+        return;
+    rt.start_exn_lo = lo + h;
+    rt.start_exn_hi = lo + j + 2;
+    rt.start_label1 = lo + l1;
+    rt.start_add_at = lo + add;
+    rt.start_switch_at = lo + sw;
 }
 
 int flamme_ocaml_resolve(void)
@@ -134,6 +186,7 @@ int flamme_ocaml_resolve(void)
         /* Without a size, a bound past its ~130 bytes (5.1-5.5). */
         code_range("caml_runstack", 192, &rt.runstack_lo, &rt.runstack_hi);
         find_parent_reg();
+        find_start_exit();
         uintptr_t lo = (uintptr_t)dlsym(RTLD_DEFAULT, "caml_system__code_begin"),
                   hi = (uintptr_t)dlsym(RTLD_DEFAULT, "caml_system__code_end");
         if (lo && hi > lo && hi - lo < (1u << 20)) {
@@ -599,6 +652,42 @@ int flamme_ocaml_runstack_parent_sigsafe(uintptr_t pc, int *dwreg, int *off, int
     *dwreg = 10; /* r10 */
     *off = SI_SP;
     runstack_frame(cfa_add, rbp_at);
+    return 1;
+}
+
+int flamme_ocaml_inline_raise_sigsafe(uintptr_t pc, uintptr_t sp, uintptr_t *trap)
+{
+    /* pop exn_handler(%r14); pop %r11; jmp *%r11: what ocamlopt (5.1-5.5)
+     * emits for raise_notrace, and for raise without -g, after
+     * mov exn_handler(%r14),%rsp (rsp at the trap: the previous handler's
+     * link, then the handler's pc). */
+    static const unsigned char seq[] = {0x41, 0x8f, 0x46, DS_EXN_HANDLER, 0x41, 0x5b, 0x41, 0xff, 0xe3};
+    static const int at[] = {0, 4, 6}; /* the instructions' offsets in seq */
+    const unsigned char *c = (const unsigned char *)pc;
+    for (int k = 0; k < 3; k++) {
+        /* The bytes before pc are read only within its page. */
+        if ((pc & 0xfff) < (uintptr_t)at[k] || memcmp(c - at[k], seq, sizeof seq) != 0)
+            continue;
+        *trap = sp - 8 * (uintptr_t)k;
+        return 1;
+    }
+    return 0;
+}
+
+int flamme_ocaml_callback_exit_sigsafe(uintptr_t pc, uintptr_t sp, uintptr_t r10, int r10_known,
+                                       uintptr_t *slot, uintptr_t *resume)
+{
+    if (!rt.start_switch_at)
+        return 0;
+    if (pc >= rt.start_exn_lo && pc < rt.start_exn_hi)
+        *slot = sp; /* the handler popped: rsp at the C stack pointer's word */
+    else if (r10_known && pc >= rt.start_label1 && pc <= rt.start_add_at)
+        *slot = r10;
+    else if (r10_known && pc > rt.start_add_at && pc <= rt.start_switch_at)
+        *slot = r10 - 16;
+    else
+        return 0;
+    *resume = rt.start_switch_at + 4;
     return 1;
 }
 

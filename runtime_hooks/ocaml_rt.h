@@ -148,6 +148,28 @@ int flamme_ocaml_fiber_bottom_sigsafe(const struct flamme_range *r, uintptr_t sp
 int flamme_ocaml_runstack_parent_sigsafe(uintptr_t pc, int *dwreg, int *off, int *cfa_add,
                                          int *rbp_at);
 
+/* A frame interrupted in the inlined raise of OCaml code (raise_notrace,
+ * or raise built without -g) after it set rsp to the exception's trap: the
+ * raising function's frame and those between are gone, and its rows do not
+ * hold. *trap is where the trap was (the handler's pc at *trap + 8; rsp is
+ * *trap + 16 at the handler). Returns 1, or 0 when pc is not there.
+ * Reads the code bytes at and before pc (the thread was executing them).
+ * async-signal-safe: yes. */
+int flamme_ocaml_inline_raise_sigsafe(uintptr_t pc, uintptr_t sp, uintptr_t *trap);
+
+/* A frame interrupted in caml_start_program on its way back to C after the
+ * OCaml code it ran (a callback from C, or the program's main code) raised:
+ * its exception handler, and the code it shares with the normal return up
+ * to the switch to the C stack, where its rows (an expression read at the
+ * stack pointer, or what holds after its ret) do not hold for the
+ * exception's stack pointer, 16 bytes higher. Everywhere there the C stack
+ * pointer to come back to is in one word: *slot (from sp or r10; r10_known:
+ * the interrupted r10 is known), and *resume is the pc whose rows hold once
+ * rsp is that pointer. Returns 1, or 0 when pc is not there.
+ * async-signal-safe: yes. */
+int flamme_ocaml_callback_exit_sigsafe(uintptr_t pc, uintptr_t sp, uintptr_t r10, int r10_known,
+                                       uintptr_t *slot, uintptr_t *resume);
+
 /* 1 if the OCaml stack r (as returned by flamme_ocaml_ranges_sigsafe) is
  * still a live stack: its descriptor, read fault-tolerantly, still ends at
  * r->hi. async-signal-safe: yes. */

@@ -47,6 +47,19 @@ int flamme_ocaml_fiber_bottom_sigsafe(const struct flamme_range *r, uintptr_t sp
     return 0;
 }
 
+int flamme_ocaml_inline_raise_sigsafe(uintptr_t pc, uintptr_t sp, uintptr_t *trap)
+{
+    (void)pc, (void)sp, (void)trap;
+    return 0;
+}
+
+int flamme_ocaml_callback_exit_sigsafe(uintptr_t pc, uintptr_t sp, uintptr_t r10, int r10_known,
+                                       uintptr_t *slot, uintptr_t *resume)
+{
+    (void)pc, (void)sp, (void)r10, (void)r10_known, (void)slot, (void)resume;
+    return 0;
+}
+
 int flamme_ocaml_runstack_parent_sigsafe(uintptr_t pc, int *dwreg, int *off, int *cfa_add,
                                          int *rbp_at)
 {

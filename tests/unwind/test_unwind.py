@@ -21,6 +21,8 @@ unwind-test, part of make test), checked the way a user reads a profile:
             generators from effects, discontinue of blocked fibers
   fxexn     fibers that end with an exception: raised in the task, or by
             discontinue (a task that fails or is cancelled)
+  cbraise   exceptions raised without -g (inlined raise) that end a
+            callback from C, or that a handler further up catches
   steal     fork-join over Chase-Lev deques (Atomic) on three domains
   churn     a domain per batch, two domains busy with the major GC
   dthreads  systhreads in domains, Mutex/Condition and Thread.yield
@@ -782,6 +784,30 @@ def test_fxexn(build, program, compiler, check, tmp_path):
            50, lambda s: "Stdlib.Queue.iter" in s.frames)
     placed(check, st, label, "caml_runstack itself", leaf_in(("caml_runstack", "caml_raise_exn")),
            ["main", "Fxexn (init)", "caml_runstack"], 20)
+
+
+@pytest.mark.slow
+def test_cbraise(build, program, compiler, check, tmp_path):
+    """Exceptions raised by code built without -g (an inlined raise: rsp
+    moved to the trap, a jump to the handler) that end a callback from C,
+    and that a handler two functions up catches. Before, without frame
+    pointers, samples in caml_start_program's way back to C were
+    `[broken];[unknown];caml_start_program` (~10% of them) and samples in
+    the raise `[broken];Cbraise.search`; with them a junk frame now and
+    then (caml_start_program twice)."""
+    st, _ = recorded(build, program, compiler, check, tmp_path, "cbraise")
+    label = "cbraise/" + compiler.name
+    junk = [";".join(s.frames[-6:]) for s in st
+            if "[unknown]" in s.frames or s.frames.count("caml_start_program") > 2]
+    check(not junk, "%s: no [unknown] frame, caml_start_program at most twice" % label, junk[:3])
+    placed(check, st, label, "the way back to C", leaf_in(("caml_start_program",)),
+           ["main", "Cbraise.visits", "cbraise_visit", "caml_callback_exn", "caml_start_program"],
+           20, lambda s: "Cbraise.searches" not in s.frames)
+    placed(check, st, label, "the callback", has("Cbraise.checked"),
+           ["main", "Cbraise.visits", "cbraise_visit", "caml_callback_exn", "caml_start_program",
+            "Cbraise.checked"], 20)
+    placed(check, st, label, "the search", has("Cbraise.search"),
+           ["main", "Cbraise.searches", "Cbraise.find", "Cbraise.search"], 50)
 
 
 @pytest.mark.slow

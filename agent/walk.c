@@ -295,6 +295,8 @@ static int stack_check_leaf(struct flamme_cfi_cache *cfi, uintptr_t pc,
                : 0;
 }
 
+static int row_step(struct walk *w, struct flamme_cfi_row row, uintptr_t *pc, int leaf);
+
 /* One step of the walk by call-frame information (leaf: w is the
  * interrupted frame). Returns 1 and moves w's registers to the caller's
  * frame (*pc = its return address), 0 when lookup_pc has no usable rule
@@ -302,8 +304,6 @@ static int stack_check_leaf(struct flamme_cfi_cache *cfi, uintptr_t pc,
  * walk does not know or leads outside the readable stacks, or back to
  * younger frames of the same stack, -2 when caml_runstack's parent is
  * unknown in a frame-pointer runtime (frame pointers may go on). */
-static int row_step(struct walk *w, struct flamme_cfi_row row, uintptr_t *pc, int leaf);
-
 static int cfi_step(struct walk *w, uintptr_t lookup_pc, uintptr_t *pc, int leaf)
 {
     struct flamme_cfi_row row;
@@ -743,10 +743,6 @@ static uint32_t walk(struct walk *w, uintptr_t pc, uint64_t *frames, uint32_t ma
             leaf = 1;
             continue;
         }
-        /* Where an exception leaves a fiber or a callback's OCaml code,
-         * the rows of the code in the way (the raise, the runtime's
-         * handler for it) describe a stack pointer the thread no longer
-         * has. */
         /* In OCaml code's inlined raise, past its move to the trap: on
          * from the handler it jumps to (its function's frame, or the
          * runtime's handler of a fiber or a callback), as if there. */
@@ -761,6 +757,10 @@ static uint32_t walk(struct walk *w, uintptr_t pc, uint64_t *frames, uint32_t ma
             pc = handler;
             continue;
         }
+        /* Where an exception leaves a fiber or a callback's OCaml code,
+         * the rows of the code in the way (the raise, the runtime's
+         * handler for it) describe a stack pointer the thread no longer
+         * has. */
         uintptr_t runstack_ra;
         if (leaf && exception_exit_step(w, &pc, &runstack_ra)) {
             if (runstack_ra) {

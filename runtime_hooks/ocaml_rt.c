@@ -665,11 +665,19 @@ int flamme_ocaml_inline_raise_sigsafe(uintptr_t pc, uintptr_t sp, uintptr_t *tra
     static const int at[] = {0, 4, 6}; /* the instructions' offsets in seq */
     const unsigned char *c = (const unsigned char *)pc;
     for (int k = 0; k < 3; k++) {
-        /* The bytes before pc are read only within its page. */
-        if ((pc & 0xfff) < (uintptr_t)at[k] || memcmp(c - at[k], seq, sizeof seq) != 0)
+        /* The bytes before pc are read only within its page, and each
+         * byte only after the ones before it matched (code that is not
+         * this sequence may end right after pc). */
+        if ((pc & 0xfff) < (uintptr_t)at[k])
             continue;
-        *trap = sp - 8 * (uintptr_t)k;
-        return 1;
+        const unsigned char *from = c - at[k];
+        size_t i = 0;
+        while (i < sizeof seq && from[i] == seq[i])
+            i++;
+        if (i == sizeof seq) {
+            *trap = sp - 8 * (uintptr_t)k;
+            return 1;
+        }
     }
     return 0;
 }

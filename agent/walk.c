@@ -799,6 +799,12 @@ static uint32_t walk(struct walk *w, uintptr_t pc, uint64_t *frames, uint32_t ma
             if (pc == 0)
                 return n; /* outermost frame (RA zero) */
             put_frame(t, frames, &n, pc, w->ra_at, leaf ? FLAMME_STEP_OTHER : w->step);
+            /* caml_raise_exn's ret into caml_start_program's handler: the
+             * thread goes to that instruction itself, whose frame is the
+             * one exception_exit_step knows (named by the byte before, as
+             * return addresses are: caml_start_program's own code). */
+            if (leaf && flamme_ocaml_exn_entry_sigsafe(pc))
+                continue;
             if (memo && w->ra_at && !w->window)
                 replay_memo(w, t, frames, &n, max, &pc);
             leaf = 0;

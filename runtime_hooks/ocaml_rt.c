@@ -682,6 +682,11 @@ int flamme_ocaml_inline_raise_sigsafe(uintptr_t pc, uintptr_t sp, uintptr_t *tra
     return 0;
 }
 
+int flamme_ocaml_exn_entry_sigsafe(uintptr_t pc)
+{
+    return rt.start_exn_lo && pc == rt.start_exn_lo;
+}
+
 int flamme_ocaml_callback_exit_sigsafe(uintptr_t pc, uintptr_t sp, uintptr_t r10, int r10_known,
                                        uintptr_t *slot, uintptr_t *resume)
 {

@@ -170,6 +170,11 @@ int flamme_ocaml_inline_raise_sigsafe(uintptr_t pc, uintptr_t sp, uintptr_t *tra
 int flamme_ocaml_callback_exit_sigsafe(uintptr_t pc, uintptr_t sp, uintptr_t r10, int r10_known,
                                        uintptr_t *slot, uintptr_t *resume);
 
+/* 1 if pc is the entry of caml_start_program's exception handler: a raise
+ * (caml_raise_exn's ret) that goes there goes to that instruction, not
+ * back to a call. async-signal-safe: yes. */
+int flamme_ocaml_exn_entry_sigsafe(uintptr_t pc);
+
 /* 1 if the OCaml stack r (as returned by flamme_ocaml_ranges_sigsafe) is
  * still a live stack: its descriptor, read fault-tolerantly, still ends at
  * r->hi. async-signal-safe: yes. */

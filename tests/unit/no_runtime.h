@@ -53,6 +53,12 @@ int flamme_ocaml_inline_raise_sigsafe(uintptr_t pc, uintptr_t sp, uintptr_t *tra
     return 0;
 }
 
+int flamme_ocaml_exn_entry_sigsafe(uintptr_t pc)
+{
+    (void)pc;
+    return 0;
+}
+
 int flamme_ocaml_callback_exit_sigsafe(uintptr_t pc, uintptr_t sp, uintptr_t r10, int r10_known,
                                        uintptr_t *slot, uintptr_t *resume)
 {

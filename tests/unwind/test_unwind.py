@@ -787,16 +787,25 @@ def test_fxexn(build, program, compiler, check, tmp_path):
 
 
 @pytest.mark.slow
-def test_cbraise(build, program, compiler, check, tmp_path):
-    """Exceptions raised by code built without -g (an inlined raise: rsp
-    moved to the trap, a jump to the handler) that end a callback from C,
-    and that a handler two functions up catches. Before, without frame
+@pytest.mark.parametrize("debug", [False, True], ids=["nodebug", "debug"])
+def test_cbraise(build, ocaml, compiler, check, tmp_path, debug):
+    """Exceptions that end a callback from C, and that a handler two
+    functions up catches. Without -g (ocamlopt's default) the raise is
+    inlined: rsp moved to the trap, a jump to the handler; with -g (dune's
+    default) caml_raise_exn's ret goes there. Before, without frame
     pointers, samples in caml_start_program's way back to C were
-    `[broken];[unknown];caml_start_program` (~10% of them) and samples in
-    the raise `[broken];Cbraise.search`; with them a junk frame now and
-    then (caml_start_program twice)."""
-    st, _ = recorded(build, program, compiler, check, tmp_path, "cbraise")
-    label = "cbraise/" + compiler.name
+    `[broken];[unknown];caml_start_program` (11-18% of them; 44-56% with
+    -g, 4.7-5.5% of the program) and samples in the raise
+    `[broken];Cbraise.search`; with them junk frames (caml_start_program
+    twice; with -g `Cbraise.checked;[unknown];caml_start_program;
+    caml_raise_exn`, 0.9% of the program)."""
+    sources = [os.path.join(HERE, "cbraise_stubs.c"), os.path.join(HERE, "cbraise.ml")]
+    exe = ocaml("unwind/cbraise" + ("-g" if debug else ""), sources,
+                flags=("-g",) if debug else ())
+    prof = str(tmp_path / "cbraise.flm")
+    st, _ = recorded_raw(build, exe, [], prof, str(tmp_path))
+    label = "cbraise%s/%s" % ("-g" if debug else "", compiler.name)
+    common_checks(check, st, label, goal(compiler), build, prof)
     junk = [";".join(s.frames[-6:]) for s in st
             if "[unknown]" in s.frames or s.frames.count("caml_start_program") > 2]
     check(not junk, "%s: no [unknown] frame, caml_start_program at most twice" % label, junk[:3])

@@ -5,8 +5,10 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/kcmp.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 /* Lowest number the agent moves its descriptors to: 64 below the soft
@@ -22,7 +24,41 @@ static int floor_fd(void)
     return (int)(lim >= 256 ? lim - 64 : lim / 2);
 }
 
-int flamme_fd_high(int fd, struct flamme_fd_id *id)
+/* 1 if descriptors a and b (of this process) share one open file
+ * description, 0 if not; -1 when the kernel cannot tell (no kcmp: a seccomp
+ * filter, a kernel without it). */
+static int same_description(int a, int b)
+{
+    pid_t self = getpid();
+    long r = syscall(SYS_kcmp, self, self, KCMP_FILE, a, b);
+    return r < 0 ? -1 : r == 0;
+}
+
+static int same_file(const struct stat *a, const struct stat *b)
+{
+    return a->st_dev == b->st_dev && a->st_ino == b->st_ino;
+}
+
+/* The low number is closed only if it is still ours: a program closing
+ * everything may have closed it and opened its own file on it since. */
+static void close_low(int fd, int hi, const struct stat *st)
+{
+    struct stat low;
+    int same = same_description(fd, hi);
+    if (same < 0)
+        same = fstat(fd, &low) == 0 && same_file(&low, st);
+    if (same)
+        close(fd);
+}
+
+/* flamme_fd_high, and with path (the file fd was opened from, or NULL)
+ * the check that the number moved was still ours when it was moved: a
+ * program that closed it and opened its own file on it before the move
+ * would otherwise have lost that file to the close of the low number (and
+ * the agent would have used it as its own: torture closefds, a file the
+ * program wrote to left empty, its writes landing in the next one).
+ * Returns -2 then, having closed only the copy. */
+static int move_high(int fd, const char *path, struct flamme_fd_id *id)
 {
     if (fd < 0)
         return -1;
@@ -32,14 +68,14 @@ int flamme_fd_high(int fd, struct flamme_fd_id *id)
     if (fd < floor) {
         int hi = fcntl(fd, F_DUPFD_CLOEXEC, floor);
         if (hi >= 0) {
-            /* The low number is closed only if it is still ours: a program
-             * closing everything may have closed it and opened its own file
-             * on it since (a window of two system calls). */
-            struct stat low;
             known = fstat(hi, &st) == 0;
-            if (known && fstat(fd, &low) == 0 && low.st_dev == st.st_dev &&
-                low.st_ino == st.st_ino)
-                close(fd);
+            struct stat want;
+            if (path && known && stat(path, &want) == 0 && !same_file(&st, &want)) {
+                close(hi);
+                return -2;
+            }
+            if (known)
+                close_low(fd, hi, &st);
             fd = hi;
         }
     }
@@ -52,18 +88,32 @@ int flamme_fd_high(int fd, struct flamme_fd_id *id)
     return fd;
 }
 
+int flamme_fd_high(int fd, struct flamme_fd_id *id)
+{
+    return move_high(fd, NULL, id);
+}
+
 int flamme_fd_same_sigsafe(int fd, const struct flamme_fd_id *id)
 {
     struct stat st;
     return fd >= 0 && fstat(fd, &st) == 0 && st.st_dev == id->dev && st.st_ino == id->ino;
 }
 
+/* A few tries: each lost one means the program just took the number. */
+#define OPEN_TRIES 8
+
 int flamme_open_high(const char *path, int flags, struct flamme_fd_id *id)
 {
-    int fd = open(path, flags | O_CLOEXEC);
-    if (fd < 0)
-        return -1;
-    return flamme_fd_high(fd, id);
+    for (int i = 0; i < OPEN_TRIES; i++) {
+        int fd = open(path, flags | O_CLOEXEC);
+        if (fd < 0)
+            return -1;
+        fd = move_high(fd, path, id);
+        if (fd != -2)
+            return fd;
+    }
+    errno = EAGAIN;
+    return -1;
 }
 
 void flamme_close_checked(int fd, const struct flamme_fd_id *id)

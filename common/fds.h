@@ -27,14 +27,20 @@ struct flamme_fd_id {
     ino_t ino;
 };
 
-/* Moves fd to a high number (close-on-exec), closing the original, and
+/* Moves fd to a high number (close-on-exec), closing the original unless
+ * the program has closed it and reused the number meanwhile (the same open
+ * file description, by kcmp; where kcmp is refused, the same file), and
  * records its identity in *id (when id is not NULL). Returns the new
  * number, or fd itself if it cannot be moved (no higher number free), or
  * -1 when fd < 0. */
 int flamme_fd_high(int fd, struct flamme_fd_id *id);
 
-/* open(path, flags | O_CLOEXEC), moved high as flamme_fd_high does.
- * Returns the descriptor or -1 (errno from open). */
+/* open(path, flags | O_CLOEXEC), moved high as flamme_fd_high does, and
+ * checked to be path's file once moved: a program that closed the number
+ * open returned and opened its own file on it before the move keeps that
+ * file (only the agent's copy of it is closed), and the open is tried again.
+ * Returns the descriptor or -1 (errno from open; EAGAIN after 8 such
+ * tries). */
 int flamme_open_high(const char *path, int flags, struct flamme_fd_id *id);
 
 /* Closes fd only if it is still the descriptor recorded in *id: a number

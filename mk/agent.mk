@@ -15,4 +15,4 @@ $(BUILD)/flamme: $(BUILD)/tool/tools/main.o $(BUILD)/libflamme_core.a
 	$(CC) -o $@ $^ $(LDFLAGS_TOOL) $(LIBS) -lm
 
 ALL_TARGETS += $(BUILD)/libflamme.so $(BUILD)/flamme
-UNIT_TESTS += tests/unit/test_ring.c
+UNIT_TESTS += tests/unit/test_ring.c tests/unit/test_fds.c

@@ -93,6 +93,12 @@ int flamme_fd_high(int fd, struct flamme_fd_id *id)
     return move_high(fd, NULL, id);
 }
 
+int flamme_fd_high_path(int fd, const char *path, int reopen_flags, struct flamme_fd_id *id)
+{
+    int hi = move_high(fd, path, id);
+    return hi == -2 ? flamme_open_high(path, reopen_flags, id) : hi;
+}
+
 int flamme_fd_same_sigsafe(int fd, const struct flamme_fd_id *id)
 {
     struct stat st;

@@ -35,6 +35,13 @@ struct flamme_fd_id {
  * -1 when fd < 0. */
 int flamme_fd_high(int fd, struct flamme_fd_id *id);
 
+/* flamme_fd_high for a descriptor just opened (or created) from path,
+ * checked as flamme_open_high checks its own: if the program had taken the
+ * number before the move, path is opened again with reopen_flags (a file
+ * just created: without O_CREAT, O_EXCL or O_TRUNC). Returns the
+ * descriptor, or -1. */
+int flamme_fd_high_path(int fd, const char *path, int reopen_flags, struct flamme_fd_id *id);
+
 /* open(path, flags | O_CLOEXEC), moved high as flamme_fd_high does, and
  * checked to be path's file once moved: a program that closed the number
  * open returned and opened its own file on it before the move keeps that

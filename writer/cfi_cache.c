@@ -353,7 +353,11 @@ static void write_table(const struct hdr *h, const struct piece *v, int np)
     if (fd < 0)
         return;
     struct flamme_fd_id fid;
-    fd = flamme_fd_high(fd, &fid);
+    fd = flamme_fd_high_path(fd, tmp, O_WRONLY, &fid);
+    if (fd < 0) {
+        flamme_out_abort(tmp);
+        return;
+    }
     struct hdr copy = *h;
     int ok = pwrite_full(fd, &copy, sizeof copy, 0) == 0;
     off_t at = sizeof copy;

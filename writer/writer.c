@@ -1266,7 +1266,7 @@ static void rotate(void)
     int fd = H.open_segment(W.seq + 1, path, sizeof path);
     int e = errno;
     struct flamme_fd_id id;
-    fd = flamme_fd_high(fd, &id);
+    fd = fd >= 0 ? flamme_fd_high_path(fd, path, O_WRONLY, &id) : fd;
     struct flamme_header h = {.major = FLAMME_VERSION_MAJOR, .minor = FLAMME_VERSION_MINOR,
                               .pid = (uint32_t)getpid(), .hz = (uint32_t)H.hz,
                               .start_realtime_ns = W.realtime0 + (at - W.monotonic0),
@@ -1391,7 +1391,7 @@ int flamme_writer_start(const struct flamme_writer_host *host, int fd, const cha
     h.start_realtime_ns = (uint64_t)rt.tv_sec * 1000000000u + (uint64_t)rt.tv_nsec;
     h.start_monotonic_ns = flamme_now_sigsafe();
     snprintf(W.path, sizeof W.path, "%s", path);
-    fd = flamme_fd_high(fd, &W.out_id);
+    fd = flamme_fd_high_path(fd, path, O_WRONLY, &W.out_id);
     W.pw = flamme_pw_open(fd, &h);
     if (W.pw) {
         flamme_pw_set_guard(W.pw, out_guard);

@@ -21,8 +21,9 @@ unwind-test, part of make test), checked the way a user reads a profile:
             generators from effects, discontinue of blocked fibers
   fxexn     fibers that end with an exception: raised in the task, or by
             discontinue (a task that fails or is cancelled)
-  cbraise   exceptions raised without -g (inlined raise) that end a
-            callback from C, or that a handler further up catches
+  cbraise   exceptions that end a callback from C, or that a handler
+            further up catches (built without -g: the inlined raise; with
+            -g: caml_raise_exn)
   steal     fork-join over Chase-Lev deques (Atomic) on three domains
   churn     a domain per batch, two domains busy with the major GC
   dthreads  systhreads in domains, Mutex/Condition and Thread.yield

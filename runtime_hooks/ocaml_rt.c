@@ -85,26 +85,6 @@ static int find_tls_module(struct dl_phdr_info *info, size_t size, void *arg)
     return 0;
 }
 
-/* caml_runstack's stretch from loading the parent's descriptor into r10
- * (mov parent(%r11),%r10) to reading its saved stack pointer into r13
- * (mov (%r10),%r13), the same bytes in 5.1-5.5: [parent_reg_lo, hi). */
-static void find_parent_reg(void)
-{
-    static const unsigned char load[] = {0x4d, 0x8b, 0x53, SH_PARENT}, keep[] = {0x4d, 0x8b, 0x2a};
-    const unsigned char *c = (const unsigned char *)rt.runstack_lo;
-    size_t n = rt.runstack_hi - rt.runstack_lo, i, j;
-    if (!rt.runstack_lo || n > 4096 || SI_SP != 0)
-        return;
-    for (i = 0; i + sizeof load <= n && memcmp(c + i, load, sizeof load) != 0; i++)
-        ;
-    for (j = i + sizeof load; j + sizeof keep <= n && memcmp(c + j, keep, sizeof keep) != 0; j++)
-        ;
-    if (j + sizeof keep > n || j - i > 64)
-        return;
-    rt.parent_reg_lo = rt.runstack_lo + i + sizeof load;
-    rt.parent_reg_hi = rt.runstack_lo + j + sizeof keep;
-}
-
 /* Offset of the first occurrence of pat (n bytes) in code[from, len), or
  * len. */
 static size_t find_bytes(const unsigned char *code, size_t from, size_t len,
@@ -114,6 +94,24 @@ static size_t find_bytes(const unsigned char *code, size_t from, size_t len,
         if (memcmp(code + i, pat, n) == 0)
             return i;
     return len;
+}
+
+/* caml_runstack's stretch from loading the parent's descriptor into r10
+ * (mov parent(%r11),%r10) to reading its saved stack pointer into r13
+ * (mov (%r10),%r13), the same bytes in 5.1-5.5: [parent_reg_lo, hi). */
+static void find_parent_reg(void)
+{
+    static const unsigned char load[] = {0x4d, 0x8b, 0x53, SH_PARENT}, keep[] = {0x4d, 0x8b, 0x2a};
+    const unsigned char *c = (const unsigned char *)rt.runstack_lo;
+    size_t n = rt.runstack_hi - rt.runstack_lo;
+    if (!rt.runstack_lo || n > 4096 || SI_SP != 0)
+        return;
+    size_t i = find_bytes(c, 0, n, load, sizeof load);
+    size_t j = find_bytes(c, i + sizeof load, n, keep, sizeof keep);
+    if (j + sizeof keep > n || j - i > 64)
+        return;
+    rt.parent_reg_lo = rt.runstack_lo + i + sizeof load;
+    rt.parent_reg_hi = rt.runstack_lo + j + sizeof keep;
 }
 
 /* Function fn's code [*lo, *hi), its size from the symbol table, else

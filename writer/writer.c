@@ -1266,7 +1266,7 @@ static void rotate(void)
     int fd = H.open_segment(W.seq + 1, path, sizeof path);
     int e = errno;
     struct flamme_fd_id id;
-    fd = fd >= 0 ? flamme_fd_high_path(fd, path, O_WRONLY, &id) : fd;
+    fd = flamme_fd_high_path(fd, path, O_WRONLY, &id);
     struct flamme_header h = {.major = FLAMME_VERSION_MAJOR, .minor = FLAMME_VERSION_MINOR,
                               .pid = (uint32_t)getpid(), .hz = (uint32_t)H.hz,
                               .start_realtime_ns = W.realtime0 + (at - W.monotonic0),

@@ -5,7 +5,9 @@
  * signal with a handler arrives while they wait, whatever SA_RESTART says,
  * and OCaml's Unix.select then raises; so do glibc's usleep and sleep (whose
  * internal nanosleep no interposer sees), pause, sigsuspend, sigtimedwait,
- * and reads on a socket with a receive timeout (SO_RCVTIMEO). In wall-clock
+ * and reads on a socket with a receive timeout (SO_RCVTIMEO: only those
+ * reads are held, see fd_may_time_out; the calls after which a number may
+ * name another socket are interposed to forget it). In wall-clock
  * mode every waiting thread is signalled; in CPU mode a CPU timer can still
  * expire inside the call's kernel time. So these functions are interposed:
  * while profiling, the sample signal is held back for the duration of the
@@ -13,6 +15,8 @@
  * signal, delivered on the way out with the count of periods it stood for,
  * commits that stack (flamme_blocked_begin_nosig in agent/handler.c): the
  * waiting time is still profiled, at the caller of the blocking function.
+ * In CPU mode a signal let in at the end of a held call is the call's time
+ * too, sampled at the call under its caller (mark_call, slot->held_*).
  *
  * While not profiling a call costs no system call: the thread marks itself
  * as in an unheld call instead, and a start that would arm it meanwhile
@@ -22,6 +26,7 @@
  * handler: an inner call leaves the outer call's state alone).
  */
 #include <dlfcn.h>
+#include <errno.h>
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
@@ -43,9 +48,50 @@
 struct held {
     sigset_t old;
     struct flamme_slot *s; /* the caller's slot when it owns s->in_call, else NULL */
+    struct flamme_slot *marked; /* the slot whose held_* name this call, else NULL */
+    uintptr_t prev[4];     /* the held_* (callee, ret, sp, fp) they replaced */
     int active;            /* the signal is held back (old is the mask to restore) */
     int snap;              /* this call took the wall-mode snapshot */
 };
+
+/* Names the call (callee, called from the frame f) in s->held_*, keeping
+ * what they named before in h (a call made by a signal handler while the
+ * thread is in another): the thread's handler takes a signal delivered from
+ * now on as the call's. callee is written last, and cleared first, so the
+ * handler never reads a half-written call. */
+static void mark_call(struct held *h, struct flamme_slot *s, uintptr_t callee, const uintptr_t *f)
+{
+    h->prev[0] = s->held_callee;
+    h->prev[1] = s->held_ret;
+    h->prev[2] = s->held_sp;
+    h->prev[3] = s->held_fp;
+    s->held_callee = 0;
+    /* Pairs with the acquire fence in the handler (held_sample_sigsafe's
+     * caller): the fields below are complete once held_callee is seen. */
+    atomic_signal_fence(memory_order_release);
+    s->held_ret = f[1];
+    s->held_sp = (uintptr_t)(f + 2);
+    s->held_fp = f[0];
+    atomic_signal_fence(memory_order_release);
+    s->held_callee = callee;
+    h->marked = s;
+}
+
+/* Puts back what mark_call replaced. */
+static void unmark_call(struct held *h)
+{
+    struct flamme_slot *s = h->marked;
+    if (!s)
+        return;
+    s->held_callee = 0;
+    atomic_signal_fence(memory_order_release); /* pairs as in mark_call */
+    s->held_ret = h->prev[1];
+    s->held_sp = h->prev[2];
+    s->held_fp = h->prev[3];
+    atomic_signal_fence(memory_order_release);
+    s->held_callee = h->prev[0];
+    h->marked = NULL;
+}
 
 /* Holds the sample signal back for a blocking call made by the function
  * whose frame is `frame` (its caller is the program) when profiling; in wall
@@ -54,7 +100,7 @@ struct held {
 static void hold(struct held *h, void *callee, void *frame)
 {
     h->active = h->snap = 0;
-    h->s = NULL;
+    h->s = h->marked = NULL;
     /* Pairs with the release store in the constructor (0 outside OCaml 5
      * programs and in fork children: nothing to hold back). */
     if (!atomic_load_explicit(&flamme_agent_loaded, memory_order_acquire))
@@ -74,6 +120,11 @@ static void hold(struct held *h, void *callee, void *frame)
     }
     if (!atomic_load(&flamme_agent_sampling))
         return;
+    /* A signal let in by the mask changes below, the one held back during
+     * the call above all, is the call's: its time (CPU mode) is the call's
+     * kernel time, not libc's pthread_sigmask's. */
+    if (s)
+        mark_call(h, s, (uintptr_t)callee, frame);
     sigset_t prof;
     sigemptyset(&prof);
     sigaddset(&prof, flamme_sample_sig);
@@ -96,11 +147,12 @@ static void release(struct held *h)
 {
     if (h->s)
         flamme_thread_call_end(h->s);
-    if (!h->active)
-        return;
-    pthread_sigmask(SIG_SETMASK, &h->old, NULL);
-    if (h->snap)
-        flamme_blocked_end_nosig();
+    if (h->active) {
+        pthread_sigmask(SIG_SETMASK, &h->old, NULL);
+        if (h->snap)
+            flamme_blocked_end_nosig();
+    }
+    unmark_call(h);
 }
 
 /* The signal mask a call that installs one for its wait (pselect, ppoll,
@@ -127,10 +179,49 @@ static const sigset_t *held_mask(const struct held *h, const sigset_t *mask, sig
 
 #define EXPORT __attribute__((visibility("default")))
 
+/* A poll or select with a zero timeout never sleeps: a signal cuts it
+ * short only if it comes in the call's few instructions of kernel time.
+ * Such calls are forwarded without holding the signal back, which saves two
+ * system calls each: an event loop that polls between its work (Eio's
+ * ppoll, Lwt's select) makes one per round. One that fails with EINTR
+ * while the thread's handler kept a sample signal (slot->sample_sigs moved)
+ * is made again, held, as a call that started a moment later would have
+ * been: the program sees what is ready, never the EINTR flamme caused.
+ * (Its own signal in the same instant would go unseen as EINTR too; its
+ * handler has run all the same.) */
+static struct flamme_slot *nowait_begin(unsigned *before)
+{
+    /* Pairs with the release store in the constructor. */
+    struct flamme_slot *s = atomic_load_explicit(&flamme_agent_loaded, memory_order_acquire)
+                                ? flamme_thread_self_sigsafe()
+                                : NULL;
+    *before = s ? s->sample_sigs : 0;
+    return s;
+}
+
+/* Whether the no-wait call that returned rc is to be made again (above). */
+static int nowait_redo(const struct flamme_slot *s, unsigned before, int rc)
+{
+    return rc == -1 && errno == EINTR && s && s->sample_sigs != before;
+}
+
+/* The body of a no-wait call: returns from the interposer unless the call
+ * is to be made again. */
+#define NOWAIT_TRY(call)                                                                     \
+    do {                                                                                     \
+        unsigned before_;                                                                    \
+        struct flamme_slot *s_ = nowait_begin(&before_);                                     \
+        int rc_ = (call);                                                                    \
+        if (!nowait_redo(s_, before_, rc_))                                                  \
+            return rc_;                                                                      \
+    } while (0)
+
 typedef int (*select_fn)(int, fd_set *, fd_set *, fd_set *, struct timeval *);
 EXPORT int select(int n, fd_set *r, fd_set *w, fd_set *e, struct timeval *t)
 {
     REAL(select_fn, "select");
+    if (t && t->tv_sec == 0 && t->tv_usec == 0)
+        NOWAIT_TRY(real(n, r, w, e, t));
     struct held h;
     hold(&h, (void *)real, __builtin_frame_address(0));
     int rc = real(n, r, w, e, t);
@@ -144,6 +235,8 @@ EXPORT int pselect(int n, fd_set *r, fd_set *w, fd_set *e, const struct timespec
                    const sigset_t *mask)
 {
     REAL(pselect_fn, "pselect");
+    if (t && t->tv_sec == 0 && t->tv_nsec == 0)
+        NOWAIT_TRY(real(n, r, w, e, t, mask));
     struct held h;
     sigset_t m;
     hold(&h, (void *)real, __builtin_frame_address(0));
@@ -157,6 +250,8 @@ typedef int (*poll_fn)(struct pollfd *, nfds_t, int);
 EXPORT int poll(struct pollfd *fds, nfds_t n, int timeout)
 {
     REAL(poll_fn, "poll");
+    if (timeout == 0)
+        NOWAIT_TRY(real(fds, n, timeout));
     struct held h;
     hold(&h, (void *)real, __builtin_frame_address(0));
     int rc = real(fds, n, timeout);
@@ -168,6 +263,8 @@ typedef int (*ppoll_fn)(struct pollfd *, nfds_t, const struct timespec *, const 
 EXPORT int ppoll(struct pollfd *fds, nfds_t n, const struct timespec *t, const sigset_t *mask)
 {
     REAL(ppoll_fn, "ppoll");
+    if (t && t->tv_sec == 0 && t->tv_nsec == 0)
+        NOWAIT_TRY(real(fds, n, t, mask));
     struct held h;
     sigset_t m;
     hold(&h, (void *)real, __builtin_frame_address(0));
@@ -177,10 +274,17 @@ EXPORT int ppoll(struct pollfd *fds, nfds_t n, const struct timespec *t, const s
     return rc;
 }
 
+/* EPOLL_NOWAIT_OK: an epoll wait with a zero timeout is forwarded as it
+ * is. The kernel's ep_poll returns from such a call without looking at
+ * pending signals (only a sleeping wait does): it never fails with EINTR,
+ * and an event loop that polls between its work (libev, Lwt) is spared two
+ * system calls each time. */
 typedef int (*epoll_wait_fn)(int, struct epoll_event *, int, int);
 EXPORT int epoll_wait(int fd, struct epoll_event *ev, int max, int timeout)
 {
     REAL(epoll_wait_fn, "epoll_wait");
+    if (timeout == 0)
+        return real(fd, ev, max, timeout); /* EPOLL_NOWAIT_OK */
     struct held h;
     hold(&h, (void *)real, __builtin_frame_address(0));
     int rc = real(fd, ev, max, timeout);
@@ -192,6 +296,8 @@ typedef int (*epoll_pwait_fn)(int, struct epoll_event *, int, int, const sigset_
 EXPORT int epoll_pwait(int fd, struct epoll_event *ev, int max, int timeout, const sigset_t *mask)
 {
     REAL(epoll_pwait_fn, "epoll_pwait");
+    if (timeout == 0)
+        return real(fd, ev, max, timeout, mask); /* EPOLL_NOWAIT_OK */
     struct held h;
     sigset_t m;
     hold(&h, (void *)real, __builtin_frame_address(0));
@@ -246,16 +352,190 @@ HELD_CALL(int, pause, (void), ())
 HELD_CALL(int, sigtimedwait, (const sigset_t *set, siginfo_t *info, const struct timespec *t),
           (set, info, t))
 HELD_CALL(int, sigwaitinfo, (const sigset_t *set, siginfo_t *info), (set, info))
-HELD_CALL(ssize_t, read, (int fd, void *buf, size_t n), (fd, buf, n))
-HELD_CALL(ssize_t, recv, (int fd, void *buf, size_t n, int flags), (fd, buf, n, flags))
-HELD_CALL(ssize_t, recvfrom,
-          (int fd, void *restrict buf, size_t n, int flags, __SOCKADDR_ARG a,
-           socklen_t *restrict alen),
-          (fd, buf, n, flags, a, alen))
-HELD_CALL(ssize_t, recvmsg, (int fd, struct msghdr *m, int flags), (fd, m, flags))
-HELD_CALL(int, accept, (int fd, __SOCKADDR_ARG a, socklen_t *restrict alen), (fd, a, alen))
-HELD_CALL(int, accept4, (int fd, __SOCKADDR_ARG a, socklen_t *restrict alen, int flags),
-          (fd, a, alen, flags))
+
+/* Reads and accepts fail with EINTR only on a socket with a receive
+ * timeout: on any other descriptor (a file, a pipe, a tty, a socket
+ * without one) SA_RESTART restarts them. Holding the signal back costs two
+ * system calls per call, which tripled the time of a short read (1.3 ->
+ * 4.0 us here) and put it all on pthread_sigmask; so what each descriptor
+ * number is, as far as a receive timeout goes, is kept here, learnt from
+ * getsockopt at its first read while profiling and forgotten whenever the
+ * number may name something else: the program's close, socket, socketpair,
+ * accept, dup and setsockopt calls (interposed below). Not seen: a number
+ * reused through fcntl(F_DUPFD) or SCM_RIGHTS after a close the program
+ * made without libc's close (stdio's fclose), and timeouts set by raw
+ * system calls. Numbers past the table are held back always. */
+enum { FD_UNKNOWN, FD_RESTARTS, FD_TIMES_OUT };
+#define FD_TRACKED 65536
+/* Relaxed: each entry is one byte, and a call racing with the program's
+ * own close of the same number has no order to keep. */
+static _Atomic unsigned char fd_kind[FD_TRACKED];
+
+/* Forgets what fd was (it may name something else from now on). */
+static void fd_forget(int fd)
+{
+    if (fd >= 0 && fd < FD_TRACKED)
+        atomic_store_explicit(&fd_kind[fd], FD_UNKNOWN, memory_order_relaxed);
+}
+
+/* Whether a read or accept of fd needs the signal held back: 0 only for a
+ * number known to restart. While profiling an unknown number is learnt
+ * (one getsockopt, errno kept); while not, it is left unknown (no system
+ * call of the agent's own then). */
+static int fd_may_time_out(int fd)
+{
+    if (fd < 0)
+        return 0; /* the call fails with EBADF */
+    if (fd >= FD_TRACKED)
+        return 1;
+    unsigned char k = atomic_load_explicit(&fd_kind[fd], memory_order_relaxed);
+    if (k != FD_UNKNOWN)
+        return k == FD_TIMES_OUT;
+    if (!atomic_load_explicit(&flamme_agent_sampling, memory_order_relaxed))
+        return 1;
+    int e = errno;
+    struct timeval tv;
+    socklen_t len = sizeof tv;
+    /* The agent's time, not the program's: a sample meanwhile is dropped. */
+    flamme_thread_agent_enter();
+    if (getsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, &len) == 0)
+        k = (tv.tv_sec || tv.tv_usec) ? FD_TIMES_OUT : FD_RESTARTS;
+    else if (errno == ENOTSOCK)
+        k = FD_RESTARTS;
+    flamme_thread_agent_leave();
+    errno = e;
+    if (k == FD_UNKNOWN)
+        return 1;
+    atomic_store_explicit(&fd_kind[fd], k, memory_order_relaxed);
+    return k == FD_TIMES_OUT;
+}
+
+/* A call of fd that a signal cuts short only where fd has a receive
+ * timeout: held as above there, else forwarded as it is. */
+#define FD_CALL(rtype, name, params, args)                                                   \
+    typedef rtype(*name##_fn) params;                                                        \
+    EXPORT rtype name params                                                                 \
+    {                                                                                        \
+        REAL(name##_fn, #name);                                                              \
+        if (!fd_may_time_out(fd))                                                            \
+            return real args;                                                                \
+        struct held h;                                                                       \
+        hold(&h, (void *)real, __builtin_frame_address(0));                                  \
+        rtype rc = real args;                                                                \
+        release(&h);                                                                         \
+        return rc;                                                                           \
+    }
+
+FD_CALL(ssize_t, read, (int fd, void *buf, size_t n), (fd, buf, n))
+FD_CALL(ssize_t, recv, (int fd, void *buf, size_t n, int flags), (fd, buf, n, flags))
+FD_CALL(ssize_t, recvfrom,
+        (int fd, void *restrict buf, size_t n, int flags, __SOCKADDR_ARG a,
+         socklen_t *restrict alen),
+        (fd, buf, n, flags, a, alen))
+FD_CALL(ssize_t, recvmsg, (int fd, struct msghdr *m, int flags), (fd, m, flags))
+
+/* accept and accept4 also wait as reads do; the socket they return starts
+ * with the listening socket's timeout, and a number of its own to learn. */
+typedef int (*accept_fn)(int, __SOCKADDR_ARG, socklen_t *restrict);
+EXPORT int accept(int fd, __SOCKADDR_ARG a, socklen_t *restrict alen)
+{
+    REAL(accept_fn, "accept");
+    int rc;
+    if (!fd_may_time_out(fd)) {
+        rc = real(fd, a, alen);
+    } else {
+        struct held h;
+        hold(&h, (void *)real, __builtin_frame_address(0));
+        rc = real(fd, a, alen);
+        release(&h);
+    }
+    fd_forget(rc);
+    return rc;
+}
+
+typedef int (*accept4_fn)(int, __SOCKADDR_ARG, socklen_t *restrict, int);
+EXPORT int accept4(int fd, __SOCKADDR_ARG a, socklen_t *restrict alen, int flags)
+{
+    REAL(accept4_fn, "accept4");
+    int rc;
+    if (!fd_may_time_out(fd)) {
+        rc = real(fd, a, alen, flags);
+    } else {
+        struct held h;
+        hold(&h, (void *)real, __builtin_frame_address(0));
+        rc = real(fd, a, alen, flags);
+        release(&h);
+    }
+    fd_forget(rc);
+    return rc;
+}
+
+/* The calls after which a number may name another file, or a socket
+ * another timeout: forwarded, then the number forgotten. */
+typedef int (*close_fn)(int);
+EXPORT int close(int fd)
+{
+    REAL(close_fn, "close");
+    fd_forget(fd);
+    return real(fd);
+}
+
+typedef int (*socket_fn)(int, int, int);
+EXPORT int socket(int domain, int type, int proto)
+{
+    REAL(socket_fn, "socket");
+    int rc = real(domain, type, proto);
+    fd_forget(rc);
+    return rc;
+}
+
+typedef int (*socketpair_fn)(int, int, int, int[2]);
+EXPORT int socketpair(int domain, int type, int proto, int sv[2])
+{
+    REAL(socketpair_fn, "socketpair");
+    int rc = real(domain, type, proto, sv);
+    if (rc == 0) {
+        fd_forget(sv[0]);
+        fd_forget(sv[1]);
+    }
+    return rc;
+}
+
+typedef int (*dup_fn)(int);
+EXPORT int dup(int fd)
+{
+    REAL(dup_fn, "dup");
+    int rc = real(fd);
+    fd_forget(rc);
+    return rc;
+}
+
+typedef int (*dup2_fn)(int, int);
+EXPORT int dup2(int fd, int to)
+{
+    REAL(dup2_fn, "dup2");
+    int rc = real(fd, to);
+    fd_forget(to);
+    return rc;
+}
+
+typedef int (*dup3_fn)(int, int, int);
+EXPORT int dup3(int fd, int to, int flags)
+{
+    REAL(dup3_fn, "dup3");
+    int rc = real(fd, to, flags);
+    fd_forget(to);
+    return rc;
+}
+
+typedef int (*setsockopt_fn)(int, int, int, const void *, socklen_t);
+EXPORT int setsockopt(int fd, int level, int opt, const void *val, socklen_t len)
+{
+    REAL(setsockopt_fn, "setsockopt");
+    int rc = real(fd, level, opt, val, len);
+    fd_forget(fd);
+    return rc;
+}
 
 typedef int (*sigsuspend_fn)(const sigset_t *);
 EXPORT int sigsuspend(const sigset_t *mask)
@@ -275,6 +555,8 @@ EXPORT int epoll_pwait2(int fd, struct epoll_event *ev, int max, const struct ti
                         const sigset_t *mask)
 {
     REAL(epoll_pwait2_fn, "epoll_pwait2");
+    if (t && t->tv_sec == 0 && t->tv_nsec == 0)
+        return real(fd, ev, max, t, mask); /* EPOLL_NOWAIT_OK */
     struct held h;
     sigset_t m;
     hold(&h, (void *)real, __builtin_frame_address(0));

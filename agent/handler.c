@@ -257,6 +257,8 @@ uint64_t flamme_handler_pc_only(void)
 
 static void walk_sample_sigsafe(struct flamme_slot *s, void *ucv, unsigned weight,
                                 unsigned kernel);
+static void held_sample_sigsafe(struct flamme_slot *s, void *ucv, uintptr_t callee,
+                                unsigned weight, unsigned kernel);
 static void pc_sample_sigsafe(struct flamme_slot *s, void *ucv, unsigned weight, unsigned kernel);
 static void leaf_sample_sigsafe(struct flamme_slot *s, void *ucv, unsigned weight,
                                 unsigned kernel, int cramped);
@@ -321,9 +323,13 @@ static void flamme_sigprof(int sig, siginfo_t *si, void *ucv)
         !flamme_engine_accept_sigsafe(s, si, in_syscall_sigsafe(ucv), &weight, &kernel)) {
         if (!s || !s->unblocked)
             forward(sig, si, ucv);
+        else
+            s->sample_sigs++;
         errno = saved_errno;
         return;
     }
+    if (s)
+        s->sample_sigs++;
     /* Pairs with the release store at exit: once sampling stops, rings are
      * no longer fed. */
     if (!atomic_load_explicit(&flamme_agent_sampling, memory_order_acquire) || !s->ring ||
@@ -364,6 +370,20 @@ static void flamme_sigprof(int sig, siginfo_t *si, void *ucv)
         s->blocked_rec = NULL;
         commit_sample(s, rec, s->blocked_n, s->blocked_flags, s->blocked_time, weight,
                       s->blocked_domain);
+        errno = saved_errno;
+        return;
+    }
+    /* Delivered inside an interposed blocking call, nearly always as the
+     * interposer lets the signal in again: the periods are the call's
+     * (its kernel time, in CPU mode), and the stack is the call's under its
+     * caller, not libc's pthread_sigmask under the interposer. */
+    uintptr_t held = s->held_callee;
+    atomic_signal_fence(memory_order_acquire); /* pairs with mark_call's release fences */
+    if (held) {
+        if (altstack_room_sigsafe(ucv, (uintptr_t)__builtin_frame_address(0)) >= HANDLER_STACK_NEED)
+            held_sample_sigsafe(s, ucv, held, weight, kernel);
+        else
+            s->arming_carry += weight;
         errno = saved_errno;
         return;
     }
@@ -594,6 +614,51 @@ uint32_t flamme_walk_caller_nosig(struct flamme_slot *s, uintptr_t ret, uintptr_
     regs.r[FLAMME_DW_RSP] = sp;
     regs.r[FLAMME_DW_RBP] = fp;
     return flamme_walk_regs_sigsafe(ret, &regs, 0, ranges, nr, &copy, frames, max, flags);
+}
+
+/* The sample of a signal delivered while the thread is in an interposed
+ * blocking call (s->held_*, agent/blocking.c): callee as the leaf, then
+ * the interposer's caller's stack, walked from the interposer's frame; its
+ * weight admitted as walk_sample_sigsafe's is. A full ring loses it
+ * (counted). */
+static __attribute__((noinline)) void held_sample_sigsafe(struct flamme_slot *s, void *ucv,
+                                                          uintptr_t callee, unsigned weight,
+                                                          unsigned kernel)
+{
+    uint32_t max = (uint32_t)flamme_cfg.depth;
+    /* Pairs with the writer's fetch_add (host_charge_budget). */
+    uint64_t writer_ns = atomic_exchange_explicit(&s->writer_debt_ns, 0, memory_order_relaxed);
+    weight = flamme_budget_admit_sigsafe(weight, 1000000000u / (unsigned)flamme_cfg.hz, writer_ns,
+                                         &max);
+    if (!weight)
+        return;
+    if (max < 2)
+        max = 2;
+    uint64_t *rec = flamme_ring_reserve_sigsafe(s->ring, (uint64_t)max + FLAMME_SAMPLE_HDR_WORDS);
+    if (!rec) {
+        atomic_fetch_add_explicit(&s->lost, 1, memory_order_relaxed);
+        flamme_writer_wake_sigsafe();
+        return;
+    }
+    struct flamme_range ranges[MAX_RANGES];
+    int32_t domain;
+    int nocaml;
+    struct flamme_walk_copy copy = {.buf = s->scratch, .words = FLAMME_SCRATCH_WORDS, .budget = 16,
+                                    .cfi = s->cfi_cache};
+    int nr = collect_ranges(s, s->held_sp, 0, 0, ranges, &domain, &nocaml, &copy);
+    uint64_t *frames = rec + FLAMME_SAMPLE_HDR_WORDS;
+    uint32_t wflags = 0, n = 0;
+    frames[n++] = callee;
+    struct flamme_walk_regs regs = {{0}, FLAMME_WALK_REG(FLAMME_DW_RSP) | FLAMME_WALK_REG(FLAMME_DW_RBP)};
+    regs.r[FLAMME_DW_RSP] = s->held_sp;
+    regs.r[FLAMME_DW_RBP] = s->held_fp;
+    n += flamme_walk_regs_sigsafe(s->held_ret, &regs, 0, ranges, nr, &copy, frames + 1, max - 1,
+                                  &wflags);
+    uint32_t sflags = wflags | (nocaml ? FLAMME_SAMPLE_NO_OCAML : 0) | flamme_gc_flags_sigsafe();
+    const ucontext_t *uc = ucv;
+    kernel = kernel_periods_sigsafe((uintptr_t)uc->uc_mcontext.gregs[REG_RIP], weight, kernel,
+                                    &sflags);
+    commit_split(s, rec, n, sflags, flamme_now_sigsafe(), weight, kernel, domain);
 }
 
 void flamme_blocked_end_nosig(void)

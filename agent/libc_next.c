@@ -13,7 +13,8 @@ static const char *const names[] = {
     "select", "pselect", "poll", "ppoll", "epoll_wait", "epoll_pwait",
     "nanosleep", "clock_nanosleep", "dlopen", "dlclose", "sleep", "usleep", "pause",
     "sigsuspend", "sigtimedwait", "sigwaitinfo", "epoll_pwait2", "read", "recv", "recvfrom",
-    "recvmsg", "accept", "accept4",
+    "recvmsg", "accept", "accept4", "close", "socket", "socketpair", "dup", "dup2", "dup3",
+    "setsockopt",
 };
 #define N_NAMES (sizeof names / sizeof names[0])
 

@@ -80,6 +80,19 @@ struct flamme_slot {
     uint32_t blocked_n, blocked_flags;
     int32_t blocked_domain;
     uint64_t blocked_time;
+    /* The interposed call the thread is in while it holds the sample signal
+     * back (agent/blocking.c), from before the signal is held until after
+     * it is let in again: a signal delivered meanwhile (at the unmask, for
+     * the periods the call took) is the call's, at held_callee under the
+     * interposer's caller (held_ret, held_sp, held_fp), not libc's
+     * pthread_sigmask under the interposer. held_callee 0: none. Written by
+     * the thread itself, read by its handler (signal fences). */
+    uintptr_t held_callee, held_ret, held_sp, held_fp;
+    /* Sample signals the thread's handler kept (not the program's): a
+     * count the thread compares across a call it did not hold the signal
+     * back for (agent/blocking.c, NOWAIT_CALL). Handler-written, read by
+     * the thread (volatile: a signal may move it between the reads). */
+    volatile unsigned sample_sigs;
     /* Interposed blocking calls made while not profiling (agent/blocking.c):
      * 0 none, 1 the thread is in one without the signal held back, 2 and a
      * start deferred arming it (seq_cst, see flamme_thread_call_end). */

@@ -1,8 +1,9 @@
 (* sleeps.ml — tests/signal program, also run by tests/torture (agent
    preloaded, wall mode): blocking calls made by C code that does not retry
    on EINTR (usleep, sleep, pause, sigsuspend, sigtimedwait, epoll_pwait2,
-   reads of a socket with SO_RCVTIMEO) must wait their full time while every
-   thread is sampled.
+   reads and accepts of a socket with SO_RCVTIMEO, also one whose timeout
+   comes after a first read, or that dup2 moved onto a pipe's number) must
+   wait their full time while every thread is sampled.
    Usage: sleeps.exe CASE...   Prints "CASE: ok" or "CASE: what went wrong".
    torture-libs: *)
 

@@ -2,7 +2,9 @@
  * case, the way C libraries make them (no retry on EINTR). Each case
  * returns "ok" or what went wrong. */
 #define _GNU_SOURCE
+#include <arpa/inet.h>
 #include <errno.h>
+#include <netinet/in.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
@@ -126,18 +128,28 @@ static int timed_socket(int sv[2])
     return setsockopt(sv[0], SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
 }
 
+/* The verdict on a read of fd, which has nothing to read and a 200 ms
+ * receive timeout; then closes fd and the other ends (-1: none). */
+static const char *read_times_out(int fd, int other1, int other2)
+{
+    char b;
+    double t0 = now();
+    long rc = read(fd, &b, 1);
+    int e = errno;
+    close(fd);
+    if (other1 >= 0)
+        close(other1);
+    if (other2 >= 0)
+        close(other2);
+    return verdict(rc, -1, EAGAIN, e, t0);
+}
+
 __attribute__((noinline)) static const char *case_rcvtimeo_read(void)
 {
     int sv[2];
-    char b;
     if (timed_socket(sv) != 0)
         return "socketpair failed";
-    double t0 = now();
-    long rc = read(sv[0], &b, 1);
-    int e = errno;
-    close(sv[0]);
-    close(sv[1]);
-    return verdict(rc, -1, EAGAIN, e, t0);
+    return read_times_out(sv[0], sv[1], -1);
 }
 
 __attribute__((noinline)) static const char *case_rcvtimeo_recv(void)
@@ -154,6 +166,65 @@ __attribute__((noinline)) static const char *case_rcvtimeo_recv(void)
     return verdict(rc, -1, EAGAIN, e, t0);
 }
 
+/* The agent learns, at a descriptor's first read, whether it may time
+ * out; these cases change that after it learnt. */
+
+/* A socket read once with no timeout (a byte was there), then given one. */
+__attribute__((noinline)) static const char *case_rcvtimeo_late(void)
+{
+    int sv[2];
+    char b = 'x';
+    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0)
+        return "socketpair failed";
+    if (write(sv[1], &b, 1) != 1 || read(sv[0], &b, 1) != 1)
+        return "first read failed";
+    struct timeval tv = {0, 200000};
+    if (setsockopt(sv[0], SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv) != 0)
+        return "setsockopt failed";
+    return read_times_out(sv[0], sv[1], -1);
+}
+
+/* A timed socket moved with dup2 onto a number a pipe had, read there. */
+__attribute__((noinline)) static const char *case_rcvtimeo_dup(void)
+{
+    int sv[2], pp[2];
+    char b = 'x';
+    if (pipe(pp) != 0)
+        return "pipe failed";
+    if (write(pp[1], &b, 1) != 1 || read(pp[0], &b, 1) != 1)
+        return "pipe read failed";
+    if (timed_socket(sv) != 0)
+        return "socketpair failed";
+    if (dup2(sv[0], pp[0]) != pp[0])
+        return "dup2 failed";
+    close(sv[0]);
+    return read_times_out(pp[0], pp[1], sv[1]);
+}
+
+/* accept on a listening socket with a receive timeout (the accepted socket
+ * would inherit it), nobody connecting. */
+__attribute__((noinline)) static const char *case_rcvtimeo_accept(void)
+{
+    int l = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (l < 0)
+        return "socket failed";
+    struct sockaddr_in a;
+    memset(&a, 0, sizeof a);
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    struct timeval tv = {0, 200000};
+    if (bind(l, (struct sockaddr *)&a, sizeof a) != 0 || listen(l, 1) != 0 ||
+        setsockopt(l, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv) != 0) {
+        close(l);
+        return "listen failed";
+    }
+    double t0 = now();
+    long rc = accept(l, NULL, NULL);
+    int e = errno;
+    close(l);
+    return verdict(rc, -1, EAGAIN, e, t0);
+}
+
 value sleeps_case(value name)
 {
     CAMLparam1(name);
@@ -166,5 +237,8 @@ value sleeps_case(value name)
     else if (!strcmp(n, "epoll_pwait2")) r = case_epoll_pwait2();
     else if (!strcmp(n, "rcvtimeo_read")) r = case_rcvtimeo_read();
     else if (!strcmp(n, "rcvtimeo_recv")) r = case_rcvtimeo_recv();
+    else if (!strcmp(n, "rcvtimeo_late")) r = case_rcvtimeo_late();
+    else if (!strcmp(n, "rcvtimeo_dup")) r = case_rcvtimeo_dup();
+    else if (!strcmp(n, "rcvtimeo_accept")) r = case_rcvtimeo_accept();
     CAMLreturn(caml_copy_string(r));
 }

@@ -27,9 +27,11 @@
  */
 #include <dlfcn.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <sys/epoll.h>
@@ -467,6 +469,78 @@ EXPORT int accept4(int fd, __SOCKADDR_ARG a, socklen_t *restrict alen, int flags
         release(&h);
     }
     fd_forget(rc);
+    return rc;
+}
+
+/* What open and pipe return is never a socket (open refuses a socket's
+ * path): known to restart from the start, so a program that opens, reads
+ * and closes many files makes no getsockopt for them. */
+static void fd_restarts(int fd)
+{
+    if (fd >= 0 && fd < FD_TRACKED)
+        atomic_store_explicit(&fd_kind[fd], FD_RESTARTS, memory_order_relaxed);
+}
+
+/* open's mode argument, there only when the flags create a file. */
+#define OPEN_MODE(flags, mode)                                                               \
+    do {                                                                                     \
+        if (((flags) & O_CREAT) || ((flags) & O_TMPFILE) == O_TMPFILE) {                     \
+            va_list ap_;                                                                     \
+            va_start(ap_, flags);                                                            \
+            mode = va_arg(ap_, int);                                                         \
+            va_end(ap_);                                                                     \
+        }                                                                                    \
+    } while (0)
+
+#define OPEN_CALL(name)                                                                      \
+    typedef int (*name##_fn)(const char *, int, ...);                                        \
+    EXPORT int name(const char *path, int flags, ...)                                        \
+    {                                                                                        \
+        REAL(name##_fn, #name);                                                              \
+        int mode = 0;                                                                        \
+        OPEN_MODE(flags, mode);                                                              \
+        int rc = real(path, flags, mode);                                                    \
+        fd_restarts(rc);                                                                     \
+        return rc;                                                                           \
+    }
+OPEN_CALL(open)
+OPEN_CALL(open64)
+
+#define OPENAT_CALL(name)                                                                    \
+    typedef int (*name##_fn)(int, const char *, int, ...);                                   \
+    EXPORT int name(int dir, const char *path, int flags, ...)                               \
+    {                                                                                        \
+        REAL(name##_fn, #name);                                                              \
+        int mode = 0;                                                                        \
+        OPEN_MODE(flags, mode);                                                              \
+        int rc = real(dir, path, flags, mode);                                               \
+        fd_restarts(rc);                                                                     \
+        return rc;                                                                           \
+    }
+OPENAT_CALL(openat)
+OPENAT_CALL(openat64)
+
+typedef int (*pipe_fn)(int[2]);
+EXPORT int pipe(int fds[2])
+{
+    REAL(pipe_fn, "pipe");
+    int rc = real(fds);
+    if (rc == 0) {
+        fd_restarts(fds[0]);
+        fd_restarts(fds[1]);
+    }
+    return rc;
+}
+
+typedef int (*pipe2_fn)(int[2], int);
+EXPORT int pipe2(int fds[2], int flags)
+{
+    REAL(pipe2_fn, "pipe2");
+    int rc = real(fds, flags);
+    if (rc == 0) {
+        fd_restarts(fds[0]);
+        fd_restarts(fds[1]);
+    }
     return rc;
 }
 

@@ -7,7 +7,8 @@ Owns: the idle-cost benchmark. Runs build/bench/idle/idle.exe (bench/idle.ml)
 plain, with the agent preloaded but not started (FLAMME_AUTOSTART=0, as a
 program linking the library is until Flamme.start) and profiling (CPU mode,
 99 Hz), in interleaved rounds; per variant it prints the median ns of one
-poll(NULL, 0, 0) and of a 1-byte read of /dev/zero (both interposed), and
+poll(NULL, 0, 0), of a 1-byte read of /dev/zero (both interposed) and of
+an open, 1-byte read and close of it (a new descriptor each time), and
 VmSize before and after 100 short-lived threads. Then, profiling at 999 Hz,
 the same program followed by a pause of PAUSE seconds (asleep): the
 writer's CPU (`flamme report`) and the process's CPU (rusage), against
@@ -78,17 +79,20 @@ def main():
             e.update(env)
             so = subprocess.run([exe, str(a.calls)], env=e, capture_output=True, text=True,
                                 timeout=300).stdout
-            m = re.search(r"poll_ns=(\d+) read_ns=(\d+) vmsize0_kb=(\d+) vmsize100_kb=(\d+)", so)
+            m = re.search(r"poll_ns=(\d+) read_ns=(\d+) open_ns=(\d+) vmsize0_kb=(\d+) "
+                          r"vmsize100_kb=(\d+)", so)
             if not m:
                 print("idle: %s: unexpected output %r" % (name, so), file=sys.stderr)
                 return 1
             res[name].append(tuple(int(x) for x in m.groups()))
     print("idle cost (median of %d rounds, %d calls each):" % (a.rounds, a.calls))
-    print("  %-24s %10s %10s %14s %16s" % ("variant", "poll ns", "read ns", "VmSize MB", "after 100 thr MB"))
+    print("  %-24s %10s %10s %10s %14s %16s" % ("variant", "poll ns", "read ns", "open ns", "VmSize MB",
+                                                "after 100 thr MB"))
     for name, _ in variants:
         col = list(zip(*res[name]))
         med = [statistics.median(c) for c in col]
-        print("  %-24s %10.0f %10.0f %14.1f %16.1f" % (name, med[0], med[1], med[2] / 1024, med[3] / 1024))
+        print("  %-24s %10.0f %10.0f %10.0f %14.1f %16.1f" % (name, med[0], med[1], med[2], med[3] / 1024,
+                                                            med[4] / 1024))
     pause_cost(a, exe, lib, base, work)
     for f in os.listdir(work):
         os.unlink(os.path.join(work, f))

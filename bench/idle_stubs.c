@@ -45,6 +45,23 @@ value idle_read_ns(value n)
     return caml_copy_double(dt * 1e9 / (double)k);
 }
 
+/* ns per open, 1-byte read and close of /dev/zero over n rounds (each a
+ * new descriptor, which the agent learns nothing about by a system call
+ * of its own: open is interposed). */
+value idle_open_ns(value n)
+{
+    long k = Long_val(n);
+    char b;
+    double t0 = now();
+    for (long i = 0; i < k; i++) {
+        int fd = open("/dev/zero", O_RDONLY | O_CLOEXEC);
+        if (fd < 0 || read(fd, &b, 1) != 1)
+            break;
+        close(fd);
+    }
+    return caml_copy_double((now() - t0) * 1e9 / (double)k);
+}
+
 /* Sleeps s seconds (a program waiting for input), through the
  * interposed nanosleep. */
 value idle_pause(value s)

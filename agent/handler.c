@@ -259,6 +259,12 @@ static void walk_sample_sigsafe(struct flamme_slot *s, void *ucv, unsigned weigh
                                 unsigned kernel);
 static void held_sample_sigsafe(struct flamme_slot *s, void *ucv, uintptr_t callee,
                                 unsigned weight, unsigned kernel);
+static int held_call_live_sigsafe(struct flamme_slot *s, const void *ucv);
+/* glibc's pthread_sigmask is ~150 bytes, its system call inside; the
+ * interposer, hold or release and pthread_sigmask take ~200 bytes of
+ * stack below the interposer's caller. Both bounds with room. */
+#define PTHREAD_SIGMASK_BYTES 512
+#define HELD_CALL_DEPTH 4096
 static void pc_sample_sigsafe(struct flamme_slot *s, void *ucv, unsigned weight, unsigned kernel);
 static void leaf_sample_sigsafe(struct flamme_slot *s, void *ucv, unsigned weight,
                                 unsigned kernel, int cramped);
@@ -362,23 +368,15 @@ static void flamme_sigprof(int sig, siginfo_t *si, void *ucv)
         errno = saved_errno;
         return;
     }
-    if (s->blocked_rec) {
-        /* The thread was in a blocking call with the signal held back: this
-         * signal (with its overruns) stands for the time it waited there,
-         * whose stack was taken on the way in. */
-        uint64_t *rec = s->blocked_rec;
-        s->blocked_rec = NULL;
-        commit_sample(s, rec, s->blocked_n, s->blocked_flags, s->blocked_time, weight,
-                      s->blocked_domain);
-        errno = saved_errno;
-        return;
-    }
     /* Delivered inside an interposed blocking call, nearly always as the
-     * interposer lets the signal in again: the periods are the call's
-     * (its kernel time, in CPU mode), and the stack is the call's under its
-     * caller, not libc's pthread_sigmask under the interposer. */
+     * interposer lets the signal in again: this signal (with its overruns)
+     * stands for the call's time (the wait, in wall mode; its kernel time,
+     * in CPU mode), and the stack is the call's under its caller, not
+     * libc's pthread_sigmask under the interposer. */
     uintptr_t held = s->held_callee;
     atomic_signal_fence(memory_order_acquire); /* pairs with mark_call's release fences */
+    if (held && !held_call_live_sigsafe(s, ucv))
+        held = 0;
     if (held) {
         if (altstack_room_sigsafe(ucv, (uintptr_t)__builtin_frame_address(0)) >= HANDLER_STACK_NEED)
             held_sample_sigsafe(s, ucv, held, weight, kernel);
@@ -568,40 +566,6 @@ void flamme_handler_flush_nosig(struct flamme_slot *s, unsigned weight)
     commit_sample(s, rec, s->last_n, s->last_flags, flamme_now_sigsafe(), weight, s->last_domain);
 }
 
-int flamme_blocked_begin_nosig(uintptr_t callee, uintptr_t ret, uintptr_t sp, uintptr_t fp)
-{
-    struct flamme_slot *s = flamme_thread_self_sigsafe();
-    /* Pairs with the release store in flamme_agent_start/stop. */
-    if (!s || s->blocked_rec || !s->ring ||
-        !atomic_load_explicit(&flamme_agent_sampling, memory_order_acquire))
-        return 0;
-    uint64_t max = (uint64_t)flamme_cfg.depth;
-    uint64_t *rec = flamme_ring_reserve_sigsafe(s->ring, max + FLAMME_SAMPLE_HDR_WORDS);
-    if (!rec)
-        return 0;
-    struct flamme_range ranges[MAX_RANGES];
-    int32_t domain;
-    int nocaml;
-    struct flamme_walk_copy copy = {.buf = s->scratch, .words = FLAMME_SCRATCH_WORDS, .budget = 16,
-                                    .cfi = s->cfi_cache};
-    int nr = collect_ranges(s, sp, 0, 0, ranges, &domain, &nocaml, &copy);
-    uint64_t *frames = rec + FLAMME_SAMPLE_HDR_WORDS;
-    uint32_t wflags, n = 0;
-    frames[n++] = callee;
-    struct flamme_walk_regs regs = {{0}, FLAMME_WALK_REG(FLAMME_DW_RSP) | FLAMME_WALK_REG(FLAMME_DW_RBP)};
-    regs.r[FLAMME_DW_RSP] = sp;
-    regs.r[FLAMME_DW_RBP] = fp;
-    n += flamme_walk_regs_sigsafe(ret, &regs, 0, ranges, nr, &copy, frames + 1, (uint32_t)max - 1,
-                                  &wflags);
-    s->blocked_flags = wflags | FLAMME_SAMPLE_SYSCALL | (nocaml ? FLAMME_SAMPLE_NO_OCAML : 0) |
-                       flamme_gc_flags_sigsafe();
-    s->blocked_n = n;
-    s->blocked_domain = domain;
-    s->blocked_time = flamme_now_sigsafe();
-    s->blocked_rec = rec; /* last: the handler commits only a finished snapshot */
-    return 1;
-}
-
 uint32_t flamme_walk_caller_nosig(struct flamme_slot *s, uintptr_t ret, uintptr_t sp, uintptr_t fp,
                                   uint64_t *frames, uint32_t max, int32_t *domain, uint32_t *flags)
 {
@@ -614,6 +578,25 @@ uint32_t flamme_walk_caller_nosig(struct flamme_slot *s, uintptr_t ret, uintptr_
     regs.r[FLAMME_DW_RSP] = sp;
     regs.r[FLAMME_DW_RBP] = fp;
     return flamme_walk_regs_sigsafe(ret, &regs, 0, ranges, nr, &copy, frames, max, flags);
+}
+
+/* Whether the call named in s->held_* is the one the signal came in: the
+ * signal interrupted the interposer's own code or libc's pthread_sigmask
+ * (where a held-back signal is let in), a little below the interposer's
+ * frame. A stack pointer above that frame means the thread left the call
+ * without its release (a longjmp out of a signal handler): the name is
+ * stale and cleared, so that no later sample is taken as the call's. */
+static int held_call_live_sigsafe(struct flamme_slot *s, const void *ucv)
+{
+    const ucontext_t *uc = ucv;
+    uintptr_t pc = (uintptr_t)uc->uc_mcontext.gregs[REG_RIP];
+    uintptr_t sp = (uintptr_t)uc->uc_mcontext.gregs[REG_RSP];
+    if (sp >= s->held_sp) {
+        s->held_callee = 0;
+        return 0;
+    }
+    int in_mask = pc - (uintptr_t)pthread_sigmask < PTHREAD_SIGMASK_BYTES;
+    return s->held_sp - sp <= HELD_CALL_DEPTH && (in_mask || (pc >= self_lo && pc < self_hi));
 }
 
 /* The sample of a signal delivered while the thread is in an interposed
@@ -655,17 +638,12 @@ static __attribute__((noinline)) void held_sample_sigsafe(struct flamme_slot *s,
     n += flamme_walk_regs_sigsafe(s->held_ret, &regs, 0, ranges, nr, &copy, frames + 1, max - 1,
                                   &wflags);
     uint32_t sflags = wflags | (nocaml ? FLAMME_SAMPLE_NO_OCAML : 0) | flamme_gc_flags_sigsafe();
+    if (flamme_cfg.wall)
+        sflags |= FLAMME_SAMPLE_SYSCALL; /* the thread waited in the call */
     const ucontext_t *uc = ucv;
     kernel = kernel_periods_sigsafe((uintptr_t)uc->uc_mcontext.gregs[REG_RIP], weight, kernel,
                                     &sflags);
     commit_split(s, rec, n, sflags, flamme_now_sigsafe(), weight, kernel, domain);
-}
-
-void flamme_blocked_end_nosig(void)
-{
-    struct flamme_slot *s = flamme_thread_self_sigsafe();
-    if (s)
-        s->blocked_rec = NULL; /* not committed: the ring space is reused */
 }
 
 /* Whether the program leaves sig alone: default disposition, and not

@@ -69,18 +69,6 @@ uint64_t flamme_handler_pc_only(void);
 struct flamme_slot;
 void flamme_handler_flush_nosig(struct flamme_slot *s, unsigned weight);
 
-/* Wall mode, around a blocking call (agent/blocking.c), with the sample signal blocked
- * in the calling thread: begin walks the caller's stack (callee = the
- * blocking function's address, ret/sp/fp = the caller's return address,
- * stack and frame pointers) into the thread's ring without committing it;
- * a sample signal held back during the call then commits that stack, weighted by
- * the periods the call lasted, instead of taking a new sample. end drops
- * the snapshot if no signal came. begin returns 1 if a snapshot was taken.
- * Not async-signal-safe in name only: both run with the signal blocked, in
- * normal context, and touch only the calling thread's slot and ring. */
-int flamme_blocked_begin_nosig(uintptr_t callee, uintptr_t ret, uintptr_t sp, uintptr_t fp);
-void flamme_blocked_end_nosig(void);
-
 /* Normal context, on the thread of slot s, which holds its ring against
  * its own handler (ring_busy: the walk uses the slot's scratch): walks the
  * caller's stack from its return address ret, stack pointer sp (after the

@@ -207,7 +207,6 @@ struct flamme_slot *flamme_thread_register(int is_main, uintptr_t start_routine,
     s->n_ocaml_ranges = 0;
     s->last_domain = creator_domain;
     s->stack_lo = s->stack_hi = 0;
-    s->blocked_rec = NULL;
     s->held_callee = 0;
     s->memo.len = 0;
     s->last_n = 0;
@@ -334,8 +333,7 @@ void flamme_thread_unregister(struct flamme_slot *s)
     block_sample_sig(&old);
     tls_slot = NULL; /* a sample signal still pending finds no slot and is ignored */
     /* A cancellation inside a blocking call skips its release: the
-     * snapshot must not outlive the ring (the writer frees it). */
-    s->blocked_rec = NULL;
+     * call it named is over. */
     s->held_callee = 0;
     flamme_handler_flush_nosig(s, flamme_engine_take_due(s));
     int cs = arm_lock_take();

@@ -73,13 +73,6 @@ struct flamme_slot {
      * its next walk may replay frames from; mapped with the ring at the
      * first arming (memo.frame NULL if that failed). */
     struct flamme_memo memo;
-    /* Wall mode: a stack taken on entry to a blocking call, reserved in the
-     * ring but not committed; set and cleared by the thread itself with
-     * the sample signal blocked, committed by its handler (agent/blocking.c). */
-    uint64_t *blocked_rec;
-    uint32_t blocked_n, blocked_flags;
-    int32_t blocked_domain;
-    uint64_t blocked_time;
     /* The interposed call the thread is in while it holds the sample signal
      * back (agent/blocking.c), from before the signal is held until after
      * it is let in again: a signal delivered meanwhile (at the unmask, for

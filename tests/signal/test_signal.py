@@ -291,6 +291,37 @@ def test_ioloop(build, program, engines, check, tmp_path):
 
 
 @pytest.mark.slow
+def test_jumpout(build, program, engines, check, tmp_path):
+    """C code jumps out of a held wait (siglongjmp from a SIGALRM handler
+    out of poll), then burns CPU: the burning is profiled at jumpout_burn,
+    never as the wait it left (the agent's name for that wait is stale once
+    the stack pointer is above the wait's frame)."""
+    for engine, hz in engines + [("wall", 499)]:
+        prof = str(tmp_path / ("jumpout-%s.flm" % engine))
+        env = {"FLAMME_ENGINE": engine, "FLAMME_HZ": str(hz)}
+        if engine == "wall":
+            env = {"FLAMME_MODE": "wall", "FLAMME_HZ": str(hz)}
+        p = preload(build, program("jumpout"), ["4", "0.25"], prof, env)
+        if not check(p.returncode == 0 and "jumpout: 4 of 4 jumped" in p.stdout,
+                     "jumpout [%s]: runs, every wait jumped out of" % engine,
+                     "exit %d, %r\n%s" % (p.returncode, p.stdout, p.stderr)):
+            continue
+        st = threads(build, prof)
+        burn = total(st, lambda f: "jumpout_burn" in f)
+        as_wait = total(st, lambda f: "jumpout_burn" not in f and leaf(f) in ("poll", "__poll"))
+        everything = total(st)
+        print("  jumpout [%s]: %d samples, %d at jumpout_burn, %d at poll" % (engine, everything, burn, as_wait))
+        # 1 s of CPU burnt and ~0.2 s waited: at hz, the burning is ~80% of
+        # CPU-mode samples and ~80% of wall-mode ones. A stale name puts it
+        # all under poll instead.
+        check(burn >= 0.6 * everything,
+              "jumpout [%s]: the burning after the jump is profiled at jumpout_burn" % engine,
+              describe(st, 6))
+        check(as_wait <= 0.25 * everything,
+              "jumpout [%s]: the wait is only the wait" % engine, describe(st, 6))
+
+
+@pytest.mark.slow
 def test_cancel(build, program, check, tmp_path):
     """Wall mode: threads cancelled inside poll, their slots then reused by
     threads that get sampled, leave no dangling snapshot (the program ran

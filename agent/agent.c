@@ -11,6 +11,7 @@
  * completes the profile.
  */
 #include "agent/agent.h"
+#include "common/fds.h"
 #include "agent/bigheap.h"
 #include "agent/alloc.h"
 #include "agent/control.h"
@@ -392,6 +393,7 @@ static void on_main_thread_exit(void *slot)
 static void flamme_atfork_child(void)
 {
     pthread_mutex_init(&life_lock, NULL);
+    flamme_fd_window_atfork_child();
     flamme_control_atfork_child();
     flamme_threads_atfork_child();
     flamme_gc_hooks_atfork_child();

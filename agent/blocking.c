@@ -5,20 +5,21 @@
  * signal with a handler arrives while they wait, whatever SA_RESTART says,
  * and OCaml's Unix.select then raises; so do glibc's usleep and sleep (whose
  * internal nanosleep no interposer sees), pause, sigsuspend, sigtimedwait,
- * and reads on a socket with a receive timeout (SO_RCVTIMEO: only those
- * reads are held, see fd_may_time_out; the calls after which a number may
- * name another socket are interposed to forget it). In wall-clock
- * mode every waiting thread is signalled; in CPU mode a CPU timer can still
- * expire inside the call's kernel time. So these functions are interposed:
- * while profiling, the sample signal is held back for the duration of the
- * call. The held-back signal, delivered on the way out with the count of
+ * and reads and writes on a socket with a timeout (SO_RCVTIMEO,
+ * SO_SNDTIMEO: only those are held, see fd_may_time_out; the calls after
+ * which a number may name another socket are interposed to forget it). In
+ * wall-clock mode every waiting thread is signalled; in CPU mode a CPU
+ * timer can still expire inside the call's kernel time. So these functions
+ * are interposed: while profiling, the sample signal is held back for the
+ * duration of the call. The held-back signal, delivered on the way out with the count of
  * periods it stood for, is sampled at the call under its caller (mark_call,
  * slot->held_*, held_sample_sigsafe in agent/handler.c): the waiting time
  * (wall mode) or the call's kernel time (CPU mode) is still profiled, at
  * the blocking function. Reads hold the signal back in CPU mode only where
  * it would cut them short (fd_may_time_out); in wall mode always, since a
  * thread blocked in a read would otherwise be woken and walked at every
- * period.
+ * period. Writes, sends and connects are held only where they would be cut
+ * short, in both modes.
  *
  * While not profiling a call costs no system call: the thread marks itself
  * as in an unheld call instead, and a start that would arm it meanwhile
@@ -48,6 +49,7 @@
 #include "agent/handler.h"
 #include "agent/libc_next.h"
 #include "agent/threads.h"
+#include "common/fds.h"
 
 struct held {
     sigset_t old;
@@ -349,18 +351,19 @@ HELD_CALL(int, sigtimedwait, (const sigset_t *set, siginfo_t *info, const struct
 HELD_CALL(int, sigwaitinfo, (const sigset_t *set, siginfo_t *info), (set, info))
 
 /* Reads and accepts fail with EINTR only on a socket with a receive
- * timeout: on any other descriptor (a file, a pipe, a tty, a socket
- * without one) SA_RESTART restarts them. Holding the signal back costs two
- * system calls per call, which tripled the time of a short read (1.3 ->
- * 4.0 us here) and put it all on pthread_sigmask; so what each descriptor
- * number is, as far as a receive timeout goes, is kept here, learnt from
- * getsockopt at its first read while profiling and forgotten whenever the
- * number may name something else: the program's close, socket, socketpair,
- * accept, dup and setsockopt calls (interposed below). Not seen: a number
- * reused through fcntl(F_DUPFD) or SCM_RIGHTS after a close the program
- * made without libc's close (stdio's fclose), and timeouts set by raw
- * system calls. Numbers past the table are held back always. */
-enum { FD_UNKNOWN, FD_RESTARTS, FD_TIMES_OUT };
+ * timeout, writes, sends and connects only on one with a send timeout: on
+ * any other descriptor (a file, a pipe, a tty, a socket without one)
+ * SA_RESTART restarts them. Holding the signal back costs two system calls
+ * per call, which tripled the time of a short read (1.3 -> 4.0 us here) and
+ * put it all on pthread_sigmask; so what each descriptor number is, as far
+ * as timeouts go, is kept here, learnt from getsockopt at its first use
+ * while profiling and forgotten whenever the number may name something
+ * else: the program's close, socket, socketpair, accept, dup and setsockopt
+ * calls (interposed below). Not seen: a number reused through
+ * fcntl(F_DUPFD) or SCM_RIGHTS after a close the program made without
+ * libc's close (stdio's fclose), and timeouts set by raw system calls.
+ * Numbers past the table are held back always. */
+enum { FD_UNKNOWN = 0, FD_KNOWN = 1, FD_RCV_TIMEO = 2, FD_SND_TIMEO = 4 };
 #define FD_TRACKED 65536
 /* Relaxed: each entry is one byte, and a call racing with the program's
  * own close of the same number has no order to keep. */
@@ -373,51 +376,69 @@ static void fd_forget(int fd)
         atomic_store_explicit(&fd_kind[fd], FD_UNKNOWN, memory_order_relaxed);
 }
 
-/* Whether a read or accept of fd needs the signal held back: 0 only for a
- * number known to restart, in CPU mode. While profiling an unknown number
- * is learnt (one getsockopt, errno kept); while not, it is left unknown (no
- * system call of the agent's own then). Wall mode holds every read back:
- * its signals come whether the thread runs or not, and would wake a thread
- * blocked in a read at every period, to walk its stack again (50 threads
- * blocked in reads at 99 Hz: 0.7 s of CPU in 3 s instead of 0.15). */
-static int fd_may_time_out(int fd)
+/* What fd's timeouts are: FD_KNOWN with the timeout bits, or FD_UNKNOWN
+ * where getsockopt cannot tell. Two getsockopt calls at most (one for
+ * what is not a socket), errno kept, the agent's time (a sample meanwhile
+ * is dropped). */
+static unsigned char fd_learn(int fd)
+{
+    int e = errno;
+    unsigned char k = FD_UNKNOWN;
+    struct timeval tv;
+    socklen_t len = sizeof tv;
+    flamme_thread_agent_enter();
+    if (getsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, &len) == 0) {
+        k = FD_KNOWN | ((tv.tv_sec || tv.tv_usec) ? FD_RCV_TIMEO : 0);
+        len = sizeof tv;
+        if (getsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, &len) != 0)
+            k = FD_UNKNOWN;
+        else if (tv.tv_sec || tv.tv_usec)
+            k |= FD_SND_TIMEO;
+    } else if (errno == ENOTSOCK) {
+        k = FD_KNOWN;
+    }
+    flamme_thread_agent_leave();
+    errno = e;
+    return k;
+}
+
+/* Whether a call of fd that waits in direction dir (FD_RCV_TIMEO: reads,
+ * recvs, accepts; FD_SND_TIMEO: writes, sends, connects) needs the signal
+ * held back: 0 only for a number known to have no timeout that way. While
+ * profiling an unknown number is learnt (fd_learn); while not, it is left
+ * unknown (no system call of the agent's own then). Wall mode holds every
+ * read back: its signals come whether the thread runs or not, and would
+ * wake a thread blocked in a read at every period, to walk its stack again
+ * (50 threads blocked in reads at 99 Hz: 0.7 s of CPU in 3 s instead of
+ * 0.15); writes seldom wait, and are held there only as in CPU mode. */
+static int fd_may_time_out(int fd, unsigned char dir)
 {
     if (fd < 0)
         return 0; /* the call fails with EBADF */
-    if (flamme_cfg.wall)
+    if (dir == FD_RCV_TIMEO && flamme_cfg.wall)
         return 1;
     if (fd >= FD_TRACKED)
         return 1;
     unsigned char k = atomic_load_explicit(&fd_kind[fd], memory_order_relaxed);
-    if (k != FD_UNKNOWN)
-        return k == FD_TIMES_OUT;
-    if (!atomic_load_explicit(&flamme_agent_sampling, memory_order_relaxed))
-        return 1;
-    int e = errno;
-    struct timeval tv;
-    socklen_t len = sizeof tv;
-    /* The agent's time, not the program's: a sample meanwhile is dropped. */
-    flamme_thread_agent_enter();
-    if (getsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, &len) == 0)
-        k = (tv.tv_sec || tv.tv_usec) ? FD_TIMES_OUT : FD_RESTARTS;
-    else if (errno == ENOTSOCK)
-        k = FD_RESTARTS;
-    flamme_thread_agent_leave();
-    errno = e;
-    if (k == FD_UNKNOWN)
-        return 1;
-    atomic_store_explicit(&fd_kind[fd], k, memory_order_relaxed);
-    return k == FD_TIMES_OUT;
+    if (k == FD_UNKNOWN) {
+        if (!atomic_load_explicit(&flamme_agent_sampling, memory_order_relaxed))
+            return 1;
+        k = fd_learn(fd);
+        if (k == FD_UNKNOWN)
+            return 1;
+        atomic_store_explicit(&fd_kind[fd], k, memory_order_relaxed);
+    }
+    return (k & dir) != 0;
 }
 
-/* A call of fd that a signal cuts short only where fd has a receive
- * timeout: held as above there, else forwarded as it is. */
-#define FD_CALL(rtype, name, params, args)                                                   \
+/* A call of fd that a signal cuts short only where fd has a timeout in
+ * direction dir: held as above there, else forwarded as it is. */
+#define FD_CALL(dir, rtype, name, params, args)                                              \
     typedef rtype(*name##_fn) params;                                                        \
     EXPORT rtype name params                                                                 \
     {                                                                                        \
         REAL(name##_fn, #name);                                                              \
-        if (!fd_may_time_out(fd))                                                            \
+        if (!fd_may_time_out(fd, dir))                                                       \
             return real args;                                                                \
         struct held h;                                                                       \
         hold(&h, (void *)real, __builtin_frame_address(0));                                  \
@@ -426,13 +447,23 @@ static int fd_may_time_out(int fd)
         return rc;                                                                           \
     }
 
-FD_CALL(ssize_t, read, (int fd, void *buf, size_t n), (fd, buf, n))
-FD_CALL(ssize_t, recv, (int fd, void *buf, size_t n, int flags), (fd, buf, n, flags))
-FD_CALL(ssize_t, recvfrom,
+FD_CALL(FD_RCV_TIMEO, ssize_t, read, (int fd, void *buf, size_t n), (fd, buf, n))
+FD_CALL(FD_RCV_TIMEO, ssize_t, recv, (int fd, void *buf, size_t n, int flags), (fd, buf, n, flags))
+FD_CALL(FD_RCV_TIMEO, ssize_t, recvfrom,
         (int fd, void *restrict buf, size_t n, int flags, __SOCKADDR_ARG a,
          socklen_t *restrict alen),
         (fd, buf, n, flags, a, alen))
-FD_CALL(ssize_t, recvmsg, (int fd, struct msghdr *m, int flags), (fd, m, flags))
+FD_CALL(FD_RCV_TIMEO, ssize_t, recvmsg, (int fd, struct msghdr *m, int flags), (fd, m, flags))
+FD_CALL(FD_SND_TIMEO, ssize_t, write, (int fd, const void *buf, size_t n), (fd, buf, n))
+FD_CALL(FD_SND_TIMEO, ssize_t, writev, (int fd, const struct iovec *iov, int n), (fd, iov, n))
+FD_CALL(FD_SND_TIMEO, ssize_t, send, (int fd, const void *buf, size_t n, int flags),
+        (fd, buf, n, flags))
+FD_CALL(FD_SND_TIMEO, ssize_t, sendto,
+        (int fd, const void *buf, size_t n, int flags, __CONST_SOCKADDR_ARG a, socklen_t alen),
+        (fd, buf, n, flags, a, alen))
+FD_CALL(FD_SND_TIMEO, ssize_t, sendmsg, (int fd, const struct msghdr *m, int flags),
+        (fd, m, flags))
+FD_CALL(FD_SND_TIMEO, int, connect, (int fd, __CONST_SOCKADDR_ARG a, socklen_t len), (fd, a, len))
 
 /* accept and accept4 also wait as reads do; the socket they return starts
  * with the listening socket's timeout, and a number of its own to learn. */
@@ -441,7 +472,7 @@ EXPORT int accept(int fd, __SOCKADDR_ARG a, socklen_t *restrict alen)
 {
     REAL(accept_fn, "accept");
     int rc;
-    if (!fd_may_time_out(fd)) {
+    if (!fd_may_time_out(fd, FD_RCV_TIMEO)) {
         rc = real(fd, a, alen);
     } else {
         struct held h;
@@ -458,7 +489,7 @@ EXPORT int accept4(int fd, __SOCKADDR_ARG a, socklen_t *restrict alen, int flags
 {
     REAL(accept4_fn, "accept4");
     int rc;
-    if (!fd_may_time_out(fd)) {
+    if (!fd_may_time_out(fd, FD_RCV_TIMEO)) {
         rc = real(fd, a, alen, flags);
     } else {
         struct held h;
@@ -476,7 +507,7 @@ EXPORT int accept4(int fd, __SOCKADDR_ARG a, socklen_t *restrict alen, int flags
 static void fd_restarts(int fd)
 {
     if (fd >= 0 && fd < FD_TRACKED)
-        atomic_store_explicit(&fd_kind[fd], FD_RESTARTS, memory_order_relaxed);
+        atomic_store_explicit(&fd_kind[fd], FD_KNOWN, memory_order_relaxed);
 }
 
 /* open's mode argument, there only when the flags create a file. */
@@ -549,7 +580,34 @@ EXPORT int close(int fd)
 {
     REAL(close_fn, "close");
     fd_forget(fd);
-    return real(fd);
+    /* Not inside the agent's making of a descriptor (common/fds.h). */
+    flamme_fd_close_begin();
+    int rc = real(fd);
+    flamme_fd_close_end();
+    return rc;
+}
+
+typedef int (*close_range_fn)(unsigned, unsigned, int);
+EXPORT int close_range(unsigned first, unsigned last, int flags)
+{
+    REAL(close_range_fn, "close_range");
+    for (unsigned fd = first; fd <= last && fd < FD_TRACKED; fd++)
+        fd_forget((int)fd);
+    flamme_fd_close_begin();
+    int rc = real(first, last, flags);
+    flamme_fd_close_end();
+    return rc;
+}
+
+typedef void (*closefrom_fn)(int);
+EXPORT void closefrom(int lowfd)
+{
+    REAL(closefrom_fn, "closefrom");
+    for (int fd = lowfd < 0 ? 0 : lowfd; fd < FD_TRACKED; fd++)
+        fd_forget(fd);
+    flamme_fd_close_begin();
+    real(lowfd);
+    flamme_fd_close_end();
 }
 
 typedef int (*socket_fn)(int, int, int);
@@ -586,7 +644,9 @@ typedef int (*dup2_fn)(int, int);
 EXPORT int dup2(int fd, int to)
 {
     REAL(dup2_fn, "dup2");
+    flamme_fd_close_begin(); /* to is closed first */
     int rc = real(fd, to);
+    flamme_fd_close_end();
     fd_forget(to);
     return rc;
 }
@@ -595,7 +655,9 @@ typedef int (*dup3_fn)(int, int, int);
 EXPORT int dup3(int fd, int to, int flags)
 {
     REAL(dup3_fn, "dup3");
+    flamme_fd_close_begin();
     int rc = real(fd, to, flags);
+    flamme_fd_close_end();
     fd_forget(to);
     return rc;
 }

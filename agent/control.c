@@ -154,7 +154,9 @@ static void *control_main(void *arg)
         }
         if ((p[0].revents & POLLIN) && flamme_fd_same_sigsafe(listen_fd, &listen_id)) {
             struct flamme_fd_id cid;
+            flamme_fd_window_enter(); /* common/fds.h */
             int c = flamme_fd_high(accept4(listen_fd, NULL, NULL, SOCK_CLOEXEC), &cid);
+            flamme_fd_window_leave();
             if (c < 0)
                 continue;
             if (!peer_allowed(c))
@@ -173,9 +175,12 @@ static void *control_main(void *arg)
 
 void flamme_control_init(void)
 {
+    flamme_fd_window_enter(); /* until moved high: common/fds.h */
     int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd < 0)
+    if (fd < 0) {
+        flamme_fd_window_leave();
         return;
+    }
     struct sockaddr_un a = {.sun_family = AF_UNIX};
     char name[64];
     snprintf(name, sizeof name, FLAMME_CONTROL_NAME_FMT, (int)getpid());
@@ -184,9 +189,11 @@ void flamme_control_init(void)
     socklen_t len = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + n);
     if (bind(fd, (struct sockaddr *)&a, len) != 0 || listen(fd, 4) != 0) {
         close(fd);
+        flamme_fd_window_leave();
         return;
     }
     listen_fd = flamme_fd_high(fd, &listen_id);
+    flamme_fd_window_leave();
     if (listen_fd < 0)
         return;
     sigset_t all, old;

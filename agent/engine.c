@@ -379,7 +379,9 @@ int flamme_engine_arm(struct flamme_slot *s)
          * period: threads (and runs) shorter than one period get their fair
          * share instead of none. */
         long first = first_delay_ns(s->tid);
+        flamme_fd_window_enter(); /* common/fds.h */
         int fd = flamme_fd_high(perf_open(s->tid, first), &s->perf_id);
+        flamme_fd_window_leave();
         if (fd < 0)
             atomic_fetch_sub(&perf_armed, 1);
         if (fd < 0)

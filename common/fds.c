@@ -6,6 +6,9 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/kcmp.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <time.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -14,6 +17,68 @@
 /* Lowest number the agent moves its descriptors to: 64 below the soft
  * limit (1024 on most systems: 960..1023), so a program opening files one
  * after the other meets them only after some 950 of its own. */
+/* Agent threads in a window, and program closes in progress: each side
+ * stores its count (seq_cst) then loads the other's, so that either the
+ * close sees the window and waits, or the window sees the close and waits
+ * for its end before making its descriptor. */
+static atomic_int fd_windows, fd_closing;
+/* This thread's windows: its own closes inside one do not wait. */
+static __thread int fd_in_window;
+
+/* How long a window waits for closes in progress: a close that a signal
+ * handler interrupted, the handler itself closing and waiting for the
+ * window, would otherwise never end. */
+#define WINDOW_WAIT_NS 10000000L
+
+void flamme_fd_window_enter(void)
+{
+    fd_in_window++;
+    atomic_fetch_add(&fd_windows, 1);
+    struct timespec t0, t;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    while (atomic_load(&fd_closing) > 0) {
+        clock_gettime(CLOCK_MONOTONIC, &t);
+        if ((t.tv_sec - t0.tv_sec) * 1000000000L + (t.tv_nsec - t0.tv_nsec) > WINDOW_WAIT_NS)
+            break;
+        sched_yield();
+    }
+}
+
+void flamme_fd_window_leave(void)
+{
+    /* Pairs with the loads in flamme_fd_close_begin. */
+    atomic_fetch_sub_explicit(&fd_windows, 1, memory_order_release);
+    fd_in_window--;
+}
+
+void flamme_fd_close_begin(void)
+{
+    if (fd_in_window)
+        return;
+    for (;;) {
+        atomic_fetch_add(&fd_closing, 1);
+        if (atomic_load(&fd_windows) == 0)
+            return;
+        atomic_fetch_sub(&fd_closing, 1);
+        /* Pairs with the release in flamme_fd_window_leave. */
+        while (atomic_load_explicit(&fd_windows, memory_order_acquire) > 0)
+            sched_yield();
+    }
+}
+
+void flamme_fd_close_end(void)
+{
+    if (!fd_in_window)
+        atomic_fetch_sub_explicit(&fd_closing, 1, memory_order_release);
+}
+
+void flamme_fd_window_atfork_child(void)
+{
+    atomic_store(&fd_windows, 0);
+    atomic_store(&fd_closing, 0);
+    fd_in_window = 0;
+}
+
 static int floor_fd(void)
 {
     struct rlimit rl;

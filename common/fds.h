@@ -50,6 +50,24 @@ int flamme_fd_high_path(int fd, const char *path, int reopen_flags, struct flamm
  * tries). */
 int flamme_open_high(const char *path, int flags, struct flamme_fd_id *id);
 
+/* The window between making a descriptor that has no path to check it by
+ * (a perf event, an eventfd, a memfd, a socket) and moving it high: a
+ * program closing every number meanwhile would close it and could open its
+ * own file on it, which the move would then take as the agent's (torture
+ * closefds, perf engine: the program's first file closed under it, EBADF).
+ * enter, around the making and flamme_fd_high, waits for the program's
+ * closes in progress (at most ~10 ms: a close a signal handler interrupted
+ * may never end while the window waits), and the program's close, dup2,
+ * dup3, close_range and closefrom, interposed (agent/blocking.c), wait for
+ * the windows open to end (close_begin/close_end around the call). A
+ * thread's own closes inside its window do not wait. Counters reset in a
+ * fork child (flamme_fd_window_atfork_child). */
+void flamme_fd_window_enter(void);
+void flamme_fd_window_leave(void);
+void flamme_fd_close_begin(void);
+void flamme_fd_close_end(void);
+void flamme_fd_window_atfork_child(void);
+
 /* Closes fd only if it is still the descriptor recorded in *id: a number
  * the program reused meanwhile is left alone. */
 void flamme_close_checked(int fd, const struct flamme_fd_id *id);

@@ -1424,7 +1424,9 @@ static int add_vdso(uint64_t start, uint64_t end)
         return 0;
     done = 1;
     struct flamme_fd_id fid;
+    flamme_fd_window_enter(); /* common/fds.h */
     int fd = flamme_fd_high(memfd_create("flamme-vdso", MFD_CLOEXEC), &fid);
+    flamme_fd_window_leave();
     if (fd < 0)
         return 0;
     int ok = write(fd, (const void *)(uintptr_t)start, end - start) == (ssize_t)(end - start) &&

@@ -1449,7 +1449,9 @@ int flamme_writer_start(const struct flamme_writer_host *host, int fd, const cha
     W.seg_end = W.seg_from + W.period_ns;
     write_start_info();
     W.last_chunk_ns = flamme_now_sigsafe();
+    flamme_fd_window_enter(); /* common/fds.h */
     int efd = flamme_fd_high(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC), &wake_id);
+    flamme_fd_window_leave();
     if (efd < 0) {
         H.warn("cannot create the writer's eventfd: %s", strerror(errno));
         flamme_pw_close(W.pw, 0, 0, 0, 0);

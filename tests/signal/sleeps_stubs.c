@@ -225,6 +225,52 @@ __attribute__((noinline)) static const char *case_rcvtimeo_accept(void)
     return verdict(rc, -1, EAGAIN, e, t0);
 }
 
+/* A socket with a 200 ms send timeout whose peer reads nothing, its
+ * buffer filled; -1 if it could not be set up. */
+static int full_timed_socket(int sv[2])
+{
+    char buf[4096];
+    memset(buf, 'x', sizeof buf);
+    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0)
+        return -1;
+    struct timeval tv = {0, 200000};
+    if (setsockopt(sv[0], SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv) != 0)
+        return -1;
+    while (send(sv[0], buf, sizeof buf, MSG_DONTWAIT) > 0)
+        ;
+    return errno == EAGAIN ? 0 : -1;
+}
+
+/* write, then send, on a full socket with SO_SNDTIMEO: each waits 200 ms,
+ * then fails with EAGAIN. */
+__attribute__((noinline)) static const char *case_sndtimeo_write(void)
+{
+    int sv[2];
+    char b = 'x';
+    if (full_timed_socket(sv) != 0)
+        return "could not fill a timed socket";
+    double t0 = now();
+    long rc = write(sv[0], &b, 1);
+    int e = errno;
+    close(sv[0]);
+    close(sv[1]);
+    return verdict(rc, -1, EAGAIN, e, t0);
+}
+
+__attribute__((noinline)) static const char *case_sndtimeo_send(void)
+{
+    int sv[2];
+    char b = 'x';
+    if (full_timed_socket(sv) != 0)
+        return "could not fill a timed socket";
+    double t0 = now();
+    long rc = send(sv[0], &b, 1, 0);
+    int e = errno;
+    close(sv[0]);
+    close(sv[1]);
+    return verdict(rc, -1, EAGAIN, e, t0);
+}
+
 value sleeps_case(value name)
 {
     CAMLparam1(name);
@@ -240,5 +286,7 @@ value sleeps_case(value name)
     else if (!strcmp(n, "rcvtimeo_late")) r = case_rcvtimeo_late();
     else if (!strcmp(n, "rcvtimeo_dup")) r = case_rcvtimeo_dup();
     else if (!strcmp(n, "rcvtimeo_accept")) r = case_rcvtimeo_accept();
+    else if (!strcmp(n, "sndtimeo_write")) r = case_sndtimeo_write();
+    else if (!strcmp(n, "sndtimeo_send")) r = case_sndtimeo_send();
     CAMLreturn(caml_copy_string(r));
 }

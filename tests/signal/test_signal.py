@@ -206,7 +206,8 @@ def test_nested(build, program, engines, check, tmp_path):
 
 
 SLEEP_CASES = ["usleep", "sleep", "pause", "sigsuspend", "sigtimedwait", "epoll_pwait2",
-               "rcvtimeo_read", "rcvtimeo_recv", "rcvtimeo_late", "rcvtimeo_dup", "rcvtimeo_accept"]
+               "rcvtimeo_read", "rcvtimeo_recv", "rcvtimeo_late", "rcvtimeo_dup", "rcvtimeo_accept",
+               "sndtimeo_write", "sndtimeo_send"]
 
 
 @pytest.mark.slow

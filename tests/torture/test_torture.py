@@ -106,7 +106,7 @@ CASES = [
     # Blocking calls of C code that does not retry on EINTR (tests/signal).
     Case("sleeps", args=["usleep", "pause", "sigsuspend", "sigtimedwait", "epoll_pwait2",
                          "rcvtimeo_read", "rcvtimeo_recv", "rcvtimeo_late", "rcvtimeo_dup",
-                         "rcvtimeo_accept"]),
+                         "rcvtimeo_accept", "sndtimeo_write", "sndtimeo_send"]),
     # Threads cancelled inside poll; a poll in a signal handler during a poll.
     Case("cancel", args=["6", "0.5"]),
     # A seccomp filter refuses process_vm_readv while profiling; C code with

@@ -6,17 +6,22 @@
  * got is closed and the program's file opened on it, as a daemon closing
  * 3..1023 then opening its files would do between the two calls (torture
  * closefds, once in a loaded CI run: the program's first file left empty,
- * its writes in the next one).
+ * its writes in the next one). For descriptors with no path (perf events,
+ * eventfds), the window: a program's close waits while the agent makes one
+ * and moves it high.
  */
 #include "common/fds.h"
 #include "tests/unit/check.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 static char agent_path[64], program_path[64];
@@ -86,11 +91,62 @@ TEST(the_programs_file_on_the_agents_number_is_left_alone)
     close(program_fd);
 }
 
+/* A program thread's close, as agent/blocking.c's interposer makes it. */
+static atomic_int closed;
+static void *program_close(void *arg)
+{
+    (void)arg;
+    flamme_fd_close_begin();
+    atomic_store(&closed, 1);
+    flamme_fd_close_end();
+    return NULL;
+}
+
+static double now_s(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return t.tv_sec + t.tv_nsec * 1e-9;
+}
+
+TEST(a_program_close_waits_for_the_agents_window)
+{
+    atomic_store(&closed, 0);
+    flamme_fd_window_enter();
+    pthread_t t;
+    CHECK(pthread_create(&t, NULL, program_close, NULL) == 0);
+    usleep(50000);
+    CHECK(atomic_load(&closed) == 0); /* held while the agent makes its descriptor */
+    /* The agent's own close inside its window does not wait. */
+    int fd = open("/dev/null", O_RDONLY);
+    flamme_fd_close_begin();
+    close(fd);
+    flamme_fd_close_end();
+    flamme_fd_window_leave();
+    pthread_join(t, NULL);
+    CHECK(atomic_load(&closed) == 1);
+}
+
+TEST(a_window_waits_for_a_close_in_progress_a_bounded_time)
+{
+    /* A close in progress that never ends (one a signal handler interrupted,
+     * the handler waiting for the window): the window goes on after ~10 ms. */
+    flamme_fd_close_begin();
+    double t0 = now_s();
+    flamme_fd_window_enter(); /* this thread's close: counted as a program's */
+    double waited = now_s() - t0;
+    flamme_fd_window_leave();
+    flamme_fd_close_end();
+    CHECK(waited >= 0.009 && waited < 1.0);
+}
+
 int main(void)
 {
     make_files();
     RUN(a_file_moves_high_and_its_low_number_is_closed);
     RUN(the_programs_file_on_the_agents_number_is_left_alone);
+    RUN(a_program_close_waits_for_the_agents_window);
+    RUN(a_window_waits_for_a_close_in_progress_a_bounded_time);
     unlink(agent_path);
     unlink(program_path);
     return CHECK_DONE();

@@ -28,6 +28,10 @@
  * Who: any thread of the program, normal context (or a program's signal
  * handler: an inner call leaves the outer call's state alone).
  */
+/* Both open and open64 (openat, openat64) are defined below: under
+ * _FILE_OFFSET_BITS=64 (dune's C flags) glibc's headers would rename open
+ * to open64 and define it twice. On x86-64 they are one function. */
+#undef _FILE_OFFSET_BITS
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>

@@ -274,9 +274,9 @@ def test_ioloop(build, program, engines, check, tmp_path):
               "ioloop [%s]: pthread_sigmask and the agent's code <= 0.5%% of samples" % engine,
               describe([s for s in st if any(x in AGENT_OWN for x in s[0])], 6))
         # Ioloop.lines is mostly open, close and parsing: no share asked.
-        # drain and tick are mostly their system call (seen: read 72-80%
-        # of drain, select 50-55% of tick); ping also writes the byte it
-        # takes (recv 37-41%). Floors below those, far above what a
+        # drain and tick are mostly their system call (seen: read 72-87%
+        # of drain, select 57-91% of tick); ping also writes the byte it
+        # takes (recv 29-45%). Floors below those, far above what a
         # misattributed call leaves (0).
         if engine == "wall":
             continue

@@ -14,9 +14,6 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-/* Lowest number the agent moves its descriptors to: 64 below the soft
- * limit (1024 on most systems: 960..1023), so a program opening files one
- * after the other meets them only after some 950 of its own. */
 /* Agent threads in a window, and program closes in progress: each side
  * stores its count (seq_cst) then loads the other's, so that either the
  * close sees the window and waits, or the window sees the close and waits
@@ -79,6 +76,9 @@ void flamme_fd_window_atfork_child(void)
     fd_in_window = 0;
 }
 
+/* Lowest number the agent moves its descriptors to: 64 below the soft
+ * limit (1024 on most systems: 960..1023), so a program opening files one
+ * after the other meets them only after some 950 of its own. */
 static int floor_fd(void)
 {
     struct rlimit rl;

@@ -566,18 +566,30 @@ void flamme_handler_flush_nosig(struct flamme_slot *s, unsigned weight)
     commit_sample(s, rec, s->last_n, s->last_flags, flamme_now_sigsafe(), weight, s->last_domain);
 }
 
-uint32_t flamme_walk_caller_nosig(struct flamme_slot *s, uintptr_t ret, uintptr_t sp, uintptr_t fp,
-                                  uint64_t *frames, uint32_t max, int32_t *domain, uint32_t *flags)
+/* Walks the stack of the thread of slot s from a caller's return address
+ * ret, stack pointer sp (after the return) and frame pointer fp into
+ * frames[0..max); sets *domain, *nocaml and *flags. Returns the frame
+ * count. On the thread itself: in its handler (held_sample_sigsafe) or in
+ * normal context holding its ring (flamme_walk_caller_nosig). */
+static uint32_t walk_from_caller_sigsafe(struct flamme_slot *s, uintptr_t ret, uintptr_t sp,
+                                         uintptr_t fp, uint64_t *frames, uint32_t max,
+                                         int32_t *domain, int *nocaml, uint32_t *flags)
 {
     struct flamme_range ranges[MAX_RANGES];
-    int nocaml;
     struct flamme_walk_copy copy = {.buf = s->scratch, .words = FLAMME_SCRATCH_WORDS, .budget = 16,
                                     .cfi = s->cfi_cache};
-    int nr = collect_ranges(s, sp, 0, 0, ranges, domain, &nocaml, &copy);
+    int nr = collect_ranges(s, sp, 0, 0, ranges, domain, nocaml, &copy);
     struct flamme_walk_regs regs = {{0}, FLAMME_WALK_REG(FLAMME_DW_RSP) | FLAMME_WALK_REG(FLAMME_DW_RBP)};
     regs.r[FLAMME_DW_RSP] = sp;
     regs.r[FLAMME_DW_RBP] = fp;
     return flamme_walk_regs_sigsafe(ret, &regs, 0, ranges, nr, &copy, frames, max, flags);
+}
+
+uint32_t flamme_walk_caller_nosig(struct flamme_slot *s, uintptr_t ret, uintptr_t sp, uintptr_t fp,
+                                  uint64_t *frames, uint32_t max, int32_t *domain, uint32_t *flags)
+{
+    int nocaml;
+    return walk_from_caller_sigsafe(s, ret, sp, fp, frames, max, domain, &nocaml, flags);
 }
 
 /* Whether the call named in s->held_* is the one the signal came in: the
@@ -623,20 +635,13 @@ static __attribute__((noinline)) void held_sample_sigsafe(struct flamme_slot *s,
         flamme_writer_wake_sigsafe();
         return;
     }
-    struct flamme_range ranges[MAX_RANGES];
     int32_t domain;
     int nocaml;
-    struct flamme_walk_copy copy = {.buf = s->scratch, .words = FLAMME_SCRATCH_WORDS, .budget = 16,
-                                    .cfi = s->cfi_cache};
-    int nr = collect_ranges(s, s->held_sp, 0, 0, ranges, &domain, &nocaml, &copy);
     uint64_t *frames = rec + FLAMME_SAMPLE_HDR_WORDS;
-    uint32_t wflags = 0, n = 0;
-    frames[n++] = callee;
-    struct flamme_walk_regs regs = {{0}, FLAMME_WALK_REG(FLAMME_DW_RSP) | FLAMME_WALK_REG(FLAMME_DW_RBP)};
-    regs.r[FLAMME_DW_RSP] = s->held_sp;
-    regs.r[FLAMME_DW_RBP] = s->held_fp;
-    n += flamme_walk_regs_sigsafe(s->held_ret, &regs, 0, ranges, nr, &copy, frames + 1, max - 1,
-                                  &wflags);
+    uint32_t wflags = 0;
+    frames[0] = callee;
+    uint32_t n = 1 + walk_from_caller_sigsafe(s, s->held_ret, s->held_sp, s->held_fp, frames + 1,
+                                              max - 1, &domain, &nocaml, &wflags);
     uint32_t sflags = wflags | (nocaml ? FLAMME_SAMPLE_NO_OCAML : 0) | flamme_gc_flags_sigsafe();
     if (flamme_cfg.wall)
         sflags |= FLAMME_SAMPLE_SYSCALL; /* the thread waited in the call */

@@ -925,7 +925,11 @@ void flamme_writer_wake_sigsafe(void)
     /* A number the program closed and reused is never written to. */
     if (fd >= 0 && flamme_fd_same_sigsafe(fd, &wake_id)) {
         uint64_t one = 1;
-        ssize_t r = write(fd, &one, sizeof one);
+        /* The system call itself: libc's write is the agent's interposer
+         * (agent/blocking.c), whose frame, descriptor lookup and signal
+         * hold have no place in a handler that may have only
+         * CRAMPED_STACK_NEED bytes of alternate stack left. */
+        long r = syscall(SYS_write, fd, &one, sizeof one);
         (void)r; /* EAGAIN: the doorbell is already ringing */
     }
 }

@@ -320,7 +320,9 @@ static void evict(void)
         v[n].at = st.st_mtim;
         v[n].size = (uint64_t)st.st_size;
         total += v[n].size;
-        snprintf(v[n].name, sizeof v[n].name, "%s", e->d_name);
+        /* len is 16 + the suffix (checked above), which the name fits. */
+        _Static_assert(16 + sizeof SUFFIX <= sizeof v[0].name, "a cache file's name fits");
+        memcpy(v[n].name, e->d_name, len + 1);
         n++;
     }
     if (n > FLAMME_CFI_CACHE_MAX_FILES || total > FLAMME_CFI_CACHE_MAX_BYTES) {

@@ -17,6 +17,7 @@
 #include "agent/budget.h"
 #include "agent/cfi.h"
 #include "agent/engine.h"
+#include "agent/sigaction.h"
 #include "agent/threads.h"
 #include "agent/walk.h"
 #include "common/profile.h"
@@ -708,6 +709,7 @@ int flamme_handler_install(int itimer)
             return -1;
         prof_installed = 1;
         flamme_walk_note_sigreturn(SIGPROF);
+        flamme_sigaction_block(SIGPROF);
         return 0;
     }
     if (rt_sig) {
@@ -728,6 +730,7 @@ int flamme_handler_install(int itimer)
         return -1;
     rt_sig = flamme_sample_sig;
     flamme_walk_note_sigreturn(rt_sig);
+    flamme_sigaction_block(rt_sig);
     return 0;
 }
 

@@ -15,7 +15,7 @@ static const char *const names[] = {
     "sigsuspend", "sigtimedwait", "sigwaitinfo", "epoll_pwait2", "read", "recv", "recvfrom",
     "recvmsg", "accept", "accept4", "close", "socket", "socketpair", "dup", "dup2", "dup3",
     "setsockopt", "open", "open64", "openat", "openat64", "pipe", "pipe2", "write", "writev",
-    "send", "sendto", "sendmsg", "connect", "close_range", "closefrom",
+    "send", "sendto", "sendmsg", "connect", "close_range", "closefrom", "sigaction",
 };
 #define N_NAMES (sizeof names / sizeof names[0])
 

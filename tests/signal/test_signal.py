@@ -179,6 +179,8 @@ def test_nested(build, program, engines, check, tmp_path):
         hw = total(in_handler)
         check(allw >= 0.75 * cpu * 999, "nested [%s]: no period lost" % name,
               "weight %d for %.2f s at 999 Hz" % (allw, cpu))
+        check("handler's mask" not in p.stderr, "nested [%s]: the handler's mask reads back as "
+              "the program set it" % name, p.stderr)
         handler_share = ticks * 0.003 / cpu
         if mode != "main-stack":
             print("  nested [%s]: %d ticks, %.2f s CPU; %d of %d samples at the OCaml loop, %d in "

@@ -12,6 +12,8 @@ would and checks its output and exit status, then reads its profile with
 """
 import os
 import re
+import subprocess
+import time
 
 import pytest
 
@@ -214,6 +216,35 @@ def test_nested(build, program, engines, check, tmp_path):
         check(hw > 0 and through >= 0.99 * hw,
               "nested [%s]: samples in the handler are whole stacks through the signal frame" % name,
               describe(in_handler))
+
+
+@pytest.mark.slow
+def test_nested_attach(build, program, check, tmp_path):
+    """The same "deep" handler, installed while the agent is dormant
+    (FLAMME_AUTOSTART=0): `flamme attach` then takes the sample signal, and
+    the handler already there gets it in its mask too (it died of SIGSEGV
+    before). Its mask still reads back as the program set it."""
+    prof = str(tmp_path / "nested-attach.flm")
+    env = clean_env({"LD_PRELOAD": build.lib, "FLAMME_AUTOSTART": "0"})
+    prog = subprocess.Popen([program("nested"), "2.5", "0.003", "deep"], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    time.sleep(0.5)
+    a = run([build.flamme, "attach", str(prog.pid), "--duration", "1", "-F", "999", "-o", prof],
+            timeout=60)
+    so, se = prog.communicate(timeout=60)
+    if not check(prog.returncode == 0 and "nested: ticks=" in so,
+                 "nested attach: the program runs and exits 0",
+                 "exit %d, stdout %r, stderr %r; attach: %s" % (prog.returncode, so, se, a.stderr)):
+        return
+    check("handler's mask" not in se, "nested attach: the handler's mask reads back as set", se)
+    check(a.returncode == 0 and os.path.exists(prof), "nested attach: attach wrote a profile",
+          a.stderr)
+    st = collapse(build, prof)
+    allw, hw = total(st), total(st, lambda f: "nested_in_handler" in f)
+    print("  nested attach: %d samples, %d in the handler" % (allw, hw))
+    # 1 s attached at 999 Hz; attach may start late on a loaded machine.
+    check(allw >= 300 and hw == 0, "nested attach: sampled, never inside the handler",
+          "%d samples, %d in the handler\n%s" % (allw, hw, describe(st)))
 
 
 SLEEP_CASES = ["usleep", "sleep", "pause", "sigsuspend", "sigtimedwait", "epoll_pwait2",

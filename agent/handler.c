@@ -554,9 +554,28 @@ static __attribute__((noinline)) void pc_sample_sigsafe(struct flamme_slot *s, v
 
 void flamme_handler_flush_nosig(struct flamme_slot *s, unsigned weight)
 {
+    /* The periods the handler kept for the next sample (taken while the
+     * thread armed its engine, or with no room for one): there is none. */
+    weight += s->arming_carry;
+    s->arming_carry = 0;
     /* Pairs with the release store in flamme_agent_start/stop. */
     if (!weight || !s->ring || !atomic_load_explicit(&flamme_agent_sampling, memory_order_acquire))
         return;
+    if (!s->last_n && s->start_routine) {
+        /* No stack of the thread's own yet (its one signal came while it
+         * armed its engine, say, and it ended before the next; 2 runs in
+         * 40 of tests/fidelity churn on a loaded machine): the routine it
+         * was started with, marked truncated, rather than a loss. */
+        uint64_t *one = flamme_ring_reserve_sigsafe(s->ring, 1 + FLAMME_SAMPLE_HDR_WORDS);
+        if (!one) {
+            atomic_fetch_add_explicit(&s->lost, 1, memory_order_relaxed);
+            return;
+        }
+        one[FLAMME_SAMPLE_HDR_WORDS] = s->start_routine;
+        commit_sample(s, one, 1, FLAMME_SAMPLE_TRUNCATED, flamme_now_sigsafe(), weight,
+                      s->last_domain);
+        return;
+    }
     uint64_t *rec = s->last_n ? flamme_ring_reserve_sigsafe(s->ring, s->last_n + FLAMME_SAMPLE_HDR_WORDS)
                               : NULL;
     if (!rec) {

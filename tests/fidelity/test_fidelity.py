@@ -71,7 +71,7 @@ def record(build, ocaml, tmp_path, name, engine, depth=None, env=None):
           "lost %d, %d threads" % (name, rec.engine, rec.records, rec.weight, rec.complete,
                                    hz, rec.lost, rec.nthreads))
     if rec.lost:
-        print("    note: %d samples lost (ring full)" % rec.lost)
+        print("    note: %d samples lost (flamme report says where)" % rec.lost)
     return rec
 
 

@@ -20,8 +20,8 @@
 
 static volatile sig_atomic_t ticks;
 static double spin_secs;
-/* "deep": the thread's alternate stack (its low end), else 0. */
-static uintptr_t deep_lo;
+/* "deep": the thread's alternate stack [deep_lo, deep_hi), else 0. */
+static uintptr_t deep_lo, deep_hi;
 /* What a deep handler leaves of its stack. */
 #define DEEP_LEFT 1536
 
@@ -36,7 +36,7 @@ static void on_alarm(int sig)
     (void)sig;
     ticks++;
     uintptr_t here = (uintptr_t)__builtin_frame_address(0);
-    if (deep_lo && here > deep_lo + DEEP_LEFT + 512) {
+    if (here > deep_lo + DEEP_LEFT + 512 && here < deep_hi) {
         volatile char *buf = alloca(here - deep_lo - DEEP_LEFT);
         buf[0] = 1; /* the stack's lowest byte the handler uses */
         nested_in_handler(spin_secs);
@@ -56,8 +56,10 @@ value nested_start(value secs, value main_stack, value deep)
      * more than a deep handler leaves. */
     nested_in_handler(0);
     stack_t ss;
-    if (Bool_val(deep) && sigaltstack(NULL, &ss) == 0 && !(ss.ss_flags & SS_DISABLE))
+    if (Bool_val(deep) && sigaltstack(NULL, &ss) == 0 && !(ss.ss_flags & SS_DISABLE)) {
         deep_lo = (uintptr_t)ss.ss_sp;
+        deep_hi = deep_lo + ss.ss_size;
+    }
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_alarm;

@@ -34,8 +34,10 @@
 typedef int (*sigaction_fn)(int, const struct sigaction *, struct sigaction *);
 
 /* The agent's sample signals, as bit (sig - 1); 0 until one is taken.
- * Relaxed: each caller reads a whole mask, and a handler installed while a
- * signal is being added is fixed by the walk in flamme_sigaction_block. */
+ * Relaxed: each caller reads a whole mask. A handler that another thread
+ * installs in the instant a signal is added (it read the mask before, and
+ * flamme_sigaction_block's walk passed its signal already) goes without
+ * it; the agent takes its signals at start and at an attach. */
 static _Atomic uint64_t blocked_bits;
 /* For each signal, the bits this file added to its handler's mask (not in
  * the mask the program gave), taken out again of what the program reads

@@ -554,10 +554,6 @@ static __attribute__((noinline)) void pc_sample_sigsafe(struct flamme_slot *s, v
 
 void flamme_handler_flush_nosig(struct flamme_slot *s, unsigned weight)
 {
-    /* The periods the handler kept for the next sample (taken while the
-     * thread armed its engine, or with no room for one): there is none. */
-    weight += s->arming_carry;
-    s->arming_carry = 0;
     /* Pairs with the release store in flamme_agent_start/stop. */
     if (!weight || !s->ring || !atomic_load_explicit(&flamme_agent_sampling, memory_order_acquire))
         return;

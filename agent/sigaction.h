@@ -9,8 +9,9 @@
 
 /* From now on, every handler the program has or installs with SA_ONSTACK
  * masks sample_sig while it runs (sample_sig's own handler aside). Those
- * already installed are changed now. Does nothing for a signal already
- * added, or out of 1..64. */
+ * already installed are changed now, and then the caller waits 50 ms for
+ * the ones running to return, before any engine is armed. Does nothing
+ * for a signal already added, or out of 1..64. */
 void flamme_sigaction_block(int sample_sig);
 
 #endif

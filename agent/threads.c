@@ -210,7 +210,7 @@ struct flamme_slot *flamme_thread_register(int is_main, uintptr_t start_routine,
     s->held_callee = 0;
     s->memo.len = 0;
     s->last_n = 0;
-    s->arming_carry = 0; /* the thread that had the slot flushed its own */
+    s->arming_carry = 0; /* a dead thread's periods are not this one's */
     s->dither_state = 0;
     s->dither_acct = 0;
     s->dither_switcher = 0;

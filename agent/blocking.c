@@ -168,16 +168,6 @@ static const sigset_t *held_mask(const struct held *h, const sigset_t *mask, sig
     return buf;
 }
 
-/* The next definition of `name` (libc's), found by the constructor. */
-#define REAL(type, name)                                                                     \
-    static _Atomic(type) real_;                                                              \
-    type real = atomic_load_explicit(&real_, memory_order_acquire);                          \
-    if (!real) {                                                                             \
-        real = (type)flamme_libc_next(name);                                                 \
-        /* Pairs with the acquire load above; racing lookups store the same value. */       \
-        atomic_store_explicit(&real_, real, memory_order_release);                           \
-    }
-
 #define EXPORT __attribute__((visibility("default")))
 
 /* A poll or select with a zero timeout never sleeps: a signal cuts it
@@ -220,7 +210,7 @@ static int nowait_redo(const struct flamme_slot *s, unsigned before, int rc)
 typedef int (*select_fn)(int, fd_set *, fd_set *, fd_set *, struct timeval *);
 EXPORT int select(int n, fd_set *r, fd_set *w, fd_set *e, struct timeval *t)
 {
-    REAL(select_fn, "select");
+    FLAMME_LIBC_REAL(select_fn, "select");
     if (t && t->tv_sec == 0 && t->tv_usec == 0)
         NOWAIT_TRY(real(n, r, w, e, t));
     struct held h;
@@ -235,7 +225,7 @@ typedef int (*pselect_fn)(int, fd_set *, fd_set *, fd_set *, const struct timesp
 EXPORT int pselect(int n, fd_set *r, fd_set *w, fd_set *e, const struct timespec *t,
                    const sigset_t *mask)
 {
-    REAL(pselect_fn, "pselect");
+    FLAMME_LIBC_REAL(pselect_fn, "pselect");
     if (t && t->tv_sec == 0 && t->tv_nsec == 0)
         NOWAIT_TRY(real(n, r, w, e, t, mask));
     struct held h;
@@ -250,7 +240,7 @@ EXPORT int pselect(int n, fd_set *r, fd_set *w, fd_set *e, const struct timespec
 typedef int (*poll_fn)(struct pollfd *, nfds_t, int);
 EXPORT int poll(struct pollfd *fds, nfds_t n, int timeout)
 {
-    REAL(poll_fn, "poll");
+    FLAMME_LIBC_REAL(poll_fn, "poll");
     if (timeout == 0)
         NOWAIT_TRY(real(fds, n, timeout));
     struct held h;
@@ -263,7 +253,7 @@ EXPORT int poll(struct pollfd *fds, nfds_t n, int timeout)
 typedef int (*ppoll_fn)(struct pollfd *, nfds_t, const struct timespec *, const sigset_t *);
 EXPORT int ppoll(struct pollfd *fds, nfds_t n, const struct timespec *t, const sigset_t *mask)
 {
-    REAL(ppoll_fn, "ppoll");
+    FLAMME_LIBC_REAL(ppoll_fn, "ppoll");
     if (t && t->tv_sec == 0 && t->tv_nsec == 0)
         NOWAIT_TRY(real(fds, n, t, mask));
     struct held h;
@@ -283,7 +273,7 @@ EXPORT int ppoll(struct pollfd *fds, nfds_t n, const struct timespec *t, const s
 typedef int (*epoll_wait_fn)(int, struct epoll_event *, int, int);
 EXPORT int epoll_wait(int fd, struct epoll_event *ev, int max, int timeout)
 {
-    REAL(epoll_wait_fn, "epoll_wait");
+    FLAMME_LIBC_REAL(epoll_wait_fn, "epoll_wait");
     if (timeout == 0)
         return real(fd, ev, max, timeout); /* EPOLL_NOWAIT_OK */
     struct held h;
@@ -296,7 +286,7 @@ EXPORT int epoll_wait(int fd, struct epoll_event *ev, int max, int timeout)
 typedef int (*epoll_pwait_fn)(int, struct epoll_event *, int, int, const sigset_t *);
 EXPORT int epoll_pwait(int fd, struct epoll_event *ev, int max, int timeout, const sigset_t *mask)
 {
-    REAL(epoll_pwait_fn, "epoll_pwait");
+    FLAMME_LIBC_REAL(epoll_pwait_fn, "epoll_pwait");
     if (timeout == 0)
         return real(fd, ev, max, timeout, mask); /* EPOLL_NOWAIT_OK */
     struct held h;
@@ -311,7 +301,7 @@ EXPORT int epoll_pwait(int fd, struct epoll_event *ev, int max, int timeout, con
 typedef int (*nanosleep_fn)(const struct timespec *, struct timespec *);
 EXPORT int nanosleep(const struct timespec *req, struct timespec *rem)
 {
-    REAL(nanosleep_fn, "nanosleep");
+    FLAMME_LIBC_REAL(nanosleep_fn, "nanosleep");
     struct held h;
     hold(&h, (void *)real, __builtin_frame_address(0));
     int rc = real(req, rem);
@@ -323,7 +313,7 @@ typedef int (*clock_nanosleep_fn)(clockid_t, int, const struct timespec *, struc
 EXPORT int clock_nanosleep(clockid_t clk, int flags, const struct timespec *req,
                            struct timespec *rem)
 {
-    REAL(clock_nanosleep_fn, "clock_nanosleep");
+    FLAMME_LIBC_REAL(clock_nanosleep_fn, "clock_nanosleep");
     struct held h;
     hold(&h, (void *)real, __builtin_frame_address(0));
     int rc = real(clk, flags, req, rem);
@@ -339,7 +329,7 @@ EXPORT int clock_nanosleep(clockid_t clk, int flags, const struct timespec *req,
     typedef rtype(*name##_fn) params;                                                        \
     EXPORT rtype name params                                                                 \
     {                                                                                        \
-        REAL(name##_fn, #name);                                                              \
+        FLAMME_LIBC_REAL(name##_fn, #name);                                                              \
         struct held h;                                                                       \
         hold(&h, (void *)real, __builtin_frame_address(0));                                  \
         rtype rc = real args;                                                                \
@@ -441,7 +431,7 @@ static int fd_may_time_out(int fd, unsigned char dir)
     typedef rtype(*name##_fn) params;                                                        \
     EXPORT rtype name params                                                                 \
     {                                                                                        \
-        REAL(name##_fn, #name);                                                              \
+        FLAMME_LIBC_REAL(name##_fn, #name);                                                              \
         if (!fd_may_time_out(fd, dir))                                                       \
             return real args;                                                                \
         struct held h;                                                                       \
@@ -474,7 +464,7 @@ FD_CALL(FD_SND_TIMEO, int, connect, (int fd, __CONST_SOCKADDR_ARG a, socklen_t l
 typedef int (*accept_fn)(int, __SOCKADDR_ARG, socklen_t *restrict);
 EXPORT int accept(int fd, __SOCKADDR_ARG a, socklen_t *restrict alen)
 {
-    REAL(accept_fn, "accept");
+    FLAMME_LIBC_REAL(accept_fn, "accept");
     int rc;
     if (!fd_may_time_out(fd, FD_RCV_TIMEO)) {
         rc = real(fd, a, alen);
@@ -491,7 +481,7 @@ EXPORT int accept(int fd, __SOCKADDR_ARG a, socklen_t *restrict alen)
 typedef int (*accept4_fn)(int, __SOCKADDR_ARG, socklen_t *restrict, int);
 EXPORT int accept4(int fd, __SOCKADDR_ARG a, socklen_t *restrict alen, int flags)
 {
-    REAL(accept4_fn, "accept4");
+    FLAMME_LIBC_REAL(accept4_fn, "accept4");
     int rc;
     if (!fd_may_time_out(fd, FD_RCV_TIMEO)) {
         rc = real(fd, a, alen, flags);
@@ -529,7 +519,7 @@ static void fd_restarts(int fd)
     typedef int (*name##_fn)(const char *, int, ...);                                        \
     EXPORT int name(const char *path, int flags, ...)                                        \
     {                                                                                        \
-        REAL(name##_fn, #name);                                                              \
+        FLAMME_LIBC_REAL(name##_fn, #name);                                                              \
         int mode = 0;                                                                        \
         OPEN_MODE(flags, mode);                                                              \
         int rc = real(path, flags, mode);                                                    \
@@ -543,7 +533,7 @@ OPEN_CALL(open64)
     typedef int (*name##_fn)(int, const char *, int, ...);                                   \
     EXPORT int name(int dir, const char *path, int flags, ...)                               \
     {                                                                                        \
-        REAL(name##_fn, #name);                                                              \
+        FLAMME_LIBC_REAL(name##_fn, #name);                                                              \
         int mode = 0;                                                                        \
         OPEN_MODE(flags, mode);                                                              \
         int rc = real(dir, path, flags, mode);                                               \
@@ -556,7 +546,7 @@ OPENAT_CALL(openat64)
 typedef int (*pipe_fn)(int[2]);
 EXPORT int pipe(int fds[2])
 {
-    REAL(pipe_fn, "pipe");
+    FLAMME_LIBC_REAL(pipe_fn, "pipe");
     int rc = real(fds);
     if (rc == 0) {
         fd_restarts(fds[0]);
@@ -568,7 +558,7 @@ EXPORT int pipe(int fds[2])
 typedef int (*pipe2_fn)(int[2], int);
 EXPORT int pipe2(int fds[2], int flags)
 {
-    REAL(pipe2_fn, "pipe2");
+    FLAMME_LIBC_REAL(pipe2_fn, "pipe2");
     int rc = real(fds, flags);
     if (rc == 0) {
         fd_restarts(fds[0]);
@@ -582,7 +572,7 @@ EXPORT int pipe2(int fds[2], int flags)
 typedef int (*close_fn)(int);
 EXPORT int close(int fd)
 {
-    REAL(close_fn, "close");
+    FLAMME_LIBC_REAL(close_fn, "close");
     fd_forget(fd);
     /* Not inside the agent's making of a descriptor (common/fds.h). */
     flamme_fd_close_begin();
@@ -594,7 +584,7 @@ EXPORT int close(int fd)
 typedef int (*close_range_fn)(unsigned, unsigned, int);
 EXPORT int close_range(unsigned first, unsigned last, int flags)
 {
-    REAL(close_range_fn, "close_range");
+    FLAMME_LIBC_REAL(close_range_fn, "close_range");
     for (unsigned fd = first; fd <= last && fd < FD_TRACKED; fd++)
         fd_forget((int)fd);
     flamme_fd_close_begin();
@@ -606,7 +596,7 @@ EXPORT int close_range(unsigned first, unsigned last, int flags)
 typedef void (*closefrom_fn)(int);
 EXPORT void closefrom(int lowfd)
 {
-    REAL(closefrom_fn, "closefrom");
+    FLAMME_LIBC_REAL(closefrom_fn, "closefrom");
     for (int fd = lowfd < 0 ? 0 : lowfd; fd < FD_TRACKED; fd++)
         fd_forget(fd);
     flamme_fd_close_begin();
@@ -617,7 +607,7 @@ EXPORT void closefrom(int lowfd)
 typedef int (*socket_fn)(int, int, int);
 EXPORT int socket(int domain, int type, int proto)
 {
-    REAL(socket_fn, "socket");
+    FLAMME_LIBC_REAL(socket_fn, "socket");
     int rc = real(domain, type, proto);
     fd_forget(rc);
     return rc;
@@ -626,7 +616,7 @@ EXPORT int socket(int domain, int type, int proto)
 typedef int (*socketpair_fn)(int, int, int, int[2]);
 EXPORT int socketpair(int domain, int type, int proto, int sv[2])
 {
-    REAL(socketpair_fn, "socketpair");
+    FLAMME_LIBC_REAL(socketpair_fn, "socketpair");
     int rc = real(domain, type, proto, sv);
     if (rc == 0) {
         fd_forget(sv[0]);
@@ -638,7 +628,7 @@ EXPORT int socketpair(int domain, int type, int proto, int sv[2])
 typedef int (*dup_fn)(int);
 EXPORT int dup(int fd)
 {
-    REAL(dup_fn, "dup");
+    FLAMME_LIBC_REAL(dup_fn, "dup");
     int rc = real(fd);
     fd_forget(rc);
     return rc;
@@ -647,7 +637,7 @@ EXPORT int dup(int fd)
 typedef int (*dup2_fn)(int, int);
 EXPORT int dup2(int fd, int to)
 {
-    REAL(dup2_fn, "dup2");
+    FLAMME_LIBC_REAL(dup2_fn, "dup2");
     flamme_fd_close_begin(); /* to is closed first */
     int rc = real(fd, to);
     flamme_fd_close_end();
@@ -658,7 +648,7 @@ EXPORT int dup2(int fd, int to)
 typedef int (*dup3_fn)(int, int, int);
 EXPORT int dup3(int fd, int to, int flags)
 {
-    REAL(dup3_fn, "dup3");
+    FLAMME_LIBC_REAL(dup3_fn, "dup3");
     flamme_fd_close_begin();
     int rc = real(fd, to, flags);
     flamme_fd_close_end();
@@ -669,7 +659,7 @@ EXPORT int dup3(int fd, int to, int flags)
 typedef int (*setsockopt_fn)(int, int, int, const void *, socklen_t);
 EXPORT int setsockopt(int fd, int level, int opt, const void *val, socklen_t len)
 {
-    REAL(setsockopt_fn, "setsockopt");
+    FLAMME_LIBC_REAL(setsockopt_fn, "setsockopt");
     int rc = real(fd, level, opt, val, len);
     fd_forget(fd);
     return rc;
@@ -678,7 +668,7 @@ EXPORT int setsockopt(int fd, int level, int opt, const void *val, socklen_t len
 typedef int (*sigsuspend_fn)(const sigset_t *);
 EXPORT int sigsuspend(const sigset_t *mask)
 {
-    REAL(sigsuspend_fn, "sigsuspend");
+    FLAMME_LIBC_REAL(sigsuspend_fn, "sigsuspend");
     struct held h;
     sigset_t m;
     hold(&h, (void *)real, __builtin_frame_address(0));
@@ -692,7 +682,7 @@ typedef int (*epoll_pwait2_fn)(int, struct epoll_event *, int, const struct time
 EXPORT int epoll_pwait2(int fd, struct epoll_event *ev, int max, const struct timespec *t,
                         const sigset_t *mask)
 {
-    REAL(epoll_pwait2_fn, "epoll_pwait2");
+    FLAMME_LIBC_REAL(epoll_pwait2_fn, "epoll_pwait2");
     if (t && t->tv_sec == 0 && t->tv_nsec == 0)
         return real(fd, ev, max, t, mask); /* EPOLL_NOWAIT_OK */
     struct held h;

@@ -21,4 +21,16 @@ void flamme_libc_next_init(void);
  * looked up on the spot. NULL if there is none. */
 void *flamme_libc_next(const char *name);
 
+/* Declares `type real`, the next definition of `name` (libc's), looked up
+ * once (flamme_libc_next) and kept in a static of the enclosing function:
+ * an interposer's first statement. Needs <stdatomic.h>. */
+#define FLAMME_LIBC_REAL(type, name)                                                         \
+    static _Atomic(type) real_;                                                              \
+    type real = atomic_load_explicit(&real_, memory_order_acquire);                          \
+    if (!real) {                                                                             \
+        real = (type)flamme_libc_next(name);                                                 \
+        /* Pairs with the acquire load above; racing lookups store the same value. */       \
+        atomic_store_explicit(&real_, real, memory_order_release);                           \
+    }
+
 #endif

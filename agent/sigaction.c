@@ -51,17 +51,11 @@ static _Atomic uint64_t blocked_bits;
  * back. Relaxed: a hint about one signal's own action. */
 static _Atomic uint64_t added_bits[65];
 
+/* libc's sigaction; the constructor resolved it (flamme_libc_next_init),
+ * so a call from a signal handler finds it here. */
 static sigaction_fn real_sigaction(void)
 {
-    static _Atomic(sigaction_fn) real_;
-    /* Pairs with the release store below; racing lookups store the same
-     * value. The constructor resolves the name (flamme_libc_next_init), so
-     * a call from a signal handler finds it here. */
-    sigaction_fn real = atomic_load_explicit(&real_, memory_order_acquire);
-    if (!real) {
-        real = (sigaction_fn)flamme_libc_next("sigaction");
-        atomic_store_explicit(&real_, real, memory_order_release);
-    }
+    FLAMME_LIBC_REAL(sigaction_fn, "sigaction");
     return real;
 }
 

@@ -463,14 +463,8 @@ static void *flamme_tramp(void *p)
 
 static pthread_create_fn real_pthread_create(void)
 {
-    static _Atomic(pthread_create_fn) real;
-    pthread_create_fn f = atomic_load_explicit(&real, memory_order_acquire);
-    if (!f) {
-        f = (pthread_create_fn)flamme_libc_next("pthread_create");
-        /* Pairs with the acquire load above; racing initialisers store the same value. */
-        atomic_store_explicit(&real, f, memory_order_release);
-    }
-    return f;
+    FLAMME_LIBC_REAL(pthread_create_fn, "pthread_create");
+    return real;
 }
 
 /* Creates a thread without registering it (the agent's own writer thread). */

@@ -557,29 +557,25 @@ void flamme_handler_flush_nosig(struct flamme_slot *s, unsigned weight)
     /* Pairs with the release store in flamme_agent_start/stop. */
     if (!weight || !s->ring || !atomic_load_explicit(&flamme_agent_sampling, memory_order_acquire))
         return;
-    if (!s->last_n && s->start_routine) {
+    const uint64_t *frames = s->last_frames;
+    uint32_t n = s->last_n, flags = s->last_flags;
+    uint64_t start = s->start_routine;
+    if (!n && start) {
         /* No stack of the thread's own yet (its one signal came while it
          * armed its engine, say, and it ended before the next; 2 runs in
          * 40 of tests/fidelity churn on a loaded machine): the routine it
          * was started with, marked truncated, rather than a loss. */
-        uint64_t *one = flamme_ring_reserve_sigsafe(s->ring, 1 + FLAMME_SAMPLE_HDR_WORDS);
-        if (!one) {
-            atomic_fetch_add_explicit(&s->lost, 1, memory_order_relaxed);
-            return;
-        }
-        one[FLAMME_SAMPLE_HDR_WORDS] = s->start_routine;
-        commit_sample(s, one, 1, FLAMME_SAMPLE_TRUNCATED, flamme_now_sigsafe(), weight,
-                      s->last_domain);
-        return;
+        frames = &start;
+        n = 1;
+        flags = FLAMME_SAMPLE_TRUNCATED;
     }
-    uint64_t *rec = s->last_n ? flamme_ring_reserve_sigsafe(s->ring, s->last_n + FLAMME_SAMPLE_HDR_WORDS)
-                              : NULL;
+    uint64_t *rec = n ? flamme_ring_reserve_sigsafe(s->ring, n + FLAMME_SAMPLE_HDR_WORDS) : NULL;
     if (!rec) {
         atomic_fetch_add_explicit(&s->lost, 1, memory_order_relaxed);
         return;
     }
-    memcpy(rec + FLAMME_SAMPLE_HDR_WORDS, s->last_frames, s->last_n * sizeof *rec);
-    commit_sample(s, rec, s->last_n, s->last_flags, flamme_now_sigsafe(), weight, s->last_domain);
+    memcpy(rec + FLAMME_SAMPLE_HDR_WORDS, frames, n * sizeof *rec);
+    commit_sample(s, rec, n, flags, flamme_now_sigsafe(), weight, s->last_domain);
 }
 
 /* Walks the stack of the thread of slot s from a caller's return address

@@ -25,7 +25,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "agent/api.h"
@@ -73,21 +75,125 @@ void flamme_agent_warn(int always, const char *fmt, ...)
     fprintf(stderr, "flamme: %s\n", buf);
 }
 
+/* How many further names (NAME.2 .. NAME.<this>) a taken profile name may
+ * get: a chain of exec'd OCaml images, or pids reused within one run. */
+#define LATER_NAMES 64
+
+/* Writes "<base>.<n>" into path. Returns 0, or -1 (ENAMETOOLONG) when it
+ * does not fit in cap. */
+static int name_with_number(char *path, size_t cap, const char *base, long n)
+{
+    int len = snprintf(path, cap, "%s.%ld", base, n);
+    if (len < 0 || (size_t)len >= cap) {
+        errno = ENAMETOOLONG;
+        return -1;
+    }
+    return 0;
+}
+
+/* When this process started, on CLOCK_MONOTONIC, in ns: /proc/self/stat's
+ * starttime (clock ticks since boot, which an exec keeps) less the time
+ * the machine has spent suspended. 0 if unknown. */
+static uint64_t process_start_monotonic_ns(void)
+{
+    char buf[1024];
+    int fd = open("/proc/self/stat", O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return 0;
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n <= 0)
+        return 0;
+    buf[n] = 0;
+    /* The command name in parentheses may hold spaces and ')': the fields
+     * are counted from the last ')'; starttime is the 22nd. */
+    char *p = strrchr(buf, ')');
+    for (int field = 2; p && field < 22; field++)
+        if ((p = strchr(p + 1, ' ')))
+            p++;
+    long hz = sysconf(_SC_CLK_TCK);
+    if (!p || hz <= 0)
+        return 0;
+    unsigned long long ticks = strtoull(p, NULL, 10);
+    uint64_t boot_ns = (uint64_t)(ticks / (unsigned long)hz) * 1000000000u +
+                       (uint64_t)(ticks % (unsigned long)hz) * 1000000000u / (unsigned long)hz;
+    struct timespec b, m;
+    if (clock_gettime(CLOCK_BOOTTIME, &b) != 0 || clock_gettime(CLOCK_MONOTONIC, &m) != 0)
+        return 0;
+    int64_t suspended = ((int64_t)b.tv_sec - m.tv_sec) * 1000000000 + (b.tv_nsec - m.tv_nsec);
+    if (suspended < 0)
+        suspended = 0;
+    return boot_ns > (uint64_t)suspended ? boot_ns - (uint64_t)suspended : 0;
+}
+
+/* 1 if the file at path is a profile an earlier image of this process
+ * began (the process exec'd an OCaml program, which keeps its pid): its
+ * header names this pid and a start no earlier than the process's own
+ * (to the clock tick). Anything else, unreadable or not a profile: 0. */
+static int earlier_image(const char *path)
+{
+    int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0)
+        return 0;
+    unsigned char h[40];
+    struct stat st;
+    int ok = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && read(fd, h, sizeof h) == sizeof h;
+    close(fd);
+    if (!ok || memcmp(h, FLAMME_MAGIC, 8) != 0)
+        return 0;
+    uint32_t pid;
+    uint64_t started;
+    memcpy(&pid, h + 16, sizeof pid); /* doc/format.md, "Header": little-endian */
+    memcpy(&started, h + 32, sizeof started);
+    if (pid != (uint32_t)getpid())
+        return 0;
+    uint64_t proc = process_start_monotonic_ns();
+    long hz = sysconf(_SC_CLK_TCK);
+    uint64_t tick = hz > 0 ? 1000000000u / (unsigned long)hz : 10000000u;
+    return proc != 0 && started + tick >= proc;
+}
+
 /* Opens the profile output (common/outfile.h: no link followed, nothing
  * truncated in place, 0600). With FLAMME_EXCL (flamme record) an existing
  * file belongs to another process of the same run (e.g. an OCaml parent),
- * so this one writes PATH.<pid>, created only if absent. Returns the fd or
- * -1 with errno set. */
+ * so this one writes PATH.<pid>, created only if absent; if an earlier
+ * image of this process (before an exec) or an earlier process of the run
+ * with the same pid has that one, PATH.<pid>.2, .3, ... Without it a file
+ * is replaced, unless an earlier image of this process wrote it: that
+ * profile is kept, and this one goes to PATH.2 (.3, ...). Returns the fd
+ * or -1 with errno. */
 int flamme_agent_open_output(char *path, size_t cap)
 {
+    char base[sizeof flamme_cfg.output];
     if (flamme_cfg.excl) {
         int fd = flamme_out_create_excl(path);
-        if (fd < 0 && errno == EEXIST) {
-            size_t l = strlen(path);
-            snprintf(path + l, cap - l, ".%d", (int)getpid());
+        if (fd >= 0 || errno != EEXIST)
+            return fd;
+        snprintf(base, sizeof base, "%s", path);
+        if (name_with_number(path, cap, base, (long)getpid()) != 0)
+            return -1;
+        fd = flamme_out_create_excl(path);
+        snprintf(base, sizeof base, "%s", path);
+        for (long k = 2; fd < 0 && errno == EEXIST && k <= LATER_NAMES; k++) {
+            if (name_with_number(path, cap, base, k) != 0)
+                return -1;
             fd = flamme_out_create_excl(path);
         }
         return fd;
+    }
+    if (earlier_image(path)) {
+        snprintf(base, sizeof base, "%s", path);
+        long k = 2;
+        for (; k <= LATER_NAMES; k++) {
+            if (name_with_number(path, cap, base, k) != 0)
+                return -1;
+            if (!earlier_image(path))
+                break;
+        }
+        if (k > LATER_NAMES) {
+            errno = EEXIST;
+            return -1;
+        }
     }
     char tmp[sizeof flamme_cfg.output + 8];
     int fd = flamme_out_open(path, tmp, sizeof tmp);
@@ -324,9 +430,8 @@ __attribute__((visibility("default"))) const struct flamme_agent_api_v1 flamme_a
 #endif
 
 /* Completes a running profile in the owning process (not a fork child) and
- * prints the one-line summary; `when` is appended to it ("" or " (before
- * exec)"). */
-static void stop_and_report(const char *when)
+ * prints the one-line summary (before_exec prints its own). */
+static void stop_and_report(void)
 {
     /* Until sampling stops, this thread is sampled in the agent's code:
      * flamme's time (seen: exit;flamme_on_exit;__getpid, and
@@ -338,9 +443,9 @@ static void stop_and_report(const char *when)
         if (flamme_agent_stop(&t, err, sizeof err) != 0)
             flamme_agent_warn(1, "%s", err);
         else
-            flamme_agent_warn(0, "%llu samples, %u threads, %llu lost, wrote %s%s",
+            flamme_agent_warn(0, "%llu samples, %u threads, %llu lost, wrote %s",
                               (unsigned long long)t.samples, t.threads,
-                              (unsigned long long)t.lost, t.output, when);
+                              (unsigned long long)t.lost, t.output);
     }
     flamme_thread_agent_leave();
 }
@@ -353,7 +458,7 @@ static void flamme_on_exit(int status, void *arg)
     flamme_thread_agent_enter(); /* see stop_and_report */
     if (getpid() == flamme_agent_pid)
         flamme_writer_set_end_sigsafe(FLAMME_EXIT_EXIT, status);
-    stop_and_report("");
+    stop_and_report();
     flamme_thread_agent_leave();
 }
 
@@ -367,7 +472,7 @@ static void last_thread_ended(void)
 {
     if (getpid() == flamme_agent_pid)
         flamme_writer_set_end_sigsafe(FLAMME_EXIT_LAST_THREAD, 0);
-    stop_and_report("");
+    stop_and_report();
 }
 
 void flamme_agent_thread_exited(int left)
@@ -492,9 +597,18 @@ static int before_exec(void)
     /* Pairs with the handler's acquire load. */
     atomic_store_explicit(&flamme_agent_sampling, 0, memory_order_release);
     flamme_threads_disarm_all();
-    if (flamme_writer_exec_checkpoint() != 0)
+    uint64_t samples = 0, lost = 0;
+    uint32_t threads = 0;
+    if (flamme_writer_exec_checkpoint(&samples, &lost, &threads) != 0)
         flamme_agent_warn(1, "profile %s may be incomplete (write error before exec)",
                           flamme_cfg.output);
+    else
+        /* The new image, if it is an OCaml program, writes a profile of
+         * its own (another name, flamme_agent_open_output): without this
+         * line only that one would be named. */
+        flamme_agent_warn(0, "%llu samples, %u threads, %llu lost, wrote %s (before exec)",
+                          (unsigned long long)samples, threads, (unsigned long long)lost,
+                          flamme_writer_path());
     return 1;
 }
 

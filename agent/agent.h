@@ -28,12 +28,14 @@ extern pid_t flamme_agent_pid;
  * the process alive). The exiting thread, normal context. */
 void flamme_agent_thread_exited(int left);
 
-/* Prints "flamme: <msg>" on stderr unless FLAMME_QUIET (errors: always). */
 /* Creates the profile file at path (common/outfile.h; with FLAMME_EXCL an
- * existing file makes it PATH.<pid>, written back into path). Returns the
- * fd, or -1 with errno. Any thread but a signal handler. */
+ * existing file makes it PATH.<pid>; a name an earlier image of this
+ * process (before an exec) or an earlier process with this pid took gets
+ * .2, .3, ... after it; the name used is written back into path). Returns
+ * the fd, or -1 with errno. Any thread but a signal handler. */
 int flamme_agent_open_output(char *path, size_t cap);
 
+/* Prints "flamme: <msg>" on stderr unless FLAMME_QUIET (errors: always). */
 void flamme_agent_warn(int always, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 #endif

@@ -41,8 +41,9 @@ static void record_usage(FILE *f)
                "                   doc/design.md)\n"
                "  --live           with --alloc, library only: track sampled blocks until they die\n"
                "                   (FLAMME_LIVE=1)\n"
-               "Child OCaml processes started by CMD write F.<pid> (those of an earlier run\n"
-               "to F are removed first).\n");
+               "Child OCaml processes started by CMD write F.<pid>, and OCaml programs a\n"
+               "process execs F.<pid>.2, .3, ... when its name is taken (those of an earlier\n"
+               "run to F are removed first).\n");
 }
 
 /* Finds libflamme.so: beside this executable (the build tree), else
@@ -232,10 +233,16 @@ static char **child_files(const char *path, size_t *n)
     struct dirent *e;
     while ((e = readdir(d))) {
         const char *nm = e->d_name;
-        /* A pid has no leading zero; a segment's number (PATH.000001,
-         * FLAMME_PERIOD with a PATH not ending in .flm) does. */
-        if (strncmp(nm, base, bl) || nm[bl] != '.' || nm[bl + 1] < '1' || nm[bl + 1] > '9' ||
-            strspn(nm + bl + 1, "0123456789") != strlen(nm + bl + 1))
+        /* PATH.<pid>, or PATH.<pid>.<k> (a later exec'd image of that
+         * process, or a pid used again, agent/agent.c). A pid has no
+         * leading zero; a segment's number (PATH.000001, FLAMME_PERIOD with
+         * a PATH not ending in .flm) does. */
+        if (strncmp(nm, base, bl) || nm[bl] != '.' || nm[bl + 1] < '1' || nm[bl + 1] > '9')
+            continue;
+        const char *rest = nm + bl + 1 + strspn(nm + bl + 1, "0123456789");
+        if (*rest == '.' && rest[1] >= '1' && rest[1] <= '9')
+            rest += 1 + strspn(rest + 1, "0123456789");
+        if (*rest)
             continue;
         if (*n == cap) {
             cap = cap ? 2 * cap : 16;

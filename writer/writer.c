@@ -1533,7 +1533,7 @@ static int spawn_writer(void)
     return rc;
 }
 
-int flamme_writer_exec_checkpoint(void)
+int flamme_writer_exec_checkpoint(uint64_t *samples, uint64_t *lost, uint32_t *threads)
 {
     exec_mark = -1;
     /* Pairs with the writer loop's acquire load. */
@@ -1545,6 +1545,9 @@ int flamme_writer_exec_checkpoint(void)
     off_t mark = lseek(flamme_pw_fd(W.pw), 0, SEEK_CUR);
     flamme_writer_set_end_sigsafe(FLAMME_EXIT_EXEC, 0);
     write_exit();
+    *samples = W.samples;
+    *lost = W.lost;
+    *threads = W.threads;
     if (mark < 0 || flamme_pw_end(W.pw, W.samples, W.lost, flamme_now_sigsafe(), W.threads) != 0)
         return -1;
     exec_mark = mark;

@@ -38,9 +38,10 @@ int flamme_writer_stop(uint64_t *samples, uint64_t *lost, uint32_t *threads);
 
 /* Before an exec: stops the writer thread (after its final drain) and
  * completes the file (EXIT exec, END) without closing it, remembering its
- * size before END. Returns 0, or -1 if the file could not be completed.
- * Sampling must be stopped. */
-int flamme_writer_exec_checkpoint(void);
+ * size before END; the totals so far go to samples, lost and threads.
+ * Returns 0, or -1 if the file could not be completed. Sampling must be
+ * stopped. */
+int flamme_writer_exec_checkpoint(uint64_t *samples, uint64_t *lost, uint32_t *threads);
 
 /* The exec failed: cuts the file back to before END and restarts the writer
  * thread, so the profile goes on as one. Returns 0, or -1 (the file stays

@@ -37,10 +37,11 @@ RUN_TIMEOUT = 180  # seconds; a hang is a failure, not a stuck CI job
 # tests/e2e/<name>.ml and the libraries it links.
 PROGS = {"split": (), "domains": (), "effects": (), "deep": (), "forever": (), "stress": (),
          "systhread": ("unix", "threads"), "blocking": ("unix", "threads"),
-         "forkexec": ("unix",), "selectwait": ("unix",), "mmapth": (), "heaptrim": ()}
+         "forkexec": ("unix",), "selectwait": ("unix",), "mmapth": (), "heaptrim": (),
+         "execchain": ("unix",)}
 
 ENGINES = ("timer", "perf")
-ON_EVERY_COMPILER = {"split", "domains", "effects", "deep", "systhread", "forkexec", "stress", "wall",
+ON_EVERY_COMPILER = {"split", "domains", "effects", "deep", "systhread", "forkexec", "execchain", "stress", "wall",
                      "no_flamme_at_start_and_exit", "mmapth", "heaptrim"}
 NOFP_PERF = {"split", "domains", "effects", "deep", "systhread", "no_flamme_at_start_and_exit"}
 TIMER_ONLY = {"wall", "eintr"}
@@ -408,6 +409,81 @@ def test_forkexec(ctx, tmp_path):
     ctx.check(n / ctx.weight_per_record >= 300 and share >= 0.80,
               "forkexec: parent profile has >= 300 records, >= 80% work_parent",
               "%d samples, %.1f%%\n%s" % (n, 100 * share, describe(st)))
+
+
+def image_profiles(ctx, files, pid):
+    """For each profile file of an exec chain: (the image from its command
+    line, its share of samples in that image's own work function); asserts
+    each is the process's (pid) and complete."""
+    out = []
+    for f in files:
+        rep = ctx.run([ctx.flamme, "report", f]).stdout
+        m = re.search(r"command: \S*execchain\.exe(?: (\d))?\n", rep)
+        ctx.check(("pid %d," % pid) in rep and "status: complete" in rep and m,
+                  "execchain: %s is a complete profile of pid %d" % (os.path.basename(f), pid), rep[:300])
+        image = int(m.group(1) or 0) if m else -1
+        st = stacks_of(ctx, f)
+        share, n = frac(st, lambda fr: True, lambda fr: "Execchain.work%d" % image in fr)
+        out.append((image, share, n))
+    return out
+
+
+@pytest.mark.slow
+@ENGINE
+def test_execchain(ctx, tmp_path):
+    """A program that execs an OCaml program keeps its pid: each image's
+    profile is kept, under `flamme record` (FILE, FILE.<pid>, FILE.<pid>.2)
+    and with LD_PRELOAD alone (NAME, NAME.2, NAME.3), and holds that image's
+    work, not the next one's; each image before an exec says what it wrote.
+    A file an unrelated earlier process left at the name is replaced as
+    before, not kept as an earlier image's."""
+    exe = ctx.exe("execchain")
+    for how in ("record", "preload", "preload-fixed"):
+        cwd = tmp_path / how
+        cwd.mkdir()
+        if how == "record":
+            p = ctx.run([ctx.flamme, "record", "-F", str(HZ), "-o", "chain.flm", "--", exe], cwd=str(cwd))
+        else:
+            out = "chain.%p.flm" if how == "preload" else "chain.flm"
+            if how == "preload-fixed":
+                # An earlier, unrelated run's profile at the fixed name (another pid).
+                ctx.run([exe, "2"], cwd=str(cwd), env={"LD_PRELOAD": ctx.lib, "FLAMME_OUTPUT": out,
+                                                      "FLAMME_HZ": str(HZ)})
+            p = ctx.run([exe], cwd=str(cwd), env={"LD_PRELOAD": ctx.lib, "FLAMME_OUTPUT": out,
+                                                 "FLAMME_HZ": str(HZ)})
+        pids = set(re.findall(r"image \d pid=(\d+)", p.stdout))
+        ctx.check(p.returncode == 0 and len(pids) == 1 and
+                  re.findall(r"image (\d)", p.stdout) == ["0", "1", "2"],
+                  "execchain %s: three images of one process ran and exited 0" % how,
+                  "exit %d\n%s%s" % (p.returncode, p.stdout, p.stderr))
+        if len(pids) != 1:
+            continue
+        pid = int(pids.pop())
+        names = sorted(os.listdir(cwd))
+        base = {"record": "chain.flm", "preload": "chain.%d.flm" % pid, "preload-fixed": "chain.flm"}[how]
+        want = [base, base + ".%d" % pid, base + ".%d.2" % pid] if how == "record" else \
+            [base, base + ".2", base + ".3"]
+        ctx.check(sorted(want) == names, "execchain %s: one profile per image" % how,
+                  "files %s, wanted %s" % (names, want))
+        if how != "record":
+            lines = [l for l in p.stderr.splitlines() if l.startswith("flamme:")]
+            ctx.check(len(lines) == 3 and all(l.endswith(" (before exec)") for l in lines[:2]) and
+                      lines[0].endswith("wrote " + want[0] + " (before exec)") and
+                      lines[1].endswith("wrote " + want[1] + " (before exec)") and
+                      lines[2].endswith("wrote " + want[2]),
+                      "execchain %s: each image says what it wrote" % how, p.stderr)
+        files = [str(cwd / w) for w in want if (cwd / w).exists()]
+        got = image_profiles(ctx, files, pid)
+        print("  %s: %s" % (how, ", ".join("image %d: %.1f%% of %d samples in its work" % (i, 100 * sh, n)
+                                           for i, sh, n in got)))
+        ctx.check([g[0] for g in got] == [0, 1, 2][:len(got)],
+                  "execchain %s: the files are images 0, 1, 2 in order" % how, got)
+        # ~0.3 s of work each at 499 Hz: ~150 samples; the rest is start-up
+        # and the exec.
+        for image, share, n in got:
+            ctx.check(n / ctx.weight_per_record >= 60 and share >= 0.8,
+                      "execchain %s: image %d's profile: >= 60 records, >= 80%% in work%d" % (how, image, image),
+                      "%d samples, %.1f%%" % (n, 100 * share))
 
 
 def agent_line(ctx, profs):

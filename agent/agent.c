@@ -36,10 +36,12 @@
 #include "agent/host.h"
 #include "agent/libc_next.h"
 #include "agent/threads.h"
+#include "writer/cfi_build.h"
 #include "writer/cfi_cache.h"
 #include "common/bulk.h"
 #include "common/outfile.h"
 #include "common/profile.h"
+#include "runtime_hooks/frametable.h"
 #include "runtime_hooks/gc_hooks.h"
 #include "runtime_hooks/ocaml_rt.h"
 #include "runtime_hooks/ocaml_version.h"
@@ -79,11 +81,15 @@ void flamme_agent_warn(int always, const char *fmt, ...)
  * get: a chain of exec'd OCaml images, or pids reused within one run. */
 #define LATER_NAMES 64
 
-/* Writes "<base>.<n>" into path. Returns 0, or -1 (ENAMETOOLONG) when it
- * does not fit in cap. */
-static int name_with_number(char *path, size_t cap, const char *base, long n)
+/* Writes "<base>.<n>" into path, or with before_flm and a base ending in
+ * ".flm", "<base less .flm>.<n>.flm" (the name still ends like a
+ * profile's). Returns 0, or -1 (ENAMETOOLONG) when it does not fit in cap. */
+static int name_with_number(char *path, size_t cap, const char *base, long n, int before_flm)
 {
-    int len = snprintf(path, cap, "%s.%ld", base, n);
+    size_t bl = strlen(base);
+    int flm = before_flm && bl > 4 && !strcmp(base + bl - 4, ".flm");
+    int len = flm ? snprintf(path, cap, "%.*s.%ld.flm", (int)(bl - 4), base, n)
+                  : snprintf(path, cap, "%s.%ld", base, n);
     if (len < 0 || (size_t)len >= cap) {
         errno = ENAMETOOLONG;
         return -1;
@@ -160,8 +166,8 @@ static int earlier_image(const char *path)
  * image of this process (before an exec) or an earlier process of the run
  * with the same pid has that one, PATH.<pid>.2, .3, ... Without it a file
  * is replaced, unless an earlier image of this process wrote it: that
- * profile is kept, and this one goes to PATH.2 (.3, ...). Returns the fd
- * or -1 with errno. */
+ * profile is kept, and this one goes to PATH.2 (.3, ...; NAME.2.flm for a
+ * NAME.flm). Returns the fd or -1 with errno. */
 int flamme_agent_open_output(char *path, size_t cap)
 {
     char base[sizeof flamme_cfg.output];
@@ -170,12 +176,12 @@ int flamme_agent_open_output(char *path, size_t cap)
         if (fd >= 0 || errno != EEXIST)
             return fd;
         snprintf(base, sizeof base, "%s", path);
-        if (name_with_number(path, cap, base, (long)getpid()) != 0)
+        if (name_with_number(path, cap, base, (long)getpid(), 0) != 0)
             return -1;
         fd = flamme_out_create_excl(path);
         snprintf(base, sizeof base, "%s", path);
         for (long k = 2; fd < 0 && errno == EEXIST && k <= LATER_NAMES; k++) {
-            if (name_with_number(path, cap, base, k) != 0)
+            if (name_with_number(path, cap, base, k, 0) != 0)
                 return -1;
             fd = flamme_out_create_excl(path);
         }
@@ -185,7 +191,7 @@ int flamme_agent_open_output(char *path, size_t cap)
         snprintf(base, sizeof base, "%s", path);
         long k = 2;
         for (; k <= LATER_NAMES; k++) {
-            if (name_with_number(path, cap, base, k) != 0)
+            if (name_with_number(path, cap, base, k, 1) != 0)
                 return -1;
             if (!earlier_image(path))
                 break;
@@ -226,6 +232,19 @@ static char *read_cmdline(void)
     return buf;
 }
 
+/* This process is a profiled fork child (before_exec drops its profile,
+ * and its end one without samples). */
+static int fork_child;
+
+/* 1 if a profile that ended with the given emptiness is to be removed: a
+ * fork child's without a sample or a loss in one file (a worker that ended
+ * before its first period; a loop of fork and _exit would leave a file per
+ * fork). async-signal-safe: yes. */
+static int empty_fork_child(int empty)
+{
+    return fork_child && empty && !flamme_cfg.period_ns;
+}
+
 /* Completes a running profile from any context, a signal handler
  * included, recording how the process ends: the writer drains the rings and
  * writes the file while this thread waits (a few seconds at most, so a
@@ -237,7 +256,8 @@ static void finish_sigsafe(int how, int code)
         atomic_exchange_explicit(&flamme_agent_sampling, 0, memory_order_acq_rel)) {
         flamme_writer_set_end_sigsafe(how, code);
         flamme_writer_finish_sigsafe();
-        flamme_writer_wait_finished_sigsafe(3000);
+        if (flamme_writer_wait_finished_sigsafe(3000) && empty_fork_child(flamme_writer_empty_sigsafe()))
+            unlink(flamme_writer_path());
     }
 }
 
@@ -442,6 +462,8 @@ static void stop_and_report(void)
         char err[256];
         if (flamme_agent_stop(&t, err, sizeof err) != 0)
             flamme_agent_warn(1, "%s", err);
+        else if (empty_fork_child(t.samples == 0 && t.lost == 0))
+            unlink(t.output);
         else
             flamme_agent_warn(0, "%llu samples, %u threads, %llu lost, wrote %s",
                               (unsigned long long)t.samples, t.threads,
@@ -490,22 +512,119 @@ static void on_main_thread_exit(void *slot)
     flamme_agent_thread_exited(flamme_threads_leave());
 }
 
-/* In a fork child: timers and perf events are not inherited and the writer
- * thread does not exist, so the child is left alone entirely. Only the
- * forking thread exists there: a lock another thread held at the fork
- * would never be released, so every agent lock starts afresh (the forking
- * thread's own registration, when it ends, takes the registry's). */
+/* ------------------------------------------------------------ fork
+ * A child forked while profiling (Unix.fork: a worker pool, a daemon, a
+ * fork before exec) is profiled too, as perf follows children (FLAMME_FORK=0:
+ * not). Only the forking thread exists there. The prepare handler takes
+ * life_lock (no start, stop or exec meanwhile), the writer's sweep lock and
+ * the threads' arming lock, so the child copies the agent's tables between
+ * two sweeps and its slots between two armings; the child
+ * handler then checks that no other lock of the agent was held at the fork
+ * (what it guards could be half changed: the child is then left alone, and
+ * says so), lets the parent's threads, rings and descriptors go, and starts
+ * a profile of the child's own: OUTPUT.<pid>, or OUTPUT with %p as its
+ * pid. A child that execs leaves no file (a fork and exec of another
+ * program, Unix.system: see before_exec). */
+
+/* Set by the prepare handler of the forking thread when it took life_lock
+ * and the writer's sweep lock (the agent profiles and follows forks), for
+ * its parent or child handler. Thread-local: forks of two threads each
+ * have their own. */
+static __thread int fork_held;
+static void flamme_atfork_prepare(void)
+{
+    fork_held = 0;
+    if (!flamme_cfg.fork || getpid() != flamme_agent_pid ||
+        !atomic_load_explicit(&flamme_agent_loaded, memory_order_acquire))
+        return;
+    pthread_mutex_lock(&life_lock);
+    if (!running) {
+        pthread_mutex_unlock(&life_lock);
+        return;
+    }
+    flamme_writer_fork_prepare();
+    flamme_threads_fork_prepare();
+    fork_held = 1;
+}
+
+static void flamme_atfork_parent(void)
+{
+    if (!fork_held)
+        return;
+    fork_held = 0;
+    flamme_threads_fork_parent();
+    flamme_writer_fork_parent();
+    pthread_mutex_unlock(&life_lock);
+}
+
+/* The output pattern of a profiled fork child: the parent's when it names
+ * the pid (%p); else under `flamme record` the parent's followed by ".%p"
+ * (the name record looks for), and otherwise with ".%p" before a final
+ * ".flm". Returns 0, or -1 if it does not fit. */
+static int child_pattern(char *out, size_t cap)
+{
+    const char *pat = flamme_cfg.pattern;
+    size_t pl = strlen(pat);
+    int len;
+    if (strstr(pat, "%p"))
+        len = snprintf(out, cap, "%s", pat);
+    else if (!flamme_cfg.excl && pl > 4 && !strcmp(pat + pl - 4, ".flm"))
+        len = snprintf(out, cap, "%.*s.%%p.flm", (int)(pl - 4), pat);
+    else
+        len = snprintf(out, cap, "%s.%%p", pat);
+    return len < 0 || (size_t)len >= cap ? -1 : 0;
+}
+
+/* In a fork child (before fork returns to the program): timers are not
+ * inherited and the writer thread does not exist there. Every agent lock
+ * starts afresh (a lock another thread held at the fork would never be
+ * released). Then the child is either left alone entirely, as a process
+ * the agent does not profile, or profiled from here on (see above). */
 static void flamme_atfork_child(void)
 {
+    int held = fork_held;
+    fork_held = 0;
     pthread_mutex_init(&life_lock, NULL);
     flamme_fd_window_atfork_child();
     flamme_control_atfork_child();
-    flamme_threads_atfork_child();
-    flamme_gc_hooks_atfork_child();
-    flamme_bulk_atfork_child();
-    flamme_bigheap_atfork_child();
+    int quiet = flamme_threads_atfork_child(held, 0);
+    quiet &= flamme_gc_hooks_atfork_child(0);
+    quiet &= flamme_bulk_atfork_child();
+    quiet &= flamme_bigheap_atfork_child();
+    quiet &= flamme_cfi_build_atfork_child();
+    quiet &= flamme_frametable_atfork_child();
+    quiet &= flamme_safe_read_atfork_child(0);
+    char pattern[sizeof flamme_cfg.pattern];
+    int follow = held && quiet && flamme_thread_self_sigsafe() &&
+                 child_pattern(pattern, sizeof pattern) == 0;
+    flamme_writer_atfork_child(follow);
     atomic_store_explicit(&flamme_agent_sampling, 0, memory_order_release);
-    atomic_store_explicit(&flamme_agent_loaded, 0, memory_order_release);
+    if (held && !follow)
+        flamme_agent_warn(1, "fork child %d is not profiled: %s", (int)getpid(),
+                          quiet ? "its output name is too long"
+                                : "another thread was inside the agent at the fork");
+    if (!follow) {
+        atomic_store_explicit(&flamme_agent_loaded, 0, memory_order_release);
+        return;
+    }
+    /* A thread the program started (not main) forked: in the child it is
+     * the only thread, and when it returns the process ends with it, as
+     * after main's pthread_exit; the writer thread must not keep it alive
+     * (tests/torture fork_lock hung so). */
+    atomic_store(&main_exited, flamme_thread_self_sigsafe()->start_routine != 0);
+    flamme_threads_atfork_child(1, 1);
+    flamme_gc_hooks_atfork_child(1);
+    flamme_safe_read_atfork_child(1);
+    flamme_engine_atfork_child();
+    flamme_agent_pid = getpid();
+    running = 0;
+    fork_child = 1;
+    char err[512] = "its output name is too long";
+    if (flamme_config_set_output(&flamme_cfg, pattern) != 0 ||
+        flamme_agent_start(NULL, err, sizeof err) != 0) {
+        flamme_agent_warn(1, "fork child %d is not profiled: %s", (int)getpid(), err);
+        atomic_store_explicit(&flamme_agent_loaded, 0, memory_order_release);
+    }
 }
 
 /* Name of an OCaml primitive of the flamme OCaml library: when the program
@@ -547,7 +666,7 @@ __attribute__((constructor)) static void flamme_init(void)
     /* Before any thread registers: threads that start with every signal
      * blocked get this one unblocked. */
     flamme_signal_choose(!strcmp(flamme_cfg.engine, "itimer"));
-    pthread_atfork(NULL, NULL, flamme_atfork_child);
+    pthread_atfork(flamme_atfork_prepare, flamme_atfork_parent, flamme_atfork_child);
     on_exit(flamme_on_exit, NULL);
     /* Pairs with the acquire loads in the pthread_create wrapper and start. */
     atomic_store_explicit(&flamme_agent_loaded, 1, memory_order_release);
@@ -582,6 +701,10 @@ __attribute__((constructor)) static void flamme_init(void)
 typedef int (*execve_fn)(const char *, char *const[], char *const[]);
 typedef int (*execv_fn)(const char *, char *const[]);
 
+/* before_exec removed the profile of a fork child (under life_lock, until
+ * after_exec). */
+static int exec_dropped;
+
 /* Before the process image is replaced: completes a running profile
  * (EXIT exec) but keeps it open, holding life_lock until after_exec. Returns
  * 1 if it did (after_exec must then be called), 0 if nothing runs here. */
@@ -599,9 +722,17 @@ static int before_exec(void)
     flamme_threads_disarm_all();
     uint64_t samples = 0, lost = 0;
     uint32_t threads = 0;
+    exec_dropped = 0;
     if (flamme_writer_exec_checkpoint(&samples, &lost, &threads) != 0)
         flamme_agent_warn(1, "profile %s may be incomplete (write error before exec)",
                           flamme_cfg.output);
+    else if (fork_child && unlink(flamme_writer_path()) == 0)
+        /* A fork and exec (Unix.system, a spawn by hand): what the child
+         * ran in between is the fork's and the exec's glue, and the
+         * agent's start in the child; its few samples, if any (a period
+         * that fell there: a third of the forks of tests/e2e forkexec at
+         * 499 Hz), would be a file per command run. */
+        exec_dropped = 1;
     else
         /* The new image, if it is an OCaml program, writes a profile of
          * its own (another name, flamme_agent_open_output): without this
@@ -617,13 +748,20 @@ static int before_exec(void)
 static void after_exec(void)
 {
     int e = errno;
-    if (flamme_writer_exec_resume() == 0) {
+    if (exec_dropped)
+        /* Its file was removed: the child goes on unprofiled, and says so
+         * (a fork child's failed exec usually ends it at once). */
+        flamme_agent_warn(1, "profiling stopped at a failed exec (a fork child's: no profile "
+                             "written)");
+    if (!exec_dropped && flamme_writer_exec_resume() == 0) {
         /* Pairs with the handler's acquire load. */
         atomic_store_explicit(&flamme_agent_sampling, 1, memory_order_release);
         flamme_threads_arm_all();
     } else {
         running = 0;
-        flamme_agent_warn(1, "profiling stopped at a failed exec; %s ends there", flamme_cfg.output);
+        if (!exec_dropped)
+            flamme_agent_warn(1, "profiling stopped at a failed exec; %s ends there",
+                              flamme_cfg.output);
     }
     pthread_mutex_unlock(&life_lock);
     errno = e;

@@ -34,6 +34,7 @@
 #include <unistd.h>
 
 #include "agent/bigheap.h"
+#include "common/forkchild.h"
 
 #ifndef FLAMME_LINKED
 
@@ -183,15 +184,16 @@ __attribute__((visibility("hidden"))) void *__wrap_realloc(void *p, size_t n)
     return __real_realloc(p, n);
 }
 
-void flamme_bigheap_atfork_child(void)
+int flamme_bigheap_atfork_child(void)
 {
-    pthread_mutex_init(&lock, NULL);
+    return flamme_mutex_reset_child(&lock);
 }
 
 #else
 
-void flamme_bigheap_atfork_child(void)
+int flamme_bigheap_atfork_child(void)
 {
+    return 1;
 }
 
 #endif

@@ -8,7 +8,8 @@
 #ifndef FLAMME_AGENT_BIGHEAP_H
 #define FLAMME_AGENT_BIGHEAP_H
 
-/* In a fork child: the lock may have been held by a thread that is gone. */
-void flamme_bigheap_atfork_child(void);
+/* In a fork child: the lock may have been held by a thread that is gone.
+ * Returns 1 if it was free at the fork, else 0. */
+int flamme_bigheap_atfork_child(void);
 
 #endif

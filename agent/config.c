@@ -100,6 +100,7 @@ void flamme_config_load(struct flamme_config *c)
     c->stats = env_long("FLAMME_STATS", 0, 0, 1);
     c->sample_blocked = env_long("FLAMME_SAMPLE_BLOCKED", 1, 0, 1);
     c->dither = env_long("FLAMME_DITHER", 1, 0, 1);
+    c->fork = env_long("FLAMME_FORK", 1, 0, 1);
     c->hz = (int)env_long("FLAMME_HZ", 99, 1, 10000);
     c->depth = (int)env_long("FLAMME_DEPTH", 16384, 16, 1000000);
     c->budget_pct = (int)env_long("FLAMME_BUDGET", FLAMME_BUDGET_PCT, 0, 100);

@@ -26,6 +26,9 @@
  *                  profile, one complete file per period (doc/format.md
  *                  SEGMENT); %n in FLAMME_OUTPUT is the segment's number,
  *                  else ".NNNNNN" goes before a final ".flm" (default: none)
+ *   FLAMME_FORK    0: a fork child is not profiled (default 1: a child
+ *                  forked while profiling writes a profile of its own,
+ *                  OUTPUT.<pid>, or OUTPUT with %p as its pid)
  *   FLAMME_DISABLE 1: load but do nothing
  * A bad value prints one line on stderr and the default is used.
  */
@@ -51,6 +54,7 @@ struct flamme_config {
     int sample_blocked;
     int dither; /* timer engine: samples at random instants of the thread's CPU time, not at ticks */
     int budget_pct;
+    int fork; /* profile the children forked while profiling (agent.c, flamme_atfork_child) */
     /* Where built unwind tables are kept for the next process
      * (writer/cfi_cache.h): FLAMME_CACHE_DIR, else $XDG_CACHE_HOME/flamme/rows
      * or ~/.cache/flamme/rows; "" with FLAMME_CACHE=0 (none kept or read). */

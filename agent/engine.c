@@ -300,6 +300,16 @@ static int auto_perf;
 static unsigned perf_moved;
 static pid_t moved_tids[MOVED_TIDS];
 
+void flamme_engine_atfork_child(void)
+{
+    /* The parent's events and its process-wide timer are not the child's
+     * (ITIMER_PROF is not inherited), nor are the threads it moved. */
+    atomic_store(&perf_armed, 0);
+    atomic_store(&itimer_armed, 0);
+    perf_moved = 0;
+    timer_switchers = 0;
+}
+
 int flamme_engine_init(void)
 {
     const char *want = flamme_cfg.engine;

@@ -36,6 +36,10 @@ extern enum flamme_engine flamme_engine;
  * (message printed). Constructor only. */
 int flamme_engine_init(void);
 
+/* In a fork child that is profiled, before its start: forgets the
+ * parent's event count, process timer and moved threads. */
+void flamme_engine_atfork_child(void);
+
 /* Name of the engine ("perf", "timer", "itimer"). */
 const char *flamme_engine_name(void);
 

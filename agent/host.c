@@ -23,9 +23,6 @@
 #include "runtime_hooks/gc_hooks.h"
 #include "runtime_hooks/ocaml_rt.h"
 
-int flamme_pthread_create_unprofiled(pthread_t *t, const pthread_attr_t *a, void *(*fn)(void *),
-                                     void *arg);
-
 static void host_warn(const char *fmt, ...)
 {
     char buf[512];
@@ -48,7 +45,7 @@ static int host_open_segment(uint32_t seq, char *path, size_t cap)
 
 static int host_create_thread(pthread_t *t, void *(*fn)(void *), void *arg)
 {
-    return flamme_pthread_create_unprofiled(t, NULL, fn, arg);
+    return flamme_thread_create_own(t, fn, arg);
 }
 
 static int host_threads_hwm(void)
@@ -171,6 +168,7 @@ const struct flamme_writer_host *flamme_agent_host_for_start(void)
         .warn = host_warn,
         .open_segment = host_open_segment,
         .create_thread = host_create_thread,
+        .join_thread = flamme_thread_join_own,
         .max_threads = FLAMME_MAX_THREADS,
         .threads_hwm = host_threads_hwm,
         .thread = host_thread,

@@ -20,6 +20,7 @@
 #include "agent/engine.h"
 #include "agent/handler.h"
 #include "agent/libc_next.h"
+#include "common/forkchild.h"
 #include "runtime_hooks/ocaml_rt.h"
 #include "writer/writer.h"
 
@@ -105,16 +106,91 @@ static void arm_unlock(int old)
     pthread_setcancelstate(old, NULL);
 }
 
-void flamme_threads_atfork_child(void)
+/* What a slot's thread starts with, the first time (registration) or
+ * again (the forking thread in a fork child): its tid, no samples, no
+ * loss, nothing carried or held, for the handler and the writer. */
+static void slot_begin(struct flamme_slot *s)
 {
-    pthread_mutex_init(&arm_lock, NULL);
-    /* Timers are not inherited: a timer id or perf fd number in a slot may
-     * by now be one of the child's own, which a disarm must not touch. */
+    s->tid = (pid_t)syscall(SYS_gettid);
+    s->held_callee = 0;
+    s->memo.len = 0;
+    s->last_n = 0;
+    s->arming_carry = 0; /* a dead thread's periods are not this one's */
+    s->dither_state = 0;
+    s->dither_acct = 0;
+    s->dither_switcher = 0;
+    s->switcher_seen = 0;
+    atomic_store(&s->in_call, 0);
+    atomic_store(&s->arm_pending, 0);
+    atomic_store_explicit(&s->lost, 0, memory_order_relaxed);
+    atomic_store_explicit(&s->taken, 0, memory_order_relaxed);
+    s->writer_lost_seen = 0;
+    s->writer_announced = 0;
+    s->writer_domain = -1;
+    s->start_ns = flamme_now_sigsafe();
+    s->end_ns = 0;
+}
+
+static void own_atfork_child(void);
+
+void flamme_threads_fork_prepare(void)
+{
+    pthread_mutex_lock(&arm_lock);
+}
+
+void flamme_threads_fork_parent(void)
+{
+    pthread_mutex_unlock(&arm_lock);
+}
+
+int flamme_threads_atfork_child(int held, int follow)
+{
+    /* held: the forking thread itself took it (flamme_threads_fork_prepare). */
+    int quiet = held ? (pthread_mutex_init(&arm_lock, NULL), 1) : flamme_mutex_reset_child(&arm_lock);
+    own_atfork_child();
+    /* Timers are not inherited: a timer id in a slot may later be one of
+     * the child's own, which a disarm must not touch. Perf events are (a
+     * copy of each descriptor, still counting the parent's thread): closed
+     * now, before the child can have reused a number (the system call
+     * itself: the agent's close is its interposer). */
     int hwm = atomic_load_explicit(&flamme_slots_hwm, memory_order_acquire);
     for (int i = 0; i < hwm; i++) {
-        atomic_store_explicit(&flamme_slots[i].armed, 0, memory_order_relaxed);
-        flamme_slots[i].dither_ok = 0;
+        struct flamme_slot *s = &flamme_slots[i];
+        atomic_store_explicit(&s->armed, 0, memory_order_relaxed);
+        s->dither_ok = 0;
+        if (s->perf_fd >= 0 && flamme_fd_same_sigsafe(s->perf_fd, &s->perf_id))
+            syscall(SYS_close, s->perf_fd);
+        s->perf_fd = -1;
     }
+    atomic_store_explicit(&live_threads, tls_slot ? 1 : 0, memory_order_relaxed);
+    if (!follow)
+        return quiet;
+    /* The child's profile begins with the one thread it has: every other
+     * slot (and its ring, with samples of the parent's) is let go, and
+     * this thread's starts over as the main thread of a new process. */
+    for (int i = 0; i < hwm; i++) {
+        struct flamme_slot *s = &flamme_slots[i];
+        if (s == tls_slot || atomic_load_explicit(&s->state, memory_order_relaxed) == FLAMME_SLOT_FREE)
+            continue;
+        flamme_slot_release(s);
+    }
+    struct flamme_slot *s = tls_slot;
+    if (!s)
+        return quiet;
+    flamme_ring_free(s->ring);
+    s->ring = NULL; /* mapped afresh at its arming */
+    slot_begin(s);
+    s->is_main = 1;
+    /* Its CPU clock starts again from 0 in the child. */
+    s->perf_fallback = 0;
+    s->perf_first = 0;
+    s->perf_used = 0;
+    s->perf_mark = 0;
+    s->perf_given = 0;
+    s->perf_set_cpu = s->perf_gap = 0;
+    s->perf_count = 0;
+    atomic_store_explicit(&s->writer_debt_ns, 0, memory_order_relaxed);
+    return quiet;
 }
 
 /* What arm_locked maps for a slot: the stack memo, then the rows' memo
@@ -197,7 +273,6 @@ struct flamme_slot *flamme_thread_register(int is_main, uintptr_t start_routine,
                               FLAMME_MAX_THREADS);
         return NULL;
     }
-    s->tid = (pid_t)syscall(SYS_gettid);
     s->is_main = is_main;
     atomic_store_explicit(&s->armed, 0, memory_order_relaxed);
     s->perf_fd = -1; /* perf_meta: a leftover mapping is reused/unmapped by the next arm */
@@ -207,16 +282,7 @@ struct flamme_slot *flamme_thread_register(int is_main, uintptr_t start_routine,
     s->n_ocaml_ranges = 0;
     s->last_domain = creator_domain;
     s->stack_lo = s->stack_hi = 0;
-    s->held_callee = 0;
-    s->memo.len = 0;
-    s->last_n = 0;
-    s->arming_carry = 0; /* a dead thread's periods are not this one's */
-    s->dither_state = 0;
-    s->dither_acct = 0;
-    s->dither_switcher = 0;
-    s->switcher_seen = 0;
-    atomic_store(&s->in_call, 0);
-    atomic_store(&s->arm_pending, 0);
+    slot_begin(s);
     pthread_attr_t attr;
     if (pthread_getattr_np(pthread_self(), &attr) == 0) {
         void *addr;
@@ -227,13 +293,6 @@ struct flamme_slot *flamme_thread_register(int is_main, uintptr_t start_routine,
         }
         pthread_attr_destroy(&attr);
     }
-    atomic_store_explicit(&s->lost, 0, memory_order_relaxed);
-    atomic_store_explicit(&s->taken, 0, memory_order_relaxed);
-    s->writer_lost_seen = 0;
-    s->writer_announced = 0;
-    s->writer_domain = -1;
-    s->start_ns = flamme_now_sigsafe();
-    s->end_ns = 0;
     /* The ring is mapped when the thread is first armed: a thread that
      * lives while not profiling costs no address space. */
     s->ring = NULL;
@@ -472,6 +531,81 @@ int flamme_pthread_create_unprofiled(pthread_t *t, const pthread_attr_t *a, void
                                      void *arg)
 {
     return real_pthread_create()(t, a, fn, arg);
+}
+
+/* The agent's joinable threads (the writer, the table builder) run on
+ * stacks mapped here, not glibc's: glibc gives a new thread the stack,
+ * and with it the pthread_t, of one that ended, and in a fork child those
+ * of every thread of the parent. OCaml 5.3's systhreads, when the last
+ * thread of a fork child ends, joins the parent's tick thread by its old
+ * pthread_t: in a profiled child that had become the writer's, and the
+ * child never ended (tests/e2e forkwork, a worker forked by a systhread).
+ * A stack of the agent's own gives a pthread_t no thread of the program
+ * had. The stacks of threads not joined yet, under own_lock. */
+#define OWN_STACK_BYTES ((size_t)8 << 20)
+#define OWN_THREADS 8
+static struct {
+    pthread_t t;
+    void *stack;
+} own[OWN_THREADS];
+static pthread_mutex_t own_lock = PTHREAD_MUTEX_INITIALIZER;
+
+int flamme_thread_create_own(pthread_t *t, void *(*fn)(void *), void *arg)
+{
+    void *st = mmap(NULL, OWN_STACK_BYTES, PROT_READ | PROT_WRITE,
+                    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_STACK, -1, 0);
+    if (st == MAP_FAILED)
+        return errno;
+    size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    mprotect(st, page, PROT_NONE); /* a guard page, as glibc's stacks have */
+    pthread_attr_t a;
+    int rc = pthread_attr_init(&a);
+    if (rc == 0) {
+        rc = pthread_attr_setstack(&a, st, OWN_STACK_BYTES);
+        if (rc == 0)
+            rc = real_pthread_create()(t, &a, fn, arg);
+        pthread_attr_destroy(&a);
+    }
+    if (rc != 0) {
+        munmap(st, OWN_STACK_BYTES);
+        return rc;
+    }
+    pthread_mutex_lock(&own_lock);
+    int i = 0;
+    while (i < OWN_THREADS && own[i].stack)
+        i++;
+    if (i < OWN_THREADS) {
+        own[i].t = *t;
+        own[i].stack = st;
+    } /* else never unmapped: at most a few of these threads exist at once */
+    pthread_mutex_unlock(&own_lock);
+    return 0;
+}
+
+int flamme_thread_join_own(pthread_t t)
+{
+    int rc = pthread_join(t, NULL);
+    pthread_mutex_lock(&own_lock);
+    for (int i = 0; i < OWN_THREADS; i++)
+        if (own[i].stack && pthread_equal(own[i].t, t)) {
+            if (rc == 0)
+                munmap(own[i].stack, OWN_STACK_BYTES);
+            own[i].stack = NULL;
+        }
+    pthread_mutex_unlock(&own_lock);
+    return rc;
+}
+
+/* In a fork child: the parent's agent threads are not there; their stacks
+ * are the child's copies, unused. */
+static void own_atfork_child(void)
+{
+    pthread_mutex_init(&own_lock, NULL);
+    for (int i = 0; i < OWN_THREADS; i++)
+        if (own[i].stack) {
+            munmap(own[i].stack, OWN_STACK_BYTES);
+            own[i].stack = NULL;
+        }
 }
 
 __attribute__((visibility("default"))) int pthread_create(pthread_t *t, const pthread_attr_t *a,

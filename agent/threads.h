@@ -195,9 +195,28 @@ void flamme_threads_arm_all(void);
 /* Disarms every live thread (at stop: no more samples). Any thread. */
 void flamme_threads_disarm_all(void);
 
-/* In a fork child: the registry's lock may have been held by a thread
- * that does not exist there; make it usable again. */
-void flamme_threads_atfork_child(void);
+/* Creates a thread of the agent's own (the writer, the table builder),
+ * neither sampled nor counted, on a stack the agent maps (see threads.c:
+ * its pthread_t is no former thread's); flamme_thread_join_own joins it
+ * and unmaps the stack. Return 0 or an errno. Normal context. */
+int flamme_thread_create_own(pthread_t *t, void *(*fn)(void *), void *arg);
+int flamme_thread_join_own(pthread_t t);
+
+/* A fork the agent follows (agent/agent.c): the prepare handler waits for
+ * an arming or disarming in progress and holds the next off until the
+ * parent handler (or the child's), so the child copies whole slots. */
+void flamme_threads_fork_prepare(void);
+void flamme_threads_fork_parent(void);
+
+/* In a fork child (the forking thread, before fork returns): the
+ * registry's lock may have been held by a thread that does not exist
+ * there (held: the forking thread's own, from the prepare handler); make
+ * it usable again, forget every slot's engine and close the inherited
+ * perf events. With follow, the child is to be profiled: every other
+ * thread's slot is freed and the calling thread's starts over as the main
+ * thread of a new process (no samples, no ring yet). Returns 1 if the
+ * lock was free at the fork (or held), else 0. */
+int flamme_threads_atfork_child(int held, int follow);
 /* Ends the calling thread's unheld blocking call on slot s (NULL: none):
  * if a start deferred arming the thread meanwhile, hands that to the
  * writer. async-signal-safe: yes. */

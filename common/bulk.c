@@ -18,6 +18,7 @@
  * reported as they were with malloc.
  */
 #include "common/bulk.h"
+#include "common/forkchild.h"
 
 #include <pthread.h>
 #include <stdint.h>
@@ -263,7 +264,7 @@ size_t flamme_bulk_mapped(void)
     return m;
 }
 
-void flamme_bulk_atfork_child(void)
+int flamme_bulk_atfork_child(void)
 {
-    pthread_mutex_init(&lock, NULL);
+    return flamme_mutex_reset_child(&lock);
 }

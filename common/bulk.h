@@ -65,7 +65,8 @@ size_t flamme_bulk_mapped(void);
 /* Bytes of small blocks that may still be carved from chunks (for tests). */
 size_t flamme_bulk_small_left(void);
 
-/* In a fork child: the lock may have been held by a thread that is gone. */
-void flamme_bulk_atfork_child(void);
+/* In a fork child: the lock may have been held by a thread that is gone.
+ * Returns 1 if it was free at the fork (the chunks are whole), else 0. */
+int flamme_bulk_atfork_child(void);
 
 #endif

@@ -10,6 +10,7 @@
  *   slot value = address | 1; a debuginfo slot has bit 1 set as well.
  */
 #include "runtime_hooks/frametable.h"
+#include "common/forkchild.h"
 
 #include <pthread.h>
 #include <stdlib.h>
@@ -240,4 +241,9 @@ int flamme_frametable_is_ocaml_ret(uintptr_t pc)
         if (!rets[i])
             return 0;
     }
+}
+
+int flamme_frametable_atfork_child(void)
+{
+    return flamme_mutex_reset_child(&build_lock);
 }

@@ -31,6 +31,10 @@
  * leaves of allocations made by OCaml code then come out unknown). */
 int flamme_frametable_index(void *const *tables);
 
+/* In a fork child: 1 if no thread was building the index at the fork,
+ * else 0; its lock is usable again either way. */
+int flamme_frametable_atfork_child(void);
+
 /* The code address of one backtrace slot as stored in the OCaml array (a
  * tagged value), or 0 when it names none the index knows. */
 uintptr_t flamme_frametable_slot_addr(uintptr_t slot_value);

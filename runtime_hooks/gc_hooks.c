@@ -22,6 +22,7 @@
  * threads alive at once.
  */
 #include "runtime_hooks/gc_hooks.h"
+#include "common/forkchild.h"
 
 #include <dlfcn.h>
 #include <pthread.h>
@@ -444,9 +445,23 @@ int flamme_gc_heapfill_supported(void)
     return flamme_ocaml_ds_unique_id != 0;
 }
 
-void flamme_gc_hooks_atfork_child(void)
+int flamme_gc_hooks_atfork_child(int follow)
 {
-    pthread_mutex_init(&install_lock, NULL);
+    int quiet = flamme_mutex_reset_child(&install_lock);
+    if (!follow)
+        return quiet;
+    /* The events still in the buffers are the parent's; the buffers of
+     * threads the child does not have are free for its later ones. The
+     * calling thread has a new tid. */
+    for (struct gcbuf *b = atomic_load_explicit(&all_bufs, memory_order_acquire); b; b = b->next) {
+        atomic_store_explicit(&b->tail, atomic_load_explicit(&b->head, memory_order_relaxed),
+                              memory_order_relaxed);
+        if (b != t_hs.buf)
+            atomic_store_explicit(&b->owned, 0, memory_order_relaxed);
+    }
+    if (t_hs.ready)
+        t_hs.tid = (uint32_t)syscall(SYS_gettid);
+    return quiet;
 }
 
 void flamme_gc_hooks_resolve(void)

@@ -19,8 +19,10 @@
 void flamme_gc_hooks_resolve(void);
 
 /* In a fork child: makes the install lock usable again (its holder may
- * not exist there). */
-void flamme_gc_hooks_atfork_child(void);
+ * not exist there). With follow (the child is profiled), the parent's
+ * events still buffered are dropped and the buffers of its other threads
+ * freed. Returns 1 if the lock was free at the fork, else 0. */
+int flamme_gc_hooks_atfork_child(int follow);
 
 /* Chains the runtime's GC timing hooks found by flamme_gc_hooks_resolve
  * (idempotent). Returns 0, or -1 when

@@ -17,6 +17,7 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include "common/forkchild.h"
 #include "runtime_hooks/ocaml_layout.h"
 #include "runtime_hooks/ocaml_version.h"
 
@@ -212,7 +213,8 @@ void **flamme_ocaml_state_slot(void)
  * EPERM, or ENOSYS), after which reads go through the pipe below. Memory is
  * never read directly on the strength of a failed check. */
 static atomic_int vm_read_ok = 1;
-static pid_t self_pid; /* written before sampling starts; a fork child never samples */
+static pid_t self_pid; /* written before sampling starts (in a fork child that is
+                          profiled, by flamme_safe_read_atfork_child) */
 
 /* The fallback: write(2) copies from our memory into a pipe, failing with
  * EFAULT where it is not readable (guard pages included), and read(2) gets
@@ -238,13 +240,14 @@ static long vm_read(void *dst, uintptr_t addr, unsigned long len)
     return vm_readv(dst, len, &remote, 1UL);
 }
 
+static pthread_mutex_t fallback_lock = PTHREAD_MUTEX_INITIALIZER;
+
 void flamme_safe_read_prepare_fallback(void)
 {
-    static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
     if (atomic_load_explicit(&vm_read_ok, memory_order_relaxed) ||
         atomic_load_explicit(&fallback_wr, memory_order_relaxed) >= 0)
         return;
-    pthread_mutex_lock(&lock);
+    pthread_mutex_lock(&fallback_lock);
     int p[2];
     if (atomic_load_explicit(&fallback_wr, memory_order_relaxed) < 0 &&
         pipe2(p, O_CLOEXEC | O_NONBLOCK) == 0) {
@@ -252,7 +255,27 @@ void flamme_safe_read_prepare_fallback(void)
         /* Pairs with the acquire load in pipe_read: fallback_rd is set. */
         atomic_store_explicit(&fallback_wr, p[1], memory_order_release);
     }
-    pthread_mutex_unlock(&lock);
+    pthread_mutex_unlock(&fallback_lock);
+}
+
+int flamme_safe_read_atfork_child(int follow)
+{
+    int quiet = flamme_mutex_reset_child(&fallback_lock);
+    if (!follow)
+        return quiet;
+    /* Reads name the process itself: the child's pid now. The fallback
+     * pipe is the parent's too (a copy of both ends): the child makes its
+     * own. */
+    self_pid = getpid();
+    int wr = atomic_exchange_explicit(&fallback_wr, -1, memory_order_acq_rel);
+    if (wr >= 0) {
+        syscall(SYS_close, wr);
+        syscall(SYS_close, fallback_rd);
+        fallback_rd = -1;
+        atomic_flag_clear(&fallback_busy);
+        flamme_safe_read_prepare_fallback();
+    }
+    return quiet;
 }
 
 void flamme_safe_read_init(void)

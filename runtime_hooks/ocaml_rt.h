@@ -198,4 +198,9 @@ void flamme_safe_read_init(void);
  * after the start). Writer thread, every sweep; cheap when nothing to do. */
 void flamme_safe_read_prepare_fallback(void);
 
+/* In a fork child: makes the fallback's lock usable again; with follow
+ * (the child is profiled), reads name the child's pid and a fallback pipe
+ * is made afresh. Returns 1 if the lock was free at the fork, else 0. */
+int flamme_safe_read_atfork_child(int follow);
+
 #endif

@@ -15,6 +15,7 @@
 #include "common/bulk.h"
 #include "common/cfi_tables.h"
 #include "common/fds.h"
+#include "common/forkchild.h"
 #include "common/hash.h"
 #include "common/index_table.h"
 #include "common/runsort.h"
@@ -1524,4 +1525,9 @@ void flamme_cfi_free_all(void)
         all_mods = next;
     }
     pthread_mutex_unlock(&build_lock);
+}
+
+int flamme_cfi_build_atfork_child(void)
+{
+    return flamme_mutex_reset_child(&build_lock);
 }

@@ -40,6 +40,10 @@ void flamme_cfi_free_all(void);
  * modules added (0 if none or maps unreadable). */
 int flamme_cfi_add_from_maps(const char *fp_file, const char *skip);
 
+/* In a fork child: 1 if no thread was building tables at the fork (they
+ * are whole), else 0; the builder's lock is usable again either way. */
+int flamme_cfi_build_atfork_child(void);
+
 /* Published modules, rows, and bytes they occupy (for summaries/tests). */
 void flamme_cfi_stats(uint64_t *modules, uint64_t *rows, uint64_t *bytes);
 

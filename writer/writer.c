@@ -22,6 +22,7 @@
 
 #include "common/clock.h"
 #include "common/fds.h"
+#include "common/forkchild.h"
 #include "common/index_table.h"
 #include "common/profile.h"
 #include "common/ring.h"
@@ -1076,6 +1077,13 @@ static int next_interval(int last, int drained, int doorbell)
     return ms;
 }
 
+/* Held by the writer thread through each sweep and its end (finalize
+ * included), and by a fork's prepare handler while the agent follows forks
+ * (flamme_writer_fork_prepare): a fork child then copies the writer's
+ * tables (symbols, line tables, interned stacks) between two sweeps, never
+ * half changed. */
+static pthread_mutex_t sweep_mu = PTHREAD_MUTEX_INITIALIZER;
+
 static void *writer_main(void *arg)
 {
     (void)arg;
@@ -1090,7 +1098,9 @@ static void *writer_main(void *arg)
         uint64_t req = sync_req;
         pthread_mutex_unlock(&sync_mu);
         uint64_t records = W.records;
+        pthread_mutex_lock(&sweep_mu);
         sweep();
+        pthread_mutex_unlock(&sweep_mu);
         pthread_mutex_lock(&sync_mu);
         if (sync_done < req) {
             sync_done = req;
@@ -1116,6 +1126,7 @@ static void *writer_main(void *arg)
         }
     }
     atomic_store_explicit(&writer_idle, 0, memory_order_relaxed);
+    pthread_mutex_lock(&sweep_mu);
     sweep(); /* final drain: sampling has stopped */
     if (W.period_ns) {
         /* The run ends within a segment's grace: its last samples stay in
@@ -1133,6 +1144,7 @@ static void *writer_main(void *arg)
         /* Pairs with the acquire load in flamme_writer_wait_finished_sigsafe. */
         atomic_store_explicit(&W.finished, 1, memory_order_release);
     }
+    pthread_mutex_unlock(&sweep_mu);
     return NULL;
 }
 
@@ -1199,11 +1211,17 @@ int flamme_writer_wait_finished_sigsafe(int timeout_ms)
     /* A flag and short sleeps rather than a pipe: one descriptor fewer for
      * a close-everything loop to take away. The raw system call, not the
      * agent's own nanosleep wrapper. */
-    for (int waited = 0; waited < timeout_ms; waited += 2) {
+    /* From 100 us doubling to 2 ms: a short profile (a fork child's that
+     * ends) is done in well under a millisecond. */
+    long step_ns = 100000, waited_ns = 0;
+    while (waited_ns < timeout_ms * 1000000L) {
         if (atomic_load_explicit(&W.finished, memory_order_acquire))
             return 1;
-        struct timespec ts = {0, 2000000};
+        struct timespec ts = {0, step_ns};
         syscall(SYS_clock_nanosleep, CLOCK_MONOTONIC, 0, &ts, NULL);
+        waited_ns += step_ns;
+        if (step_ns < 2000000)
+            step_ns *= 2;
     }
     return atomic_load_explicit(&W.finished, memory_order_acquire);
 }
@@ -1233,6 +1251,10 @@ static int out_guard(int *fd)
 
 static int spawn_writer(void);
 static uint64_t build_tables(void);
+/* Set in a fork child the agent profiles: the unwind tables are the
+ * parent's, already built for every mapping (flamme_writer_start). */
+static int tables_inherited;
+
 
 /* The INFO records every profile (and segment) begins with, and the
  * opening SEGMENT record of a continuous profile's segment. */
@@ -1306,9 +1328,12 @@ static void rotate(void)
         memset(W.raw_tab.slot, 0, W.raw_tab.cap * sizeof *W.raw_tab.slot);
     if (W.fact)
         memset(W.fact, 0, W.fact_cap);
-    for (int i = 0; i < H.max_threads; i++) {
-        ws[i].announced = 0;
-        flamme_intern_thread_reset(&ws[i].last); /* its nodes were the old file's */
+    int hi = H.threads_hwm(); /* (see flamme_writer_start) */
+    for (int i = 0; i < hi && i < H.max_threads; i++) {
+        if (ws[i].announced)
+            ws[i].announced = 0;
+        if (ws[i].last.n)
+            flamme_intern_thread_reset(&ws[i].last); /* its nodes were the old file's */
     }
     W.samples = W.lost = 0;
     W.threads = 0;
@@ -1334,8 +1359,15 @@ int flamme_writer_start(const struct flamme_writer_host *host, int fd, const cha
     H = *host;
     flamme_cfi_set_frame_sites(H.frame_sites);
     if (ws) {
-        for (int i = 0; i < H.max_threads; i++)
-            flamme_intern_thread_reset(&ws[i].last); /* a previous profile's nodes */
+        /* A previous profile's nodes, in the slots the registry ever gave
+         * out (beyond its high mark none was used), and written only where
+         * there are some: a page of the 600 KB read for the first time is
+         * a fault, and written in a fork child a copy (the 4,096 slots were
+         * a third of a fork child's start). */
+        int hi = H.threads_hwm();
+        for (int i = 0; i < hi && i < H.max_threads; i++)
+            if (ws[i].last.n)
+                flamme_intern_thread_reset(&ws[i].last);
     } else if (!(ws = calloc((size_t)H.max_threads, sizeof *ws))) {
         H.warn("cannot start the profile writer for %s: %s", path, strerror(ENOMEM));
         close(fd);
@@ -1442,7 +1474,10 @@ int flamme_writer_start(const struct flamme_writer_host *host, int fd, const cha
      * rbp is the caller's, and its rows are exact there. The loader's
      * count is read first: a load after it is a change. */
     atomic_store_explicit(&loader_adds_checked, loader_adds(), memory_order_relaxed);
-    uint64_t build_ns = build_tables();
+    /* A fork child has its parent's tables, whole (no build was running
+     * at the fork) for the same mappings. */
+    uint64_t build_ns = tables_inherited ? 0 : build_tables();
+    tables_inherited = 0;
     W.last_cfi_ns = flamme_now_sigsafe();
     W.cmdline = cmdline;
     W.realtime0 = h.start_realtime_ns;
@@ -1509,7 +1544,7 @@ static uint64_t build_tables(void)
     int rc = H.create_thread(&t, build_tables_main, &ns);
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     if (rc == 0)
-        pthread_join(t, NULL);
+        H.join_thread(t);
     else
         flamme_cfi_add_from_maps(NULL, W.self_module);
     return ns;
@@ -1539,7 +1574,7 @@ int flamme_writer_exec_checkpoint(uint64_t *samples, uint64_t *lost, uint32_t *t
     /* Pairs with the writer loop's acquire load. */
     atomic_store_explicit(&W.stop, 1, memory_order_release);
     flamme_writer_wake_sigsafe();
-    pthread_join(W.thread, NULL); /* after its final sweep */
+    H.join_thread(W.thread); /* after its final sweep */
     if (flamme_pw_flush(W.pw) != 0)
         return -1;
     off_t mark = lseek(flamme_pw_fd(W.pw), 0, SEEK_CUR);
@@ -1570,7 +1605,7 @@ int flamme_writer_stop(uint64_t *samples, uint64_t *lost, uint32_t *threads)
     /* Pairs with the writer loop's acquire load. */
     atomic_store_explicit(&W.stop, 1, memory_order_release);
     flamme_writer_wake_sigsafe();
-    pthread_join(W.thread, NULL);
+    H.join_thread(W.thread);
     atomic_store(&writer_active, 0);
     H.threads_recycle_dead(); /* threads that ended after the final sweep */
     int efd = atomic_exchange_explicit(&wake_fd, -1, memory_order_acq_rel);
@@ -1588,4 +1623,58 @@ int flamme_writer_stop(uint64_t *samples, uint64_t *lost, uint32_t *threads)
     W.old_efd = efd;
     old_wake_id = wake_id;
     return rc;
+}
+
+int flamme_writer_empty_sigsafe(void)
+{
+    return W.samples == 0 && W.lost == 0;
+}
+
+void flamme_writer_fork_prepare(void)
+{
+    pthread_mutex_lock(&sweep_mu);
+}
+
+void flamme_writer_fork_parent(void)
+{
+    pthread_mutex_unlock(&sweep_mu);
+}
+
+/* Closes a descriptor the child inherited if it still is what id says
+ * (the system call itself: the agent's close is its interposer). */
+static void close_inherited(int fd, const struct flamme_fd_id *id)
+{
+    if (fd >= 0 && flamme_fd_same_sigsafe(fd, id))
+        syscall(SYS_close, fd);
+}
+
+void flamme_writer_atfork_child(int follow)
+{
+    /* Held by the forking thread itself when the fork was prepared. */
+    pthread_mutex_init(&sweep_mu, NULL);
+    pthread_mutex_init(&sync_mu, NULL);
+    pthread_cond_init(&sync_cv, NULL);
+    if (!follow)
+        return;
+    /* The parent's profile, doorbell and last doorbell: the child's copies
+     * of its descriptors. Its writer's objects are left as they are (the
+     * child never touches those pages: they stay shared); its tables of
+     * symbols and lines, consistent between two sweeps, serve the child. */
+    if (W.pw)
+        close_inherited(flamme_pw_fd(W.pw), &W.out_id);
+    W.pw = NULL;
+    W.dedup = NULL;
+    close_inherited(atomic_exchange(&wake_fd, -1), &wake_id);
+    close_inherited(W.old_efd, &old_wake_id);
+    W.old_efd = -1;
+    memset(&W.thread, 0, sizeof W.thread);
+    atomic_store(&writer_active, 0);
+    atomic_store(&writer_idle, 0);
+    W.running = 0;
+    atomic_store(&W.stop, 0);
+    atomic_store(&W.finish, 0);
+    atomic_store(&W.finished, 0);
+    exec_mark = -1;
+    sync_req = sync_done = 0;
+    tables_inherited = 1;
 }

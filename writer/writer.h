@@ -48,6 +48,23 @@ int flamme_writer_exec_checkpoint(uint64_t *samples, uint64_t *lost, uint32_t *t
  * as the checkpoint left it, complete). */
 int flamme_writer_exec_resume(void);
 
+/* After flamme_writer_wait_finished_sigsafe returned 1: whether the
+ * profile holds no sample and counted no loss. async-signal-safe: yes. */
+int flamme_writer_empty_sigsafe(void);
+
+/* Fork, while the agent follows forks (agent/agent.c): the prepare
+ * handler waits for the writer's sweep in progress and holds the next one
+ * off until the parent handler, so the child copies the writer's tables
+ * whole. The child handler makes the writer's locks usable again; with
+ * follow (the fork was prepared, and the child is to be profiled) it
+ * forgets the parent's writer (its thread is not in the child; the
+ * child's copies of its descriptors are closed) so that
+ * flamme_writer_start can begin the child's own profile. The forking
+ * thread, normal context. */
+void flamme_writer_fork_prepare(void);
+void flamme_writer_fork_parent(void);
+void flamme_writer_atfork_child(int follow);
+
 /* Records how the process is ending (enum flamme_exit_how and its code),
  * written as the EXIT record when the profile is completed; a profile
  * stopped without it says FLAMME_EXIT_STOPPED. async-signal-safe: yes. */

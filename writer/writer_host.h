@@ -67,6 +67,8 @@ struct flamme_writer_host {
     /* Creates a thread the agent neither samples nor counts (the writer's
      * own). Normal context, the starting thread. Returns 0 or an errno. */
     int (*create_thread)(pthread_t *t, void *(*fn)(void *), void *arg);
+    /* Joins a thread create_thread made. Returns 0 or an errno. */
+    int (*join_thread)(pthread_t t);
 
     /* The thread registry: slots 0 .. threads_hwm() - 1 of max_threads. */
     int max_threads;

@@ -38,10 +38,11 @@ RUN_TIMEOUT = 180  # seconds; a hang is a failure, not a stuck CI job
 PROGS = {"split": (), "domains": (), "effects": (), "deep": (), "forever": (), "stress": (),
          "systhread": ("unix", "threads"), "blocking": ("unix", "threads"),
          "forkexec": ("unix",), "selectwait": ("unix",), "mmapth": (), "heaptrim": (),
-         "execchain": ("unix",)}
+         "execchain": ("unix",), "forkwork": ("unix", "threads")}
 
 ENGINES = ("timer", "perf")
-ON_EVERY_COMPILER = {"split", "domains", "effects", "deep", "systhread", "forkexec", "execchain", "stress", "wall",
+ON_EVERY_COMPILER = {"split", "domains", "effects", "deep", "systhread", "forkexec", "execchain", "forkwork",
+                     "stress", "wall",
                      "no_flamme_at_start_and_exit", "mmapth", "heaptrim"}
 NOFP_PERF = {"split", "domains", "effects", "deep", "systhread", "no_flamme_at_start_and_exit"}
 TIMER_ONLY = {"wall", "eintr"}
@@ -433,7 +434,7 @@ def image_profiles(ctx, files, pid):
 def test_execchain(ctx, tmp_path):
     """A program that execs an OCaml program keeps its pid: each image's
     profile is kept, under `flamme record` (FILE, FILE.<pid>, FILE.<pid>.2)
-    and with LD_PRELOAD alone (NAME, NAME.2, NAME.3), and holds that image's
+    and with LD_PRELOAD alone (NAME.flm, NAME.2.flm, NAME.3.flm), and holds that image's
     work, not the next one's; each image before an exec says what it wrote.
     A file an unrelated earlier process left at the name is replaced as
     before, not kept as an earlier image's."""
@@ -460,9 +461,11 @@ def test_execchain(ctx, tmp_path):
             continue
         pid = int(pids.pop())
         names = sorted(os.listdir(cwd))
-        base = {"record": "chain.flm", "preload": "chain.%d.flm" % pid, "preload-fixed": "chain.flm"}[how]
-        want = [base, base + ".%d" % pid, base + ".%d.2" % pid] if how == "record" else \
-            [base, base + ".2", base + ".3"]
+        if how == "record":
+            want = ["chain.flm", "chain.flm.%d" % pid, "chain.flm.%d.2" % pid]
+        else:
+            stem = "chain.%d" % pid if how == "preload" else "chain"
+            want = [stem + ".flm", stem + ".2.flm", stem + ".3.flm"]
         ctx.check(sorted(want) == names, "execchain %s: one profile per image" % how,
                   "files %s, wanted %s" % (names, want))
         if how != "record":
@@ -484,6 +487,77 @@ def test_execchain(ctx, tmp_path):
             ctx.check(n / ctx.weight_per_record >= 60 and share >= 0.8,
                       "execchain %s: image %d's profile: >= 60 records, >= 80%% in work%d" % (how, image, image),
                       "%d samples, %.1f%%" % (n, 100 * share))
+
+
+@pytest.mark.slow
+@ENGINE
+def test_forkwork(ctx, tmp_path):
+    """Workers forked without exec (a process pool) are profiled, as perf
+    follows children: under `flamme record` each writes FILE.<pid> with its
+    own work (whatever way it ends: exit, _exit, its only thread, a
+    systhread, returning) and nothing of the parent's; the parent's profile
+    has none of theirs; the fork and exec of Unix.system leaves no file.
+    FLAMME_FORK=0 leaves the workers alone; with LD_PRELOAD alone and %p in
+    FLAMME_OUTPUT each writes its own NAME."""
+    exe = ctx.exe("forkwork")
+    for how in ("record", "preload", "nofork"):
+        cwd = tmp_path / how
+        cwd.mkdir()
+        if how == "record":
+            p = ctx.run([ctx.flamme, "record", "-F", str(HZ), "-o", "p.flm", "--", exe], cwd=str(cwd))
+        else:
+            env = {"LD_PRELOAD": ctx.lib, "FLAMME_OUTPUT": "p.%p.flm", "FLAMME_HZ": str(HZ)}
+            if how == "nofork":
+                env["FLAMME_FORK"] = "0"
+            p = ctx.run([exe], cwd=str(cwd), env=env)
+        parent = re.search(r"parent pid=(\d+) system: exit 0", p.stdout)
+        workers = re.findall(r"worker \d pid=(\d+)", p.stdout)
+        ctx.check(p.returncode == 0 and parent and len(workers) == 3 and
+                  len(re.findall(r"worker pid=\d+ ended: exit 0", p.stdout)) == 3,
+                  "forkwork %s: the parent, its three workers and Unix.system ran and exited 0" % how,
+                  "exit %d\n%s%s" % (p.returncode, p.stdout, p.stderr))
+        if not parent:
+            continue
+        ppid = int(parent.group(1))
+        names = sorted(os.listdir(cwd))
+        if how == "record":
+            mine, theirs = "p.flm", ["p.flm.%s" % w for w in workers]
+        else:
+            mine, theirs = "p.%d.flm" % ppid, ["p.%s.flm" % w for w in workers]
+        want = sorted([mine] + (theirs if how != "nofork" else []))
+        ctx.check(names == want, "forkwork %s: %s" % (how, "the parent's profile only" if how == "nofork"
+                                                     else "one profile per worker, none for Unix.system"),
+                  "files %s, wanted %s" % (names, want))
+        if how == "record":
+            ctx.check("wrote 3 profiles of child processes" in p.stderr,
+                      "forkwork record: the summary counts the workers' profiles", p.stderr)
+        st = stacks_of(ctx, str(cwd / mine))
+        share, n = frac(st, lambda f: True, lambda f: "Forkwork.parent_work" in f)
+        leaked = total(st, lambda f: "Forkwork.child_work" in f)
+        print("  %s: parent %.1f%% of %d samples in parent_work, %d in child_work" % (how, 100 * share, n, leaked))
+        ctx.check(leaked == 0 and n / ctx.weight_per_record >= 60 and share >= 0.8,
+                  "forkwork %s: the parent's profile is its own work (>= 80%% parent_work, none of the workers')" % how,
+                  "%d samples, %.1f%% parent_work, %d child_work" % (n, 100 * share, leaked))
+        for w in theirs:
+            f = cwd / w
+            if not f.exists():
+                continue
+            rep = ctx.run([ctx.flamme, "report", str(f)]).stdout
+            st = stacks_of(ctx, str(f))
+            share, n = frac(st, lambda fr: True, lambda fr: "Forkwork.child_work" in fr)
+            leaked = total(st, lambda fr: "Forkwork.parent_work" in fr)
+            whole = total(st, lambda fr: fr[1] in MAIN_ROOTS or fr[1] in THREAD_ROOTS)
+            print("  %s: worker %s %.1f%% of %d samples in child_work, %d in parent_work, %d whole"
+                  % (how, w, 100 * share, n, leaked, whole))
+            ctx.check(("pid %s," % w.split(".")[-1 if how == "record" else 1]) in rep and
+                      "status: complete" in rep,
+                      "forkwork %s: %s is a complete profile of that worker" % (how, w), rep[:300])
+            # ~0.3 s of work at 499 Hz: ~150 samples, fewer on 2 busy cores.
+            ctx.check(leaked == 0 and n / ctx.weight_per_record >= 60 and share >= 0.9 and whole == n,
+                      "forkwork %s: worker %s: >= 60 records, >= 90%% child_work, none of the "
+                      "parent's, every stack whole" % (how, w),
+                      "%d samples, %.1f%%, %d parent_work, %d whole\n%s" % (n, 100 * share, leaked, whole,
+                                                                          describe(st)))
 
 
 def agent_line(ctx, profs):

@@ -27,7 +27,7 @@ ALLOWED = {
     # POSIX async-signal-safe
     "clock_gettime", "fstat", "getpid", "memcpy", "memmove", "memset", "memcmp", "strlen",
     "sigprocmask", "pthread_sigmask", "timer_settime", "timer_getoverrun", "read", "write",
-    "getppid", "sigaction", "raise", "kill", "_exit", "abort", "clock_nanosleep",
+    "getppid", "sigaction", "raise", "kill", "_exit", "abort", "clock_nanosleep", "unlink",
     # Linux: a system call and nothing else (errno is the thread's)
     "syscall", "ioctl", "gettid", "tgkill", "__errno_location", "process_vm_readv",
     "sched_yield", "__tls_get_addr",

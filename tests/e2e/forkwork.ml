@@ -1,0 +1,46 @@
+(* forkwork.ml — e2e program: a parent that forks three workers, as a
+   process pool does (Unix.fork without exec), while it works itself.
+   Each worker spends its CPU in [child_work] (~0.3 s) and ends its own
+   way: exit 0, Unix._exit 0, or its only thread (a systhread that forked)
+   returning. The parent spends its own in [parent_work], runs one
+   Unix.system "true" (a fork and exec), waits for the workers and prints
+   how each ended. The checker asserts every worker wrote a profile of its
+   own work and nothing of the parent's, and the fork and exec none.
+   Usage: forkwork.exe *)
+
+let[@inline never] spin n seed =
+  let acc = ref seed in
+  for i = 1 to n do
+    acc := (!acc * 1103515245 + i) land 0x3fffffff
+  done;
+  !acc
+
+(* Not tail calls: the work functions stay on the stack under [spin]. *)
+let[@inline never] child_work k = spin 160_000_000 k + 1
+let[@inline never] parent_work () = spin 160_000_000 7 + 1
+
+let status = function
+  | Unix.WEXITED c -> Printf.sprintf "exit %d" c
+  | Unix.WSIGNALED s -> Printf.sprintf "signal %d" s
+  | Unix.WSTOPPED s -> Printf.sprintf "stopped %d" s
+
+let worker k () =
+  let r = child_work k in
+  Printf.printf "worker %d pid=%d (%d)\n%!" k (Unix.getpid ()) (r land 1)
+
+let () =
+  let forked = ref [] in
+  for k = 0 to 2 do
+    let fork_here () =
+      match Unix.fork () with
+      | 0 ->
+        worker k ();
+        (match k with 0 -> exit 0 | 1 -> Unix._exit 0 | _ -> ())
+      | pid -> forked := pid :: !forked in
+    if k = 2 then Thread.join (Thread.create fork_here ()) else fork_here ()
+  done;
+  let r = parent_work () in
+  let sys = Unix.system "true" in
+  List.iter (fun pid -> let _, st = Unix.waitpid [] pid in
+              Printf.printf "worker pid=%d ended: %s\n%!" pid (status st)) (List.rev !forked);
+  Printf.printf "parent pid=%d system: %s (%d)\n%!" (Unix.getpid ()) (status sys) (r land 1)

@@ -28,7 +28,7 @@
  *                  else ".NNNNNN" goes before a final ".flm" (default: none)
  *   FLAMME_FORK    0: a fork child is not profiled (default 1: a child
  *                  forked while profiling writes a profile of its own,
- *                  OUTPUT.<pid>, or OUTPUT with %p as its pid)
+ *                  named as agent.c's child_pattern says)
  *   FLAMME_DISABLE 1: load but do nothing
  * A bad value prints one line on stderr and the default is used.
  */

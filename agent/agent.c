@@ -12,6 +12,7 @@
  */
 #include "agent/agent.h"
 #include "common/fds.h"
+#include "common/forkchild.h"
 #include "agent/bigheap.h"
 #include "agent/alloc.h"
 #include "agent/control.h"
@@ -526,10 +527,11 @@ static void on_main_thread_exit(void *slot)
  * pid. A child that execs leaves no file (a fork and exec of another
  * program, Unix.system: see before_exec). */
 
-/* Set by the prepare handler of the forking thread when it took life_lock
- * and the writer's sweep lock (the agent profiles and follows forks), for
- * its parent or child handler. Thread-local: forks of two threads each
- * have their own. */
+/* Set by the prepare handler of the forking thread for its parent or child
+ * handler: 1 when it took life_lock, the writer's sweep lock and the
+ * arming lock (the agent profiles and follows forks), -1 when it could
+ * not have them (the child is left alone and says so), else 0.
+ * Thread-local: forks of two threads each have their own. */
 static __thread int fork_held;
 static void flamme_atfork_prepare(void)
 {
@@ -537,20 +539,32 @@ static void flamme_atfork_prepare(void)
     if (!flamme_cfg.fork || getpid() != flamme_agent_pid ||
         !atomic_load_explicit(&flamme_agent_loaded, memory_order_acquire))
         return;
-    pthread_mutex_lock(&life_lock);
+    if (!flamme_mutex_lock_for_fork(&life_lock)) {
+        fork_held = -1;
+        return;
+    }
     if (!running) {
         pthread_mutex_unlock(&life_lock);
         return;
     }
+    /* The writer thread never forks, nor waits for a lock the forking
+     * thread holds: its sweep always ends. */
     flamme_writer_fork_prepare();
-    flamme_threads_fork_prepare();
+    if (!flamme_threads_fork_prepare()) {
+        flamme_writer_fork_parent();
+        pthread_mutex_unlock(&life_lock);
+        fork_held = -1;
+        return;
+    }
     fork_held = 1;
 }
 
 static void flamme_atfork_parent(void)
 {
-    if (!fork_held)
+    if (fork_held <= 0) {
+        fork_held = 0;
         return;
+    }
     fork_held = 0;
     flamme_threads_fork_parent();
     flamme_writer_fork_parent();
@@ -582,7 +596,7 @@ static int child_pattern(char *out, size_t cap)
  * the agent does not profile, or profiled from here on (see above). */
 static void flamme_atfork_child(void)
 {
-    int held = fork_held;
+    int held = fork_held > 0, refused = fork_held < 0;
     fork_held = 0;
     pthread_mutex_init(&life_lock, NULL);
     flamme_fd_window_atfork_child();
@@ -599,10 +613,11 @@ static void flamme_atfork_child(void)
                  child_pattern(pattern, sizeof pattern) == 0;
     flamme_writer_atfork_child(follow);
     atomic_store_explicit(&flamme_agent_sampling, 0, memory_order_release);
-    if (held && !follow)
+    if ((held && !follow) || refused)
         flamme_agent_warn(1, "fork child %d is not profiled: %s", (int)getpid(),
-                          quiet ? "its output name is too long"
-                                : "another thread was inside the agent at the fork");
+                          refused  ? "the agent was busy for 2 s at the fork"
+                          : quiet ? "its output name is too long"
+                                  : "another thread was inside the agent at the fork");
     if (!follow) {
         atomic_store_explicit(&flamme_agent_loaded, 0, memory_order_release);
         return;

@@ -133,9 +133,9 @@ static void slot_begin(struct flamme_slot *s)
 
 static void own_atfork_child(void);
 
-void flamme_threads_fork_prepare(void)
+int flamme_threads_fork_prepare(void)
 {
-    pthread_mutex_lock(&arm_lock);
+    return flamme_mutex_lock_for_fork(&arm_lock);
 }
 
 void flamme_threads_fork_parent(void)

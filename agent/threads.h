@@ -204,8 +204,9 @@ int flamme_thread_join_own(pthread_t t);
 
 /* A fork the agent follows (agent/agent.c): the prepare handler waits for
  * an arming or disarming in progress and holds the next off until the
- * parent handler (or the child's), so the child copies whole slots. */
-void flamme_threads_fork_prepare(void);
+ * parent handler (or the child's), so the child copies whole slots.
+ * Returns 1, or 0 if the lock could not be had (common/forkchild.h). */
+int flamme_threads_fork_prepare(void);
 void flamme_threads_fork_parent(void);
 
 /* In a fork child (the forking thread, before fork returns): the

@@ -177,6 +177,26 @@ static void hint_no_samples(const struct flamme_profile *p)
             (double)ns / 1e6, p->hdr.hz, 1e3 / p->hdr.hz);
 }
 
+/* How many of the profiles at paths belong to a process that still runs
+ * (its header's pid alive): a fork child the run's command left running,
+ * a daemon, is still writing its profile when the command ends. */
+static size_t still_running(const char *const *paths, size_t n)
+{
+    size_t running = 0;
+    for (size_t i = 0; i < n; i++) {
+        unsigned char h[20];
+        FILE *f = fopen(paths[i], "rb");
+        int ok = f && fread(h, 1, sizeof h, f) == sizeof h && !memcmp(h, FLAMME_MAGIC, 8);
+        if (f)
+            fclose(f);
+        uint32_t pid;
+        memcpy(&pid, h + 16, sizeof pid); /* doc/format.md, "Header" */
+        if (ok && pid > 0 && (kill((pid_t)pid, 0) == 0 || errno == EPERM))
+            running++;
+    }
+    return running;
+}
+
 static int summarize_many(const char *const *paths, size_t n, const char *what)
 {
     struct flamme_profile p;
@@ -196,12 +216,19 @@ static int summarize_many(const char *const *paths, size_t n, const char *what)
     if (engine && strspn(engine, "abcdefghijklmnopqrstuvwxyz0123456789-_") != strlen(engine))
         engine = NULL; /* printed on the terminal: only what an agent writes */
     const char *mode = flamme_profile_info(&p, "mode");
+    size_t running = p.truncated || !p.complete ? still_running(paths, n) : 0;
+    char note[96] = "";
+    if (running == 1 && n == 1)
+        snprintf(note, sizeof note, " (still being written: its process runs on)");
+    else if (running)
+        snprintf(note, sizeof note, " (%zu still being written: their processes run on)", running);
+    else if (p.truncated || !p.complete)
+        snprintf(note, sizeof note, " (profile truncated: program killed?)");
     fprintf(stderr,
             "flamme: %zu samples, %zu threads, %llu lost, complete %.1f%%, engine %s%s, wrote %s%s\n",
             p.nsamples, p.nthreads, (unsigned long long)p.lost,
             weight ? 100.0 * (double)complete / (double)weight : 0.0,
-            engine ? engine : "?", mode && !strcmp(mode, "wall") ? " (wall clock)" : "", what,
-            p.truncated || !p.complete ? " (profile truncated: program killed?)" : "");
+            engine ? engine : "?", mode && !strcmp(mode, "wall") ? " (wall clock)" : "", what, note);
     if (!weight && n == 1)
         hint_no_samples(&p);
     flamme_profile_free(&p);

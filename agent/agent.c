@@ -450,8 +450,10 @@ __attribute__((visibility("default"))) const struct flamme_agent_api_v1 flamme_a
     flamme_agent_running, flamme_alloc_sample, flamme_alloc_event, flamme_alloc_set_mode};
 #endif
 
-/* Completes a running profile in the owning process (not a fork child) and
- * prints the one-line summary (before_exec prints its own). */
+/* Completes a running profile in the owning process (a fork child the
+ * agent does not profile has none) and prints the one-line summary
+ * (before_exec prints its own); a profiled fork child's without a sample
+ * is removed instead. */
 static void stop_and_report(void)
 {
     /* Until sampling stops, this thread is sampled in the agent's code:
@@ -533,6 +535,7 @@ static void on_main_thread_exit(void *slot)
  * not have them (the child is left alone and says so), else 0.
  * Thread-local: forks of two threads each have their own. */
 static __thread int fork_held;
+
 static void flamme_atfork_prepare(void)
 {
     fork_held = 0;

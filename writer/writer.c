@@ -1210,9 +1210,8 @@ int flamme_writer_wait_finished_sigsafe(int timeout_ms)
 {
     /* A flag and short sleeps rather than a pipe: one descriptor fewer for
      * a close-everything loop to take away. The raw system call, not the
-     * agent's own nanosleep wrapper. */
-    /* From 100 us doubling to 2 ms: a short profile (a fork child's that
-     * ends) is done in well under a millisecond. */
+     * agent's own nanosleep wrapper. From 100 us doubling to 2 ms: a short
+     * profile (a fork child's that ends) is done in well under a ms. */
     long step_ns = 100000, waited_ns = 0;
     while (waited_ns < timeout_ms * 1000000L) {
         if (atomic_load_explicit(&W.finished, memory_order_acquire))
@@ -1254,7 +1253,6 @@ static uint64_t build_tables(void);
 /* Set in a fork child the agent profiles: the unwind tables are the
  * parent's, already built for every mapping (flamme_writer_start). */
 static int tables_inherited;
-
 
 /* The INFO records every profile (and segment) begins with, and the
  * opening SEGMENT record of a continuous profile's segment. */

@@ -25,3 +25,17 @@ bench-idle: $(BUILD)/libflamme.so $(BUILD)/bench/idle/idle.exe
 
 BENCH_TARGETS += bench-idle
 HELP_LINES += "make bench-idle  cost of the agent while not profiling: interposed calls, thread memory"
+
+# The fork benchmark (bench/fork.ml, fp compiler).
+$(BUILD)/bench/fork/fork.exe: bench/fork.ml
+	@test -x "$(OCAMLOPT)" || { echo "bench-fork: $(OCAMLOPT) not found; run 'make deps'" >&2; exit 1; }
+	@mkdir -p $(dir $@)
+	cp $^ $(dir $@)
+	cd $(dir $@) && $(OCAMLOPT) -I +unix unix.cmxa fork.ml -o fork.exe
+
+.PHONY: bench-fork
+bench-fork: $(BUILD)/libflamme.so $(BUILD)/bench/fork/fork.exe
+	python3 bench/fork_bench.py --build $(BUILD)
+
+BENCH_TARGETS += bench-fork
+HELP_LINES += "make bench-fork  what a profiled program pays per fork, children followed or not"

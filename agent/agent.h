@@ -30,8 +30,9 @@ void flamme_agent_thread_exited(int left);
 
 /* Creates the profile file at path (common/outfile.h; with FLAMME_EXCL an
  * existing file makes it PATH.<pid>; a name an earlier image of this
- * process (before an exec) or an earlier process with this pid took gets
- * .2, .3, ... after it; the name used is written back into path). Returns
+ * process (before an exec) or an earlier process with this pid took is
+ * numbered .2, .3, ... (before a final .flm without FLAMME_EXCL); the name
+ * used is written back into path). Returns
  * the fd, or -1 with errno. Any thread but a signal handler. */
 int flamme_agent_open_output(char *path, size_t cap);
 

@@ -189,9 +189,10 @@ static size_t still_running(const char *const *paths, size_t n)
         int ok = f && fread(h, 1, sizeof h, f) == sizeof h && !memcmp(h, FLAMME_MAGIC, 8);
         if (f)
             fclose(f);
-        uint32_t pid;
-        memcpy(&pid, h + 16, sizeof pid); /* doc/format.md, "Header" */
-        if (ok && pid > 0 && (kill((pid_t)pid, 0) == 0 || errno == EPERM))
+        uint32_t pid = 0;
+        if (ok)
+            memcpy(&pid, h + 16, sizeof pid); /* doc/format.md, "Header" */
+        if (pid > 0 && (kill((pid_t)pid, 0) == 0 || errno == EPERM))
             running++;
     }
     return running;

@@ -6,7 +6,10 @@
    Unix.system "true" (a fork and exec), waits for the workers and prints
    how each ended. The checker asserts every worker wrote a profile of its
    own work and nothing of the parent's, and the fork and exec none.
-   Usage: forkwork.exe *)
+   With "daemon": the parent forks one worker that leaves its session
+   (setsid) and outlives it, and exits at once; the worker does its work,
+   then writes "done" to the file named by the second argument.
+   Usage: forkwork.exe [daemon FILE] *)
 
 let[@inline never] spin n seed =
   let acc = ref seed in
@@ -28,7 +31,28 @@ let worker k () =
   let r = child_work k in
   Printf.printf "worker %d pid=%d (%d)\n%!" k (Unix.getpid ()) (r land 1)
 
+(* The parent waits for a byte the worker sends once it runs (as a
+   daemon's parent waits for it to be ready): by then fork has returned in
+   the worker, and its profile exists. *)
+let daemon file =
+  let r, w = Unix.pipe () in
+  match Unix.fork () with
+  | 0 ->
+    Unix.close r;
+    ignore (Unix.setsid ());
+    ignore (Unix.write_substring w "r" 0 1);
+    Unix.close w;
+    let x = child_work 3 in
+    let oc = open_out file in
+    Printf.fprintf oc "done %d\n" (x land 1);
+    close_out oc
+  | pid ->
+    Unix.close w;
+    ignore (Unix.read r (Bytes.create 1) 0 1);
+    Printf.printf "parent left worker pid=%d\n%!" pid
+
 let () =
+  if Array.length Sys.argv > 2 && Sys.argv.(1) = "daemon" then (daemon Sys.argv.(2); exit 0);
   let forked = ref [] in
   for k = 0 to 2 do
     let fork_here () =

@@ -42,7 +42,7 @@ PROGS = {"split": (), "domains": (), "effects": (), "deep": (), "forever": (), "
 
 ENGINES = ("timer", "perf")
 ON_EVERY_COMPILER = {"split", "domains", "effects", "deep", "systhread", "forkexec", "execchain", "forkwork",
-                     "stress", "wall",
+                     "forkdaemon", "stress", "wall",
                      "no_flamme_at_start_and_exit", "mmapth", "heaptrim"}
 NOFP_PERF = {"split", "domains", "effects", "deep", "systhread", "no_flamme_at_start_and_exit"}
 TIMER_ONLY = {"wall", "eintr"}
@@ -558,6 +558,42 @@ def test_forkwork(ctx, tmp_path):
                       "parent's, every stack whole" % (how, w),
                       "%d samples, %.1f%%, %d parent_work, %d whole\n%s" % (n, 100 * share, leaked, whole,
                                                                           describe(st)))
+
+
+@pytest.mark.slow
+@ENGINE
+def test_forkdaemon(ctx, tmp_path):
+    """A worker that outlives the command `flamme record` ran (a daemon:
+    fork, setsid, the parent exits): record's summary says its profile is
+    still being written, not truncated, and once the worker is done the
+    profile is complete and holds its work."""
+    exe = ctx.exe("forkwork")
+    cwd = tmp_path / "daemon"
+    cwd.mkdir()
+    marker = str(tmp_path / "worker.done")
+    p = ctx.run([ctx.flamme, "record", "-F", str(HZ), "-o", "p.flm", "--", exe, "daemon", marker],
+                cwd=str(cwd))
+    m = re.search(r"parent left worker pid=(\d+)", p.stdout)
+    ctx.check(p.returncode == 0 and m, "forkdaemon: the parent exited 0", p.stdout + p.stderr)
+    if not m:
+        return
+    pid = m.group(1)
+    lines = [l for l in p.stderr.splitlines() if "p.flm.%s" % pid in l]
+    ctx.check(len(lines) == 1 and lines[0].endswith("(still being written: its process runs on)"),
+              "forkdaemon: record says the worker's profile is still being written", p.stderr)
+    deadline = time.time() + 60
+    while os.path.exists("/proc/" + pid) and time.time() < deadline:
+        time.sleep(0.1)
+    f = str(cwd / ("p.flm." + pid))
+    rep = ctx.run([ctx.flamme, "report", f]).stdout
+    ctx.check(os.path.exists(marker) and "status: complete" in rep and "ended: exit(0)" in rep,
+              "forkdaemon: once the worker is done its profile is complete", rep[:400])
+    st = stacks_of(ctx, f)
+    share, n = frac(st, lambda fr: True, lambda fr: "Forkwork.child_work" in fr)
+    print("  forkdaemon: worker %.1f%% of %d samples in child_work" % (100 * share, n))
+    ctx.check(n / ctx.weight_per_record >= 60 and share >= 0.9,
+              "forkdaemon: the worker's profile: >= 60 records, >= 90% child_work",
+              "%d samples, %.1f%%\n%s" % (n, 100 * share, describe(st)))
 
 
 def agent_line(ctx, profs):

@@ -142,22 +142,16 @@ static int earlier_image(const char *path)
     int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
     if (fd < 0)
         return 0;
-    unsigned char h[40];
+    struct flamme_header h;
     struct stat st;
-    int ok = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && read(fd, h, sizeof h) == sizeof h;
+    int ok = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && flamme_header_read(fd, &h) == 0;
     close(fd);
-    if (!ok || memcmp(h, FLAMME_MAGIC, 8) != 0)
-        return 0;
-    uint32_t pid;
-    uint64_t started;
-    memcpy(&pid, h + 16, sizeof pid); /* doc/format.md, "Header": little-endian */
-    memcpy(&started, h + 32, sizeof started);
-    if (pid != (uint32_t)getpid())
+    if (!ok || h.pid != (uint32_t)getpid())
         return 0;
     uint64_t proc = process_start_monotonic_ns();
     long hz = sysconf(_SC_CLK_TCK);
     uint64_t tick = hz > 0 ? 1000000000u / (unsigned long)hz : 10000000u;
-    return proc != 0 && started + tick >= proc;
+    return proc != 0 && h.start_monotonic_ns + tick >= proc;
 }
 
 /* Opens the profile output (common/outfile.h: no link followed, nothing

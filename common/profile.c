@@ -124,6 +124,28 @@ static int write_all(int fd, const uint8_t *buf, size_t len)
     return 0;
 }
 
+/* The fields encode_header writes, read back (header_size and the
+ * magic are the caller's to check). */
+static void decode_header(const uint8_t *b, struct flamme_header *hdr)
+{
+    hdr->major = get_u16(b + 8);
+    hdr->minor = get_u16(b + 10);
+    hdr->pid = get_u32(b + 16);
+    hdr->hz = get_u32(b + 20);
+    hdr->start_realtime_ns = get_u64(b + 24);
+    hdr->start_monotonic_ns = get_u64(b + 32);
+    hdr->flags = get_u32(b + 40);
+}
+
+int flamme_header_read(int fd, struct flamme_header *hdr)
+{
+    uint8_t b[FLAMME_HEADER_SIZE];
+    if (pread(fd, b, sizeof b, 0) != (ssize_t)sizeof b || !flamme_is_profile(b, sizeof b))
+        return -1;
+    decode_header(b, hdr);
+    return 0;
+}
+
 static void encode_header(uint8_t *b, const struct flamme_header *hdr)
 {
     memset(b, 0, FLAMME_HEADER_SIZE);
@@ -1761,13 +1783,7 @@ int flamme_profile_load(const char *path, struct flamme_profile *p, char *err, s
         free(buf);
         return fail(err, errlen, "%s: bad profile header size %u", path, (unsigned)hsize);
     }
-    p->hdr.major = major;
-    p->hdr.minor = minor;
-    p->hdr.pid = get_u32(buf + 16);
-    p->hdr.hz = get_u32(buf + 20);
-    p->hdr.start_realtime_ns = get_u64(buf + 24);
-    p->hdr.start_monotonic_ns = get_u64(buf + 32);
-    p->hdr.flags = get_u32(buf + 40);
+    decode_header(buf, &p->hdr);
 
     struct loader L = { .p = p, .major = major, .start_ns = p->hdr.start_monotonic_ns,
                         .file_len = len };

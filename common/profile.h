@@ -376,6 +376,12 @@ int flamme_profile_load_many(const char *const *paths, size_t n, struct flamme_p
 /* Returns 1 if the first bytes of buf look like a flamme profile. */
 int flamme_is_profile(const void *buf, size_t len);
 
+/* Reads the header at the start of the file fd (pread: its position is
+ * left alone) into *hdr. Returns 0, or -1 if fd does not begin with a
+ * whole flamme header. The agent (is a file an earlier image's profile)
+ * and `flamme record` (does a child's process still run). */
+int flamme_header_read(int fd, struct flamme_header *hdr);
+
 /* Thread lookup by tid (the first thread that had it, when the tid was
  * reused); NULL if absent. */
 const struct flamme_thread *flamme_profile_thread(const struct flamme_profile *p, uint32_t tid);

@@ -6,6 +6,7 @@
  */
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <signal.h>
 #include <stdio.h>
@@ -184,15 +185,12 @@ static size_t still_running(const char *const *paths, size_t n)
 {
     size_t running = 0;
     for (size_t i = 0; i < n; i++) {
-        unsigned char h[20];
-        FILE *f = fopen(paths[i], "rb");
-        int ok = f && fread(h, 1, sizeof h, f) == sizeof h && !memcmp(h, FLAMME_MAGIC, 8);
-        if (f)
-            fclose(f);
-        uint32_t pid = 0;
-        if (ok)
-            memcpy(&pid, h + 16, sizeof pid); /* doc/format.md, "Header" */
-        if (pid > 0 && (kill((pid_t)pid, 0) == 0 || errno == EPERM))
+        struct flamme_header h;
+        int fd = open(paths[i], O_RDONLY | O_CLOEXEC);
+        int ok = fd >= 0 && flamme_header_read(fd, &h) == 0;
+        if (fd >= 0)
+            close(fd);
+        if (ok && h.pid > 0 && (kill((pid_t)h.pid, 0) == 0 || errno == EPERM))
             running++;
     }
     return running;

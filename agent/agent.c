@@ -334,7 +334,7 @@ int flamme_agent_start(const struct flamme_start_opts *o, char *err, size_t errl
     pthread_mutex_lock(&life_lock);
     if (running) {
         pthread_mutex_unlock(&life_lock);
-        snprintf(err, errlen, "already running (writing %s)", flamme_cfg.output);
+        snprintf(err, errlen, "already running (writing %s)", flamme_config_shown(&flamme_cfg, flamme_cfg.output));
         return -1;
     }
     if (o && o->output && *o->output && flamme_config_set_output(&flamme_cfg, o->output) != 0) {
@@ -352,7 +352,8 @@ int flamme_agent_start(const struct flamme_start_opts *o, char *err, size_t errl
         flamme_cfg.wall = o->wall;
     int fd = flamme_agent_open_output(flamme_cfg.output, sizeof flamme_cfg.output);
     if (fd < 0) {
-        snprintf(err, errlen, "cannot write profile %s: %s", flamme_cfg.output, strerror(errno));
+        snprintf(err, errlen, "cannot write profile %s: %s", flamme_config_shown(&flamme_cfg, flamme_cfg.output),
+                 strerror(errno));
         pthread_mutex_unlock(&life_lock);
         return -1;
     }
@@ -371,7 +372,7 @@ int flamme_agent_start(const struct flamme_start_opts *o, char *err, size_t errl
     flamme_cfi_cache_configure(flamme_cfg.cache_dir);
     if (flamme_writer_start(flamme_agent_host_for_start(), fd, flamme_cfg.output,
                             read_cmdline()) != 0) {
-        snprintf(err, errlen, "cannot start the profile writer for %s", flamme_cfg.output);
+        snprintf(err, errlen, "cannot start the profile writer for %s", flamme_config_shown(&flamme_cfg, flamme_cfg.output));
         pthread_mutex_unlock(&life_lock);
         return -1;
     }
@@ -419,11 +420,12 @@ int flamme_agent_stop(struct flamme_totals *t, char *err, size_t errlen)
         t->samples = samples;
         t->lost = lost;
         t->threads = threads;
-        snprintf(t->output, sizeof t->output, "%s", flamme_writer_path());
+        snprintf(t->output, sizeof t->output, "%s",
+                 flamme_config_shown(&flamme_cfg, flamme_writer_path()));
     }
     pthread_mutex_unlock(&life_lock);
     if (rc != 0) {
-        snprintf(err, errlen, "profile %s is incomplete (write error)", flamme_cfg.output);
+        snprintf(err, errlen, "profile %s is incomplete (write error)", flamme_config_shown(&flamme_cfg, flamme_cfg.output));
         return -1;
     }
     return 0;
@@ -460,7 +462,7 @@ static void stop_and_report(void)
         if (flamme_agent_stop(&t, err, sizeof err) != 0)
             flamme_agent_warn(1, "%s", err);
         else if (empty_fork_child(t.samples == 0 && t.lost == 0))
-            unlink(t.output);
+            unlink(flamme_writer_path());
         else
             flamme_agent_warn(0, "%llu samples, %u threads, %llu lost, wrote %s",
                               (unsigned long long)t.samples, t.threads,
@@ -737,7 +739,7 @@ static int before_exec(void)
     exec_dropped = 0;
     if (flamme_writer_exec_checkpoint(&samples, &lost, &threads) != 0)
         flamme_agent_warn(1, "profile %s may be incomplete (write error before exec)",
-                          flamme_cfg.output);
+                          flamme_config_shown(&flamme_cfg, flamme_cfg.output));
     else if (fork_child && unlink(flamme_writer_path()) == 0)
         /* A fork and exec (Unix.system, a spawn by hand): what the child
          * ran in between is the fork's and the exec's glue, and the
@@ -751,7 +753,7 @@ static int before_exec(void)
          * line only that one would be named. */
         flamme_agent_warn(0, "%llu samples, %u threads, %llu lost, wrote %s (before exec)",
                           (unsigned long long)samples, threads, (unsigned long long)lost,
-                          flamme_writer_path());
+                          flamme_config_shown(&flamme_cfg, flamme_writer_path()));
     return 1;
 }
 
@@ -773,7 +775,7 @@ static void after_exec(void)
         running = 0;
         if (!exec_dropped)
             flamme_agent_warn(1, "profiling stopped at a failed exec; %s ends there",
-                              flamme_cfg.output);
+                              flamme_config_shown(&flamme_cfg, flamme_cfg.output));
     }
     pthread_mutex_unlock(&life_lock);
     errno = e;

@@ -78,16 +78,38 @@ int flamme_config_segment_path(const struct flamme_config *c, uint32_t seq, char
 
 int flamme_config_set_output(struct flamme_config *c, const char *pattern)
 {
-    char keep[sizeof c->pattern];
+    char keep[sizeof c->pattern], abs[sizeof c->pattern];
+    size_t keep_skip = c->shown_skip, skip = 0;
     memcpy(keep, c->pattern, sizeof keep);
-    if (strlen(pattern) >= sizeof c->pattern)
+    if (pattern[0] != '/' && getcwd(abs, sizeof abs) && abs[0] == '/') {
+        /* Resolved once, here: the program may change directory before a
+         * later segment, a reopen or a fork child's profile. */
+        size_t n = strlen(abs);
+        int len = snprintf(abs + n, sizeof abs - n, "%s%s", n > 1 ? "/" : "", pattern);
+        if (len < 0 || (size_t)len >= sizeof abs - n)
+            return -1;
+        skip = n > 1 ? n + 1 : 1;
+        pattern = abs;
+    } else if (pattern[0] == '/' && keep_skip && !strncmp(pattern, keep, keep_skip)) {
+        skip = keep_skip; /* derived from the pattern before (a fork child's) */
+    }
+    size_t len = strlen(pattern);
+    if (len >= sizeof c->pattern)
         return -1;
-    strcpy(c->pattern, pattern);
+    memmove(c->pattern, pattern, len + 1); /* may be c->pattern itself */
+    c->shown_skip = skip;
     if (flamme_config_segment_path(c, 1, c->output, sizeof c->output) != 0) {
         memcpy(c->pattern, keep, sizeof keep);
+        c->shown_skip = keep_skip;
         return -1;
     }
     return 0;
+}
+
+const char *flamme_config_shown(const struct flamme_config *c, const char *path)
+{
+    size_t n = c->shown_skip;
+    return n && !strncmp(path, c->pattern, n) ? path + n : path;
 }
 
 void flamme_config_load(struct flamme_config *c)

@@ -39,7 +39,10 @@
 
 struct flamme_config {
     char output[4096];  /* the current (first) file's path */
-    char pattern[4096]; /* FLAMME_OUTPUT or the start's output, unexpanded */
+    char pattern[4096]; /* FLAMME_OUTPUT or the start's output, unexpanded,
+                         * made absolute (see flamme_config_set_output) */
+    size_t shown_skip;  /* bytes of the working directory put before a relative
+                         * pattern (0: none), left out of the names messages give */
     uint64_t period_ns; /* 0: one profile; else one segment per period */
     int hz;
     int depth;
@@ -66,8 +69,15 @@ struct flamme_config {
 void flamme_config_load(struct flamme_config *c);
 
 /* Sets c->pattern and c->output from pattern (%p expanded; the first
- * segment's path when c->period_ns is set). Returns 0, or -1 if too long. */
+ * segment's path when c->period_ns is set). A relative pattern is made
+ * absolute against the working directory now, so that the program's chdir
+ * does not move its later segments, a reopen or its fork children's
+ * profiles. Returns 0, or -1 if too long (c unchanged). */
 int flamme_config_set_output(struct flamme_config *c, const char *pattern);
+
+/* path (one of c's outputs) as messages give it: without the working
+ * directory flamme_config_set_output put before a relative pattern. */
+const char *flamme_config_shown(const struct flamme_config *c, const char *path);
 
 /* The path of segment seq (from 1): c->pattern with %p, %n and %% expanded;
  * with a period and no %n, ".NNNNNN" (seq, 6 digits) is put before a final

@@ -112,19 +112,13 @@ int flamme_cmd_attach(int argc, char **argv)
         return 2;
     }
     /* The program writes the file: give it an absolute path. */
-    char path[PATH_MAX + 64], cwd[PATH_MAX];
+    char path[PATH_MAX + 64];
     char dflt[64];
     snprintf(dflt, sizeof dflt, "flamme.%ld.flm", pid);
     if (!out)
         out = dflt;
-    if (out[0] == '/')
-        snprintf(path, sizeof path, "%s", out);
-    else if (getcwd(cwd, sizeof cwd))
-        snprintf(path, sizeof path, "%s/%s", cwd, out);
-    else {
-        fprintf(stderr, ATTACH_ERR "cannot tell the current directory: %s\n", strerror(errno));
+    if (flamme_abs_path("attach", out, path, sizeof path) != 0)
         return 1;
-    }
     if (strchr(path, '\n')) {
         fprintf(stderr, ATTACH_ERR "output path contains a newline\n");
         return 2;

@@ -19,6 +19,11 @@ int flamme_cmd_push(int argc, char **argv);
 int flamme_cmd_attach(int argc, char **argv);
 int flamme_cmd_top(int argc, char **argv);
 
+/* (tools/record.c) path made absolute against the working directory into
+ * out (cap bytes). Returns 0, or -1 after one line "flamme VERB: ..." (no
+ * working directory, too long). */
+int flamme_abs_path(const char *verb, const char *path, char *out, size_t cap);
+
 /* (tools/record.c) Starts cmd (argv form, NULL-terminated) with the agent
  * preloaded, writing its profile to out (an existing file there becomes
  * out.old); the agent's other settings come from the environment

@@ -431,11 +431,37 @@ static void remove_earlier_children(const char *path)
     free_files(list, n);
 }
 
+int flamme_abs_path(const char *verb, const char *path, char *out, size_t cap)
+{
+    char cwd[PATH_MAX];
+    int len;
+    if (path[0] == '/')
+        len = snprintf(out, cap, "%s", path);
+    else if (getcwd(cwd, sizeof cwd))
+        len = snprintf(out, cap, "%s/%s", cwd, path);
+    else {
+        fprintf(stderr, "flamme %s: cannot tell the current directory: %s\n", verb, strerror(errno));
+        return -1;
+    }
+    if (len < 0 || (size_t)len >= cap) {
+        fprintf(stderr, "flamme %s: output path too long: %s\n", verb, path);
+        return -1;
+    }
+    return 0;
+}
+
 pid_t flamme_record_spawn(const char *verb, const char *out, char **cmd, int *rc)
 {
     char agent[PATH_MAX];
     *rc = 1;
     if (find_agent(verb, agent, sizeof agent) != 0)
+        return -1;
+    /* The program's processes resolve FLAMME_OUTPUT in their own working
+     * directories: a build runs its compilers in another one (dune: in
+     * _build/default), where a relative name would put their profiles out
+     * of this command's sight. */
+    char abs[PATH_MAX * 2];
+    if (flamme_abs_path(verb, out, abs, sizeof abs) != 0)
         return -1;
     struct stat st;
     *rc = 2;
@@ -464,7 +490,7 @@ pid_t flamme_record_spawn(const char *verb, const char *out, char **cmd, int *rc
     snprintf(preload, sizeof preload, "%s%s%s", agent, prev && *prev ? " " : "",
              prev ? prev : "");
     setenv("LD_PRELOAD", preload, 1);
-    setenv("FLAMME_OUTPUT", out, 1);
+    setenv("FLAMME_OUTPUT", abs, 1);
     setenv("FLAMME_EXCL", "1", 1);
     setenv("FLAMME_QUIET", "1", 1);
     pid_t pid = fork();

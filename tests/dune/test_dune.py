@@ -50,3 +50,56 @@ def test_dune_project(build, compiler, check, tmp_path):
     check(total and under / total >= 0.9,
           "it shows the wrapped work: >= 90% in App.fib under Flamme.with_profile, reaching the root",
           "%d of %d" % (under, total))
+
+
+@pytest.mark.slow
+def test_dune_build_recorded(build, compiler, check, tmp_path):
+    """`flamme record -o build.flm -- dune build`, as the README gives it:
+    dune (Debian's, an OCaml 4 program, left alone) runs the OCaml 5
+    compilers in _build/default. Their profiles are beside build.flm, where
+    the command ran, none under _build; the summary names ocamlopt.opt; read
+    as one, the profiles are the compiler's own work, stacks reaching main."""
+    assert shutil.which("dune"), "the dune command is missing (make deps installs ocaml-dune)"
+    proj = tmp_path
+    (proj / "app").mkdir()
+    (proj / "dune-project").write_text("(lang dune 2.9)\n")
+    (proj / "app" / "dune").write_text("(executable (name main))\n")
+    # Enough code for the compiler to take a few tenths of a second a module.
+    for m in ("alpha", "beta"):
+        (proj / "app" / (m + ".ml")).write_text("".join(
+            "let f%d l = List.fold_left (fun acc x -> acc + x * %d) 0 (List.map (fun x -> x + %d) l)\n"
+            % (i, i, i) for i in range(300)))
+    (proj / "app" / "main.ml").write_text("let () = Printf.printf \"%d\\n\" (Alpha.f1 [1] + Beta.f2 [2])\n")
+    env = flammetest.clean_env({"PATH": compiler.bindir + os.pathsep + os.environ["PATH"]})
+    r = flammetest.record(build, ["dune", "build", "./app/main.exe"], "build.flm", args=("-F", "999"),
+                          env=env, cwd=str(proj), timeout=600)
+    check(r.returncode == 0 and (proj / "_build" / "default" / "app" / "main.exe").exists(),
+          "the build succeeded under flamme record", "exit %d\n%s" % (r.returncode, r.stderr[-2000:]))
+    here = sorted(n for n in os.listdir(proj) if n.startswith("build.flm"))
+    under = [os.path.join(d, n) for d, _, names in os.walk(proj / "_build") for n in names
+             if n.startswith("build.flm")]
+    print("  %d profiles beside build.flm, %d under _build" % (len(here), len(under)))
+    check("build.flm" in here and len(here) >= 3,
+          "the compilers' profiles are beside build.flm (one per ocamlopt.opt run, >= 3)", here)
+    check(not under, "no profile under _build, where the compilers ran", under)
+    by = [l for l in r.stderr.splitlines() if l.startswith("flamme: by command:")]
+    check(by and "ocamlopt.opt" in by[0], "record's summary names ocamlopt.opt", r.stderr[-2000:])
+    files = [str(proj / n) for n in here]
+    out = subprocess.run([build.flamme, "collapse", "--threads", *files], capture_output=True,
+                         text=True, timeout=120)
+    check(out.returncode == 0, "collapse reads the profiles as one", out.stderr)
+    stacks = flammetest.parse_folded(out.stdout)
+    n = flammetest.total(stacks)
+    tools = ("ocamlopt.opt: main", "ocamlc.opt: main", "ocamldep.opt: main")
+    ours = flammetest.total(stacks, lambda f: f[0] in tools)
+    opt = flammetest.total(stacks, lambda f: f[0] == tools[0])
+    whole = flammetest.completeness(stacks, labelled=True)
+    comp = flammetest.share(stacks, lambda f: any(x.startswith(("Optcompile.", "Asmgen.", "Typemod."))
+                                                  for x in f), lambda f: f[0] == tools[0])
+    print("  %d samples, %d of the compilers, %d of ocamlopt.opt, %.1f%% whole, %.1f%% of "
+          "ocamlopt.opt's under Optcompile/Asmgen/Typemod" % (n, ours, opt, 100 * whole, 100 * comp))
+    check(ours == n and opt >= 50, "the samples are the compilers' (dune is left alone), "
+          ">= 50 of ocamlopt.opt", "%d of %d, %d of ocamlopt.opt" % (ours, n, opt))
+    check(whole >= 0.99, "the compilers' stacks reach main (>= 99%)", "%.2f%%" % (100 * whole))
+    check(comp >= 0.5, "ocamlopt.opt's own passes are named (>= 50% under Optcompile, Asmgen, "
+          "Typemod)", "%.1f%%" % (100 * comp))

@@ -9,7 +9,10 @@
    With "daemon": the parent forks one worker that leaves its session
    (setsid) and outlives it, and exits at once; the worker does its work,
    then writes "done" to the file named by the second argument.
-   Usage: forkwork.exe [daemon FILE] *)
+   With "chdir DIR": the parent first moves into DIR (as a server or a
+   build step does), so that a relative profile name given before it
+   moved must not follow it there.
+   Usage: forkwork.exe [daemon FILE | chdir DIR] *)
 
 let[@inline never] spin n seed =
   let acc = ref seed in
@@ -53,6 +56,10 @@ let daemon file =
 
 let () =
   if Array.length Sys.argv > 2 && Sys.argv.(1) = "daemon" then (daemon Sys.argv.(2); exit 0);
+  if Array.length Sys.argv > 2 && Sys.argv.(1) = "chdir" then begin
+    Sys.chdir Sys.argv.(2);
+    Printf.printf "moved to %s\n%!" (Sys.getcwd ())
+  end;
   let forked = ref [] in
   for k = 0 to 2 do
     let fork_here () =

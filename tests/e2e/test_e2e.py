@@ -460,7 +460,7 @@ def test_execchain(ctx, tmp_path):
         if len(pids) != 1:
             continue
         pid = int(pids.pop())
-        names = sorted(os.listdir(cwd))
+        names = sorted(n for n in os.listdir(cwd) if n != "away")
         if how == "record":
             want = ["chain.flm", "chain.flm.%d" % pid, "chain.flm.%d.2" % pid]
         else:
@@ -498,18 +498,27 @@ def test_forkwork(ctx, tmp_path):
     systhread, returning) and nothing of the parent's; the parent's profile
     has none of theirs; the fork and exec of Unix.system leaves no file.
     FLAMME_FORK=0 leaves the workers alone; with LD_PRELOAD alone and %p in
-    FLAMME_OUTPUT each writes its own NAME."""
+    FLAMME_OUTPUT each writes its own NAME. In the record and preload
+    ways the parent moves into a subdirectory before it forks: the relative
+    name was given where it started, and every profile lands there."""
     exe = ctx.exe("forkwork")
     for how in ("record", "preload", "nofork"):
         cwd = tmp_path / how
         cwd.mkdir()
+        away = cwd / "away"
+        away.mkdir()
+        cmd = [exe] if how == "nofork" else [exe, "chdir", "away"]
         if how == "record":
-            p = ctx.run([ctx.flamme, "record", "-F", str(HZ), "-o", "p.flm", "--", exe], cwd=str(cwd))
+            p = ctx.run([ctx.flamme, "record", "-F", str(HZ), "-o", "p.flm", "--"] + cmd, cwd=str(cwd))
         else:
             env = {"LD_PRELOAD": ctx.lib, "FLAMME_OUTPUT": "p.%p.flm", "FLAMME_HZ": str(HZ)}
             if how == "nofork":
                 env["FLAMME_FORK"] = "0"
-            p = ctx.run([exe], cwd=str(cwd), env=env)
+            p = ctx.run(cmd, cwd=str(cwd), env=env)
+        ctx.check(how == "nofork" or "moved to %s\n" % os.path.realpath(away) in p.stdout,
+                  "forkwork %s: the parent moved into away/ before forking" % how, p.stdout)
+        ctx.check(not os.listdir(away), "forkwork %s: no profile followed the parent into away/" % how,
+                  sorted(os.listdir(away)))
         parent = re.search(r"parent pid=(\d+) system: exit 0", p.stdout)
         workers = re.findall(r"worker \d pid=(\d+)", p.stdout)
         ctx.check(p.returncode == 0 and parent and len(workers) == 3 and
@@ -519,7 +528,7 @@ def test_forkwork(ctx, tmp_path):
         if not parent:
             continue
         ppid = int(parent.group(1))
-        names = sorted(os.listdir(cwd))
+        names = sorted(n for n in os.listdir(cwd) if n != "away")
         if how == "record":
             mine, theirs = "p.flm", ["p.flm.%s" % w for w in workers]
         else:
@@ -614,18 +623,23 @@ def test_children(ctx, tmp_path):
     record sums those up in one line that says how to read them all. Read
     as one, their samples and the agent's costs add up (not one process's
     for all). A second run to the same FILE removes the first run's
-    FILE.<pid> first, so that none is taken for its own."""
+    FILE.<pid> first, so that none is taken for its own. The second child
+    runs in a subdirectory, as a build runs its compilers (dune: in
+    _build/default): its profile is beside the others all the same."""
     cwd = tmp_path / "children"
     cwd.mkdir()
+    (cwd / "sub").mkdir()
     exe = ctx.exe("split")
-    script = "; ".join(["%s 5 > /dev/null" % exe] * 3)
+    script = "%s 5 > /dev/null; (cd sub && %s 5 > /dev/null); %s 5 > /dev/null" % (exe, exe, exe)
     p = ctx.run([ctx.flamme, "record", "-F", str(HZ), "-o", "prof.flm", "--", "sh", "-c", script],
                 cwd=str(cwd))
     assert p.returncode == 0, "children: exit status %d:\n%s" % (p.returncode, p.stderr)
     kids = sorted(n for n in os.listdir(cwd) if re.fullmatch(r"prof\.flm\.\d+", n))
     ctx.check(len(kids) == 2 and os.path.exists(cwd / "prof.flm"),
-              "children: the first OCaml process wrote prof.flm, the two others prof.flm.<pid>",
-              sorted(os.listdir(cwd)))
+              "children: the first OCaml process wrote prof.flm, the two others prof.flm.<pid>, "
+              "the one that ran in sub/ too", sorted(os.listdir(cwd)))
+    ctx.check(not os.listdir(cwd / "sub"), "children: no profile in sub/, where one of them ran",
+              sorted(os.listdir(cwd / "sub")))
     lines = [l for l in p.stderr.splitlines() if l.startswith("flamme:")]
     ctx.check(len(lines) == 3 and "wrote 2 profiles of child processes" in lines[1]
               and "flamme report prof.flm prof.flm.[0-9]*" in lines[1],

@@ -66,9 +66,38 @@ static pthread_mutex_t life_lock = PTHREAD_MUTEX_INITIALIZER;
 static int running;          /* under life_lock */
 static int handler_installed; /* under life_lock */
 
+/* The stderr the process started with (flamme_init): the agent's lines go
+ * to descriptor 2 only while it is still that file. A program that started
+ * with it closed gets its first own file there (2>&- and then open_out), a
+ * daemon puts /dev/null or a log there, a server dup2s its log over it:
+ * none of those files may get a line of flamme's. Not a descriptor of the
+ * agent's own: a copy would keep a pipe's write end open after the program
+ * closed its stderr, and a reader waiting for the end (a shell's $(...))
+ * would wait for ever. */
+static struct flamme_fd_id start_stderr;
+static int start_stderr_open;
+
+static void note_start_stderr(void)
+{
+    struct stat st;
+    start_stderr_open = fstat(STDERR_FILENO, &st) == 0;
+    if (start_stderr_open) {
+        start_stderr.dev = st.st_dev;
+        start_stderr.ino = st.st_ino;
+    }
+}
+
+/* 1 if descriptor 2 is the file the process started with, else 0. */
+static int stderr_is_start(void)
+{
+    struct stat st;
+    return start_stderr_open && fstat(STDERR_FILENO, &st) == 0 &&
+           st.st_dev == start_stderr.dev && st.st_ino == start_stderr.ino;
+}
+
 void flamme_agent_warn(int always, const char *fmt, ...)
 {
-    if (!always && flamme_cfg.quiet)
+    if ((!always && flamme_cfg.quiet) || !stderr_is_start())
         return;
     char buf[512];
     va_list ap;
@@ -654,6 +683,7 @@ __attribute__((constructor)) static void flamme_init(void)
      * the way, before even reading the configuration. */
     if (!flamme_ocaml_resolve())
         return;
+    note_start_stderr();
     flamme_config_load(&flamme_cfg);
     if (flamme_cfg.disabled)
         return;

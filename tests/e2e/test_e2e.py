@@ -38,11 +38,11 @@ RUN_TIMEOUT = 180  # seconds; a hang is a failure, not a stuck CI job
 PROGS = {"split": (), "domains": (), "effects": (), "deep": (), "forever": (), "stress": (),
          "systhread": ("unix", "threads"), "blocking": ("unix", "threads"),
          "forkexec": ("unix",), "selectwait": ("unix",), "mmapth": (), "heaptrim": (),
-         "execchain": ("unix",), "forkwork": ("unix", "threads")}
+         "execchain": ("unix",), "forkwork": ("unix", "threads"), "errfile": ("unix",)}
 
 ENGINES = ("timer", "perf")
 ON_EVERY_COMPILER = {"split", "domains", "effects", "deep", "systhread", "forkexec", "execchain", "forkwork",
-                     "forkdaemon", "stress", "wall",
+                     "forkdaemon", "stderr_file", "stress", "wall",
                      "no_flamme_at_start_and_exit", "mmapth", "heaptrim"}
 NOFP_PERF = {"split", "domains", "effects", "deep", "systhread", "no_flamme_at_start_and_exit"}
 TIMER_ONLY = {"wall", "eintr"}
@@ -803,6 +803,41 @@ def test_wall(ctx):
     print("  main thread in read marked [blocked]: %.1f%%" % (100 * blocked))
     ctx.check(blocked >= 0.90, "wall: >= 90% of the main thread's samples in caml_unix_read end in [blocked]",
               "%.1f%%" % (100 * blocked))
+
+
+@pytest.mark.slow
+@ENGINE
+def test_stderr_file(ctx, tmp_path):
+    """The agent writes its lines only to the stderr the program started
+    with. A program started with stderr closed gets descriptor 2 for the
+    first file it opens, and a server puts its log over stderr: those files
+    hold what they hold without flamme, not flamme's summary line. The
+    profile is written all the same."""
+    exe = ctx.exe("errfile")
+    for how in ("open", "dup2"):
+        got = {}
+        for run in ("alone", "profiled"):
+            d = tmp_path / ("%s_%s" % (how, run))
+            d.mkdir()
+            env = {} if run == "alone" else {"LD_PRELOAD": ctx.lib, "FLAMME_OUTPUT": "p.flm",
+                                             "FLAMME_HZ": str(HZ)}
+            # Descriptor 2 closed for "open", as `prog 2>&-` does.
+            cmd = ["sh", "-c", 'exec 2>&-; exec "$0" "$@"' if how == "open" else 'exec "$0" "$@"',
+                   exe, how, "file.txt"]
+            p = ctx.run(cmd, cwd=str(d), env=env)
+            text = (d / "file.txt").read_text() if (d / "file.txt").exists() else None
+            got[run] = (p.returncode, p.stdout, text)
+            if run == "profiled":
+                st = stacks_of(ctx, str(d / "p.flm")) if (d / "p.flm").exists() else []
+                n, fib = total(st), total(st, lambda f: "Errfile.fib" in f)
+                print("  %s: file %r, %d samples, %d in fib" % (how, text, n, fib))
+                ctx.check(n / ctx.weight_per_record >= 10 and fib >= 0.8 * n,
+                          "stderr %s: the profile is written, its samples in Errfile.fib" % how,
+                          "%d samples, %d in fib" % (n, fib))
+        ctx.check(got["alone"][1] == "fd=2\n", "stderr %s: the file is descriptor 2" % how, got["alone"][1])
+        ctx.check(got["profiled"] == got["alone"] and got["alone"][2] and "flamme" not in got["alone"][2],
+                  "stderr %s: exit status, output and file are as without flamme" % how,
+                  "alone %r, profiled %r" % (got["alone"], got["profiled"]))
 
 
 def preload(ctx, name, args, env):

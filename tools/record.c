@@ -477,6 +477,17 @@ pid_t flamme_record_spawn(const char *verb, const char *out, char **cmd, int *rc
         return -1;
     }
     *rc = 1;
+    /* The program would run unprofiled, its profile's loss said by the
+     * agent in the middle of its output: say it now, and run nothing. A
+     * directory named through % (the pid) is the agent's to make sense of. */
+    char dir[sizeof abs];
+    snprintf(dir, sizeof dir, "%s", abs);
+    *strrchr(dir, '/') = '\0';
+    if (!strchr(dir, '%') && access(*dir ? dir : "/", W_OK | X_OK) != 0) {
+        fprintf(stderr, "flamme %s: cannot write %s: %s: %s\n", verb, out, *dir ? dir : "/",
+                strerror(errno));
+        return -1;
+    }
     if (lstat(out, &st) == 0) {
         char old[PATH_MAX];
         snprintf(old, sizeof old, "%s.old", out);

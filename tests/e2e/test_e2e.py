@@ -874,6 +874,14 @@ def test_robust(ctx):
     lines = [l for l in p.stderr.splitlines() if l.strip()]
     ctx.check(len(lines) == 1 and out in lines[0], "unwritable output: one error line naming the path",
               p.stderr)
+    # `flamme record` to a directory that is not one: one line naming it,
+    # exit 1, before the program runs (it used to run unprofiled, the
+    # agent's error in the middle of its output, and record exit 0).
+    p = ctx.run([ctx.flamme, "record", "-o", out, "--", ctx.exe("split"), "10"])
+    lines = [l for l in p.stderr.splitlines() if l.strip()]
+    ctx.check(p.returncode == 1 and len(lines) == 1 and out in lines[0] and "split:" not in p.stdout,
+              "record to an unwritable path: one line naming it, exit 1, the program not run",
+              "exit %d\n%s%s" % (p.returncode, p.stdout, p.stderr))
     # `flamme record` passes the program's exit status through: an uncaught
     # OCaml exception (int_of_string "bogus") exits with 2.
     cmd = [ctx.flamme, "record", "-o", ctx.path("status.flm"), "--", ctx.exe("split"), "bogus"]

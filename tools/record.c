@@ -5,6 +5,7 @@
  * CMD's status (128+N if CMD died of signal N).
  */
 #include <dirent.h>
+#include <elf.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -450,6 +451,52 @@ int flamme_abs_path(const char *verb, const char *path, char *out, size_t cap)
     return 0;
 }
 
+/* Why the loader cannot have preloaded the agent into cmd (as exec finds
+ * it: through PATH without a slash), or NULL when it could (or cmd is not
+ * found, or no ELF file: a script's interpreter is another story). */
+static const char *not_preloadable(const char *cmd)
+{
+    char path[PATH_MAX];
+    const char *p = cmd;
+    if (!strchr(cmd, '/')) {
+        const char *dirs = getenv("PATH");
+        p = NULL;
+        for (const char *d = dirs ? dirs : ""; d && *d && !p; d = strchr(d, ':') ? strchr(d, ':') + 1 : NULL) {
+            size_t n = strcspn(d, ":");
+            int len = snprintf(path, sizeof path, "%.*s/%s", (int)n, n ? d : ".", cmd);
+            if (len > 0 && (size_t)len < sizeof path && access(path, X_OK) == 0)
+                p = path;
+        }
+        if (!p)
+            return NULL;
+    }
+    struct stat st;
+    if (stat(p, &st) != 0 || !S_ISREG(st.st_mode))
+        return NULL;
+    if (((st.st_mode & S_ISUID) && st.st_uid != geteuid()) ||
+        ((st.st_mode & S_ISGID) && st.st_gid != getegid()))
+        return "it runs set-user-ID or set-group-ID, and the loader then ignores LD_PRELOAD";
+    int fd = open(p, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return NULL;
+    Elf64_Ehdr eh;
+    int has_interp = 0, elf = pread(fd, &eh, sizeof eh, 0) == (ssize_t)sizeof eh &&
+                              !memcmp(eh.e_ident, ELFMAG, SELFMAG) &&
+                              eh.e_ident[EI_CLASS] == ELFCLASS64 && eh.e_phentsize == sizeof(Elf64_Phdr);
+    for (unsigned i = 0; elf && i < eh.e_phnum && !has_interp; i++) {
+        Elf64_Phdr ph;
+        if (pread(fd, &ph, sizeof ph, (off_t)(eh.e_phoff + (uint64_t)i * sizeof ph)) != (ssize_t)sizeof ph)
+            elf = 0;
+        else
+            has_interp = ph.p_type == PT_INTERP;
+    }
+    close(fd);
+    return elf && !has_interp ? "it is statically linked, and only the dynamic loader preloads "
+                                "(link it dynamically, or link the flamme library and call "
+                                "Flamme.start)"
+                              : NULL;
+}
+
 pid_t flamme_record_spawn(const char *verb, const char *out, char **cmd, int *rc)
 {
     char agent[PATH_MAX];
@@ -622,7 +669,11 @@ int flamme_cmd_record(int argc, char **argv)
     int wrote = lstat(out, &st) == 0 && S_ISREG(st.st_mode);
     if (WIFEXITED(status) && rc == 127 && !wrote)
         return rc;
-    if (!wrote)
+    const char *why = wrote ? NULL : not_preloadable(argv[i]);
+    if (why)
+        fprintf(stderr, "flamme: no profile written to %s: %s cannot be profiled: %s\n", out,
+                argv[i], why);
+    else if (!wrote)
         fprintf(stderr,
                 "flamme: no profile written to %s (is %s an OCaml 5 program? one that links the "
                 "flamme library profiles only between Flamme.start and stop; profiles of child "

@@ -19,10 +19,13 @@ default compiler only; wall and eintr on the timer engine only (the agent
 has wall-clock mode there only).
 """
 import os
+import pathlib
 import re
+import shutil
 import signal
 import struct
 import subprocess
+import tempfile
 import time
 
 import pytest
@@ -838,6 +841,38 @@ def test_stderr_file(ctx, tmp_path):
         ctx.check(got["profiled"] == got["alone"] and got["alone"][2] and "flamme" not in got["alone"][2],
                   "stderr %s: exit status, output and file are as without flamme" % how,
                   "alone %r, profiled %r" % (got["alone"], got["profiled"]))
+
+
+def test_not_preloadable(build, ocaml_default, check):
+    """An OCaml program the loader cannot preload into (statically linked;
+    set-user-ID to another user) runs as always, and record says why there
+    is no profile, instead of asking whether it is an OCaml 5 program."""
+    static = ocaml_default("e2e/split_static", [os.path.join(HERE, "split.ml")], name="split_static",
+                           flags=("-ccopt", "-static"))
+    # A directory the other user can reach (pytest's own are its owner's).
+    tmp_path = pathlib.Path(tempfile.mkdtemp(prefix="flamme-e2e-suid-"))
+    os.chmod(str(tmp_path), 0o777)
+    suid = str(tmp_path / "split_suid.exe")
+    shutil.copy(ocaml_default("e2e/split", [os.path.join(HERE, "split.ml")]), suid)
+    os.chmod(suid, 0o4755)
+    for what, exe, user, why in (
+            ("static", static, None, "it is statically linked, and only the dynamic loader preloads"),
+            ("set-user-ID", suid, 65534, "it runs set-user-ID or set-group-ID, and the loader then "
+                                         "ignores LD_PRELOAD")):
+        if user is not None and (os.geteuid() != 0 or not shutil.which("setpriv")):
+            print("  %s: needs root and setpriv to run as another user" % what)
+            continue
+        cmd = [build.flamme, "record", "-o", str(tmp_path / "p.flm"), "--", exe, "2"]
+        if user is not None:
+            cmd = ["setpriv", "--reuid=%d" % user, "--regid=%d" % user, "--clear-groups"] + cmd
+        p = flammetest.run(cmd, cwd=str(tmp_path))
+        lines = [l for l in p.stderr.splitlines() if l.startswith("flamme")]
+        print("  %s: exit %d, %s" % (what, p.returncode, lines))
+        check(p.returncode == 0 and p.stdout.startswith("split: rounds="),
+              "%s: the program runs as always" % what, "exit %d\n%s%s" % (p.returncode, p.stdout, p.stderr))
+        check(len(lines) == 1 and why in lines[0] and not os.path.exists(tmp_path / "p.flm"),
+              "%s: one line says why there is no profile" % what, p.stderr)
+    shutil.rmtree(str(tmp_path), ignore_errors=True)
 
 
 def preload(ctx, name, args, env):

@@ -492,8 +492,7 @@ static const char *not_preloadable(const char *cmd)
     }
     close(fd);
     return elf && !has_interp ? "it is statically linked, and only the dynamic loader preloads "
-                                "(link it dynamically, or link the flamme library and call "
-                                "Flamme.start)"
+                                "(link it dynamically to profile it)"
                               : NULL;
 }
 

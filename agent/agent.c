@@ -127,40 +127,6 @@ static int name_with_number(char *path, size_t cap, const char *base, long n, in
     return 0;
 }
 
-/* When this process started, on CLOCK_MONOTONIC, in ns: /proc/self/stat's
- * starttime (clock ticks since boot, which an exec keeps) less the time
- * the machine has spent suspended. 0 if unknown. */
-static uint64_t process_start_monotonic_ns(void)
-{
-    char buf[1024];
-    int fd = open("/proc/self/stat", O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return 0;
-    ssize_t n = read(fd, buf, sizeof buf - 1);
-    close(fd);
-    if (n <= 0)
-        return 0;
-    buf[n] = 0;
-    /* The command name in parentheses may hold spaces and ')': the fields
-     * are counted from the last ')'; starttime is the 22nd. */
-    char *p = strrchr(buf, ')');
-    for (int field = 2; p && field < 22; field++)
-        if ((p = strchr(p + 1, ' ')))
-            p++;
-    long hz = sysconf(_SC_CLK_TCK);
-    if (!p || hz <= 0)
-        return 0;
-    unsigned long long ticks = strtoull(p, NULL, 10);
-    uint64_t boot_ns = (uint64_t)(ticks / (unsigned long)hz) * 1000000000u +
-                       (uint64_t)(ticks % (unsigned long)hz) * 1000000000u / (unsigned long)hz;
-    struct timespec b, m;
-    if (clock_gettime(CLOCK_BOOTTIME, &b) != 0 || clock_gettime(CLOCK_MONOTONIC, &m) != 0)
-        return 0;
-    int64_t suspended = ((int64_t)b.tv_sec - m.tv_sec) * 1000000000 + (b.tv_nsec - m.tv_nsec);
-    if (suspended < 0)
-        suspended = 0;
-    return boot_ns > (uint64_t)suspended ? boot_ns - (uint64_t)suspended : 0;
-}
 
 /* 1 if the file at path is a profile an earlier image of this process
  * began (the process exec'd an OCaml program, which keeps its pid): its
@@ -177,7 +143,7 @@ static int earlier_image(const char *path)
     close(fd);
     if (!ok || h.pid != (uint32_t)getpid())
         return 0;
-    uint64_t proc = process_start_monotonic_ns();
+    uint64_t proc = flamme_proc_start_monotonic_ns(0);
     long hz = sysconf(_SC_CLK_TCK);
     uint64_t tick = hz > 0 ? 1000000000u / (unsigned long)hz : 10000000u;
     return proc != 0 && h.start_monotonic_ns + tick >= proc;

@@ -29,12 +29,14 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 #include <zlib.h>
 
@@ -144,6 +146,56 @@ int flamme_header_read(int fd, struct flamme_header *hdr)
         return -1;
     decode_header(b, hdr);
     return 0;
+}
+
+uint64_t flamme_proc_start_monotonic_ns(int pid)
+{
+    char buf[1024];
+    if (pid)
+        snprintf(buf, sizeof buf, "/proc/%d/stat", pid);
+    int fd = open(pid ? buf : "/proc/self/stat", O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return 0;
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n <= 0)
+        return 0;
+    buf[n] = 0;
+    /* The command name in parentheses may hold spaces and ')': the fields
+     * are counted from the last ')'; starttime is the 22nd. */
+    char *p = strrchr(buf, ')');
+    for (int field = 2; p && field < 22; field++)
+        if ((p = strchr(p + 1, ' ')))
+            p++;
+    long hz = sysconf(_SC_CLK_TCK);
+    if (!p || hz <= 0)
+        return 0;
+    unsigned long long ticks = strtoull(p, NULL, 10);
+    uint64_t boot_ns = (uint64_t)(ticks / (unsigned long)hz) * 1000000000u +
+                       (uint64_t)(ticks % (unsigned long)hz) * 1000000000u / (unsigned long)hz;
+    struct timespec b, m;
+    if (clock_gettime(CLOCK_BOOTTIME, &b) != 0 || clock_gettime(CLOCK_MONOTONIC, &m) != 0)
+        return 0;
+    int64_t suspended = ((int64_t)b.tv_sec - m.tv_sec) * 1000000000 + (b.tv_nsec - m.tv_nsec);
+    if (suspended < 0)
+        suspended = 0;
+    return boot_ns > (uint64_t)suspended ? boot_ns - (uint64_t)suspended : 0;
+}
+
+int flamme_profile_writer(const char *path)
+{
+    int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0)
+        return 0;
+    struct flamme_header h;
+    struct stat st;
+    int ok = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && flamme_header_read(fd, &h) == 0;
+    close(fd);
+    if (!ok || h.pid == 0 || h.pid > INT32_MAX || (kill((pid_t)h.pid, 0) != 0 && errno != EPERM))
+        return 0;
+    /* A pid the kernel gave again started after the profile did. */
+    uint64_t started = flamme_proc_start_monotonic_ns((int)h.pid);
+    return started && started <= h.start_monotonic_ns ? (int)h.pid : 0;
 }
 
 static void encode_header(uint8_t *b, const struct flamme_header *hdr)

@@ -382,6 +382,18 @@ int flamme_is_profile(const void *buf, size_t len);
  * and `flamme record` (does a child's process still run). */
 int flamme_header_read(int fd, struct flamme_header *hdr);
 
+/* When process pid (0: this one) started, on CLOCK_MONOTONIC, in ns: its
+ * /proc stat starttime (clock ticks since boot, which an exec keeps) less
+ * the time the machine has spent suspended. 0 if unknown. */
+uint64_t flamme_proc_start_monotonic_ns(int pid);
+
+/* The pid of the process writing the profile at path: its header's, when
+ * that process runs and started no later than the profile (not a pid the
+ * kernel gave again). 0 when none (or not a profile, unreadable). A
+ * process that stopped profiling and runs on counts too. `flamme record`
+ * (a file another run writes; a child's profile still being written). */
+int flamme_profile_writer(const char *path);
+
 /* Thread lookup by tid (the first thread that had it, when the tid was
  * reused); NULL if absent. */
 const struct flamme_thread *flamme_profile_thread(const struct flamme_profile *p, uint32_t tid);

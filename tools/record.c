@@ -185,15 +185,8 @@ static void hint_no_samples(const struct flamme_profile *p)
 static size_t still_running(const char *const *paths, size_t n)
 {
     size_t running = 0;
-    for (size_t i = 0; i < n; i++) {
-        struct flamme_header h;
-        int fd = open(paths[i], O_RDONLY | O_CLOEXEC);
-        int ok = fd >= 0 && flamme_header_read(fd, &h) == 0;
-        if (fd >= 0)
-            close(fd);
-        if (ok && h.pid > 0 && (kill((pid_t)h.pid, 0) == 0 || errno == EPERM))
-            running++;
-    }
+    for (size_t i = 0; i < n; i++)
+        running += flamme_profile_writer(paths[i]) != 0;
     return running;
 }
 
@@ -419,6 +412,27 @@ static void remove_earlier_segments(const char *out)
  * PATH left would be taken for this run's (by the summary, and by a
  * `flamme report PATH.*`): removed before it starts, and said. Only files
  * that are flamme profiles. */
+/* A process of another run still writing path or one of its path.<pid>
+ * (two runs at once to one -o, or a daemon an earlier run started): this
+ * run would move its profile aside or remove it, and count it as its own.
+ * Returns 0, or -1 after one line. */
+static int refuse_busy(const char *path)
+{
+    size_t n = 0;
+    char **list = NULL;
+    const char *which = path;
+    int pid = flamme_profile_writer(path);
+    if (!pid && (list = child_files(path, &n)))
+        for (size_t i = 0; i < n && !pid; i++)
+            if ((pid = flamme_profile_writer(list[i])))
+                which = list[i];
+    if (pid)
+        fprintf(stderr, "flamme record: %s is still being written by process %d (another run "
+                        "to %s?); choose another -o, or wait for it to end\n", which, pid, path);
+    free_files(list, n);
+    return pid ? -1 : 0;
+}
+
 static void remove_earlier_children(const char *path)
 {
     size_t n, gone = 0;
@@ -640,6 +654,8 @@ int flamme_cmd_record(int argc, char **argv)
         setenv("FLAMME_DEPTH", num, 1);
     }
     if (!strchr(out, '%')) {
+        if (refuse_busy(out) != 0)
+            return 1;
         remove_earlier_children(out);
         const char *period = getenv("FLAMME_PERIOD");
         if (period && *period)

@@ -577,8 +577,9 @@ def test_forkwork(ctx, tmp_path):
 def test_forkdaemon(ctx, tmp_path):
     """A worker that outlives the command `flamme record` ran (a daemon:
     fork, setsid, the parent exits): record's summary says its profile is
-    still being written, not truncated, and once the worker is done the
-    profile is complete and holds its work."""
+    still being written, not truncated; another run to the same -o is
+    refused meanwhile; once the worker is done the profile is complete and
+    holds its work."""
     exe = ctx.exe("forkwork")
     cwd = tmp_path / "daemon"
     cwd.mkdir()
@@ -593,6 +594,14 @@ def test_forkdaemon(ctx, tmp_path):
     lines = [l for l in p.stderr.splitlines() if "p.flm.%s" % pid in l]
     ctx.check(len(lines) == 1 and lines[0].endswith("(still being written: its process runs on)"),
               "forkdaemon: record says the worker's profile is still being written", p.stderr)
+    # Another run to p.flm meanwhile would move or remove the worker's
+    # profile (and count it as its own): refused, naming it; nothing runs.
+    q = ctx.run([ctx.flamme, "record", "-o", "p.flm", "--", exe], cwd=str(cwd))
+    alive = os.path.exists("/proc/" + pid)
+    ctx.check(not alive or (q.returncode == 1 and not q.stdout and
+                            ("p.flm.%s is still being written by process %s" % (pid, pid)) in q.stderr),
+              "forkdaemon: a second run to p.flm while the worker writes is refused, naming its file",
+              "exit %d\n%s%s" % (q.returncode, q.stdout, q.stderr))
     deadline = time.time() + 60
     while os.path.exists("/proc/" + pid) and time.time() < deadline:
         time.sleep(0.1)

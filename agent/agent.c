@@ -127,26 +127,13 @@ static int name_with_number(char *path, size_t cap, const char *base, long n, in
     return 0;
 }
 
-
 /* 1 if the file at path is a profile an earlier image of this process
  * began (the process exec'd an OCaml program, which keeps its pid): its
  * header names this pid and a start no earlier than the process's own
  * (to the clock tick). Anything else, unreadable or not a profile: 0. */
 static int earlier_image(const char *path)
 {
-    int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
-    if (fd < 0)
-        return 0;
-    struct flamme_header h;
-    struct stat st;
-    int ok = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && flamme_header_read(fd, &h) == 0;
-    close(fd);
-    if (!ok || h.pid != (uint32_t)getpid())
-        return 0;
-    uint64_t proc = flamme_proc_start_monotonic_ns(0);
-    long hz = sysconf(_SC_CLK_TCK);
-    uint64_t tick = hz > 0 ? 1000000000u / (unsigned long)hz : 10000000u;
-    return proc != 0 && h.start_monotonic_ns + tick >= proc;
+    return flamme_profile_writer(path) == (int)getpid();
 }
 
 /* Opens the profile output (common/outfile.h: no link followed, nothing

@@ -193,9 +193,12 @@ int flamme_profile_writer(const char *path)
     close(fd);
     if (!ok || h.pid == 0 || h.pid > INT32_MAX || (kill((pid_t)h.pid, 0) != 0 && errno != EPERM))
         return 0;
-    /* A pid the kernel gave again started after the profile did. */
+    /* A pid the kernel gave again started after the profile did (to the
+     * clock tick /proc counts in). */
     uint64_t started = flamme_proc_start_monotonic_ns((int)h.pid);
-    return started && started <= h.start_monotonic_ns ? (int)h.pid : 0;
+    long hz = sysconf(_SC_CLK_TCK);
+    uint64_t tick = hz > 0 ? 1000000000u / (unsigned long)hz : 10000000u;
+    return started && started <= h.start_monotonic_ns + tick ? (int)h.pid : 0;
 }
 
 static void encode_header(uint8_t *b, const struct flamme_header *hdr)

@@ -389,9 +389,10 @@ uint64_t flamme_proc_start_monotonic_ns(int pid);
 
 /* The pid of the process writing the profile at path: its header's, when
  * that process runs and started no later than the profile (not a pid the
- * kernel gave again). 0 when none (or not a profile, unreadable). A
- * process that stopped profiling and runs on counts too. `flamme record`
- * (a file another run writes; a child's profile still being written). */
+ * kernel gave again). 0 when none (or not a profile, unreadable, a link).
+ * A process that stopped profiling and runs on counts too. The agent (is a
+ * file an earlier image's, before an exec) and `flamme record` (a file
+ * another run writes; a child's profile still being written). */
 int flamme_profile_writer(const char *path);
 
 /* Thread lookup by tid (the first thread that had it, when the tid was

@@ -87,6 +87,12 @@ static void note_start_stderr(void)
     }
 }
 
+/* A profile's path as the agent's lines give it (see flamme_config_shown). */
+static const char *shown(const char *path)
+{
+    return flamme_config_shown(&flamme_cfg, path);
+}
+
 /* 1 if descriptor 2 is the file the process started with, else 0. */
 static int stderr_is_start(void)
 {
@@ -316,7 +322,7 @@ int flamme_agent_start(const struct flamme_start_opts *o, char *err, size_t errl
     pthread_mutex_lock(&life_lock);
     if (running) {
         pthread_mutex_unlock(&life_lock);
-        snprintf(err, errlen, "already running (writing %s)", flamme_config_shown(&flamme_cfg, flamme_cfg.output));
+        snprintf(err, errlen, "already running (writing %s)", shown(flamme_cfg.output));
         return -1;
     }
     if (o && o->output && *o->output && flamme_config_set_output(&flamme_cfg, o->output) != 0) {
@@ -334,8 +340,7 @@ int flamme_agent_start(const struct flamme_start_opts *o, char *err, size_t errl
         flamme_cfg.wall = o->wall;
     int fd = flamme_agent_open_output(flamme_cfg.output, sizeof flamme_cfg.output);
     if (fd < 0) {
-        snprintf(err, errlen, "cannot write profile %s: %s", flamme_config_shown(&flamme_cfg, flamme_cfg.output),
-                 strerror(errno));
+        snprintf(err, errlen, "cannot write profile %s: %s", shown(flamme_cfg.output), strerror(errno));
         pthread_mutex_unlock(&life_lock);
         return -1;
     }
@@ -354,7 +359,7 @@ int flamme_agent_start(const struct flamme_start_opts *o, char *err, size_t errl
     flamme_cfi_cache_configure(flamme_cfg.cache_dir);
     if (flamme_writer_start(flamme_agent_host_for_start(), fd, flamme_cfg.output,
                             read_cmdline()) != 0) {
-        snprintf(err, errlen, "cannot start the profile writer for %s", flamme_config_shown(&flamme_cfg, flamme_cfg.output));
+        snprintf(err, errlen, "cannot start the profile writer for %s", shown(flamme_cfg.output));
         pthread_mutex_unlock(&life_lock);
         return -1;
     }
@@ -402,12 +407,11 @@ int flamme_agent_stop(struct flamme_totals *t, char *err, size_t errlen)
         t->samples = samples;
         t->lost = lost;
         t->threads = threads;
-        snprintf(t->output, sizeof t->output, "%s",
-                 flamme_config_shown(&flamme_cfg, flamme_writer_path()));
+        snprintf(t->output, sizeof t->output, "%s", shown(flamme_writer_path()));
     }
     pthread_mutex_unlock(&life_lock);
     if (rc != 0) {
-        snprintf(err, errlen, "profile %s is incomplete (write error)", flamme_config_shown(&flamme_cfg, flamme_cfg.output));
+        snprintf(err, errlen, "profile %s is incomplete (write error)", shown(flamme_cfg.output));
         return -1;
     }
     return 0;
@@ -722,7 +726,7 @@ static int before_exec(void)
     exec_dropped = 0;
     if (flamme_writer_exec_checkpoint(&samples, &lost, &threads) != 0)
         flamme_agent_warn(1, "profile %s may be incomplete (write error before exec)",
-                          flamme_config_shown(&flamme_cfg, flamme_cfg.output));
+                          shown(flamme_cfg.output));
     else if (fork_child && unlink(flamme_writer_path()) == 0)
         /* A fork and exec (Unix.system, a spawn by hand): what the child
          * ran in between is the fork's and the exec's glue, and the
@@ -736,7 +740,7 @@ static int before_exec(void)
          * line only that one would be named. */
         flamme_agent_warn(0, "%llu samples, %u threads, %llu lost, wrote %s (before exec)",
                           (unsigned long long)samples, threads, (unsigned long long)lost,
-                          flamme_config_shown(&flamme_cfg, flamme_writer_path()));
+                          shown(flamme_writer_path()));
     return 1;
 }
 
@@ -758,7 +762,7 @@ static void after_exec(void)
         running = 0;
         if (!exec_dropped)
             flamme_agent_warn(1, "profiling stopped at a failed exec; %s ends there",
-                              flamme_config_shown(&flamme_cfg, flamme_cfg.output));
+                              shown(flamme_cfg.output));
     }
     pthread_mutex_unlock(&life_lock);
     errno = e;

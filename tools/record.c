@@ -408,10 +408,6 @@ static void remove_earlier_segments(const char *out)
                 seq == 2 ? "" : "s", out);
 }
 
-/* Profiles PATH.<pid> that child processes of an earlier run to the same
- * PATH left would be taken for this run's (by the summary, and by a
- * `flamme report PATH.*`): removed before it starts, and said. Only files
- * that are flamme profiles. */
 /* A process of another run still writing path or one of its path.<pid>
  * (two runs at once to one -o, or a daemon an earlier run started): this
  * run would move its profile aside or remove it, and count it as its own.
@@ -433,6 +429,10 @@ static int refuse_busy(const char *path)
     return pid ? -1 : 0;
 }
 
+/* Profiles PATH.<pid> that child processes of an earlier run to the same
+ * PATH left would be taken for this run's (by the summary, and by a
+ * `flamme report PATH.*`): removed before it starts, and said. Only files
+ * that are flamme profiles. */
 static void remove_earlier_children(const char *path)
 {
     size_t n, gone = 0;
@@ -475,11 +475,12 @@ static const char *not_preloadable(const char *cmd)
     if (!strchr(cmd, '/')) {
         const char *dirs = getenv("PATH");
         p = NULL;
-        for (const char *d = dirs ? dirs : ""; d && *d && !p; d = strchr(d, ':') ? strchr(d, ':') + 1 : NULL) {
-            size_t n = strcspn(d, ":");
-            int len = snprintf(path, sizeof path, "%.*s/%s", (int)n, n ? d : ".", cmd);
+        for (const char *d = dirs ? dirs : ""; *d && !p;) {
+            size_t n = strcspn(d, ":"); /* an empty entry is the working directory */
+            int len = snprintf(path, sizeof path, "%.*s/%s", n ? (int)n : 1, n ? d : ".", cmd);
             if (len > 0 && (size_t)len < sizeof path && access(path, X_OK) == 0)
                 p = path;
+            d += n + (d[n] == ':');
         }
         if (!p)
             return NULL;
@@ -496,10 +497,12 @@ static const char *not_preloadable(const char *cmd)
     Elf64_Ehdr eh;
     int has_interp = 0, elf = pread(fd, &eh, sizeof eh, 0) == (ssize_t)sizeof eh &&
                               !memcmp(eh.e_ident, ELFMAG, SELFMAG) &&
-                              eh.e_ident[EI_CLASS] == ELFCLASS64 && eh.e_phentsize == sizeof(Elf64_Phdr);
+                              eh.e_ident[EI_CLASS] == ELFCLASS64 &&
+                              eh.e_phentsize == sizeof(Elf64_Phdr);
     for (unsigned i = 0; elf && i < eh.e_phnum && !has_interp; i++) {
         Elf64_Phdr ph;
-        if (pread(fd, &ph, sizeof ph, (off_t)(eh.e_phoff + (uint64_t)i * sizeof ph)) != (ssize_t)sizeof ph)
+        off_t at = (off_t)(eh.e_phoff + (uint64_t)i * sizeof ph);
+        if (pread(fd, &ph, sizeof ph, at) != (ssize_t)sizeof ph)
             elf = 0;
         else
             has_interp = ph.p_type == PT_INTERP;

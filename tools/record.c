@@ -546,9 +546,19 @@ pid_t flamme_record_spawn(const char *verb, const char *out, char **cmd, int *rc
     char dir[sizeof abs];
     snprintf(dir, sizeof dir, "%s", abs);
     *strrchr(dir, '/') = '\0';
-    if (!strchr(dir, '%') && access(*dir ? dir : "/", W_OK | X_OK) != 0) {
-        fprintf(stderr, "flamme %s: cannot write %s: %s: %s\n", verb, out, *dir ? dir : "/",
-                strerror(errno));
+    const char *d = *dir ? dir : "/";
+    struct stat ds;
+    int bad = 0;
+    if (strchr(dir, '%'))
+        bad = 0;
+    else if (stat(d, &ds) != 0)
+        bad = errno;
+    else if (!S_ISDIR(ds.st_mode))
+        bad = ENOTDIR;
+    else if (access(d, W_OK | X_OK) != 0)
+        bad = errno;
+    if (bad) {
+        fprintf(stderr, "flamme %s: cannot write %s: %s: %s\n", verb, out, d, strerror(bad));
         return -1;
     }
     if (lstat(out, &st) == 0) {

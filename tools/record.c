@@ -5,7 +5,6 @@
  * CMD's status (128+N if CMD died of signal N).
  */
 #include <dirent.h>
-#include <elf.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -22,6 +21,7 @@
 #include "common/roots.h"
 #include "tools/collapse.h"
 #include "tools/cmds.h"
+#include "writer/elf.h"
 
 static void record_usage(FILE *f)
 {
@@ -492,22 +492,14 @@ static const char *not_preloadable(const char *cmd)
         ((st.st_mode & S_ISGID) && st.st_gid != getegid()))
         return "it runs set-user-ID or set-group-ID, and the loader then ignores LD_PRELOAD";
     int fd = open(p, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return NULL;
-    Elf64_Ehdr eh;
-    int has_interp = 0, elf = pread(fd, &eh, sizeof eh, 0) == (ssize_t)sizeof eh &&
-                              !memcmp(eh.e_ident, ELFMAG, SELFMAG) &&
-                              eh.e_ident[EI_CLASS] == ELFCLASS64 &&
-                              eh.e_phentsize == sizeof(Elf64_Phdr);
-    for (unsigned i = 0; elf && i < eh.e_phnum && !has_interp; i++) {
-        Elf64_Phdr ph;
-        off_t at = (off_t)(eh.e_phoff + (uint64_t)i * sizeof ph);
-        if (pread(fd, &ph, sizeof ph, at) != (ssize_t)sizeof ph)
-            elf = 0;
-        else
-            has_interp = ph.p_type == PT_INTERP;
-    }
-    close(fd);
+    struct flamme_elf e;
+    int elf = fd >= 0 && flamme_elf_open_fd(&e, fd) == 0, has_interp = 0;
+    for (size_t i = 0; elf && i < e.phnum; i++)
+        has_interp |= e.ph[i].p_type == PT_INTERP;
+    if (elf)
+        flamme_elf_close(&e);
+    if (fd >= 0)
+        close(fd);
     return elf && !has_interp ? "it is statically linked, and only the dynamic loader preloads "
                                 "(link it dynamically to profile it)"
                               : NULL;

@@ -96,9 +96,7 @@ static const char *shown(const char *path)
 /* 1 if descriptor 2 is the file the process started with, else 0. */
 static int stderr_is_start(void)
 {
-    struct stat st;
-    return start_stderr_open && fstat(STDERR_FILENO, &st) == 0 &&
-           st.st_dev == start_stderr.dev && st.st_ino == start_stderr.ino;
+    return start_stderr_open && flamme_fd_same_sigsafe(STDERR_FILENO, &start_stderr);
 }
 
 void flamme_agent_warn(int always, const char *fmt, ...)

@@ -378,8 +378,8 @@ int flamme_is_profile(const void *buf, size_t len);
 
 /* Reads the header at the start of the file fd (pread: its position is
  * left alone) into *hdr. Returns 0, or -1 if fd does not begin with a
- * whole flamme header. The agent (is a file an earlier image's profile)
- * and `flamme record` (does a child's process still run). */
+ * whole flamme header. flamme_profile_writer, and the loader's own
+ * decoding is the same. */
 int flamme_header_read(int fd, struct flamme_header *hdr);
 
 /* When process pid (0: this one) started, on CLOCK_MONOTONIC, in ns: its

@@ -896,18 +896,22 @@ static __attribute__((noinline)) int dither_expiry_sigsafe(struct flamme_slot *s
  * taken where the thread is, for the periods whose marks it passed, and the
  * due point moves on to the next mark. Before it (the thread waited
  * for a CPU meanwhile, and this signal waited for it) the timer is set
- * again for what is left. A check that finds the thread asleep in a system call
- * (this signal woke it) puts the chain to sleep until the thread's next
- * expiry, rather than wake it again. Returns 1 with the sample's weight
+ * again for what is left. A check that finds the thread asleep in a
+ * system call (this signal woke it, or was held back over it: slept) puts
+ * the chain to sleep until the thread's next expiry, rather than wake it
+ * again. One preempted in a system call is not asleep: the chain goes on.
+ * (Taken for asleep, it waited for the next expiry, which on a busy 2-core
+ * VM came up to 80 ms of the thread's CPU time later: kern.ml gave 2-9 pp
+ * of its compute phase to the next.) Returns 1 with the sample's weight
  * (0: not now). */
-static __attribute__((noinline)) int dither_fired_sigsafe(struct flamme_slot *s, int in_syscall,
+static __attribute__((noinline)) int dither_fired_sigsafe(struct flamme_slot *s, int slept,
                                                            unsigned *weight)
 {
     *weight = 0;
     if (s->dither_state != DITHER_RUN)
         return 1;
     int64_t now = (int64_t)flamme_cpu_ns_sigsafe(CLOCK_THREAD_CPUTIME_ID);
-    if (now - s->dither_cpu < s->dither_delay / 2 && in_syscall) {
+    if (now - s->dither_cpu < s->dither_delay / 2 && slept) {
         s->dither_state = DITHER_SLEEP;
         return 1;
     }
@@ -962,7 +966,7 @@ static void perf_next_sigsafe(struct flamme_slot *s, unsigned overflows)
     ioctl(s->perf_fd, PERF_EVENT_IOC_PERIOD, &g);
 }
 
-int flamme_engine_accept_sigsafe(struct flamme_slot *s, const siginfo_t *si, int in_syscall,
+int flamme_engine_accept_sigsafe(struct flamme_slot *s, const siginfo_t *si, int slept,
                                  unsigned *weight,
                                  unsigned *kernel)
 {
@@ -1052,7 +1056,7 @@ int flamme_engine_accept_sigsafe(struct flamme_slot *s, const siginfo_t *si, int
         if (si->si_code != SI_TIMER)
             return 0;
         if (si->si_value.sival_ptr == &s->dither_timer)
-            return dither_fired_sigsafe(s, in_syscall, weight);
+            return dither_fired_sigsafe(s, slept, weight);
         if (si->si_value.sival_ptr != s)
             return 0;
         /* Expiries merged into this one signal (the kernel delivers at most

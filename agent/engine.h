@@ -102,10 +102,11 @@ void flamme_engine_stop(void);
  * FLAMME_KERNEL_UNKNOWN (the timers: their expiry is checked at a tick
  * that does not say where it fell). Either way the signal arrives when the
  * thread returns to user space: kernel periods land on the user stack that
- * entered the kernel. in_syscall: the interrupted pc is at a system
- * call's return (the thread was in the kernel, maybe asleep there).
+ * entered the kernel. slept: the thread was asleep in a system call when
+ * the signal came (it cut the call short, or was held back over it; not
+ * a call the thread was preempted in).
  * async-signal-safe: yes. */
-int flamme_engine_accept_sigsafe(struct flamme_slot *s, const siginfo_t *si, int in_syscall,
+int flamme_engine_accept_sigsafe(struct flamme_slot *s, const siginfo_t *si, int slept,
                                  unsigned *weight,
                                  unsigned *kernel);
 

@@ -190,11 +190,22 @@ static int after_syscall_sigsafe(uintptr_t pc)
            ((pc & 0xfff) >= 2 && c[-2] == 0x0f && c[-1] == 0x05);
 }
 
-/* after_syscall_sigsafe of the pc the signal interrupted. */
-static int in_syscall_sigsafe(void *ucv)
+/* Whether this signal cut short a system call the thread was asleep in:
+ * the kernel then rewound the pc onto the `syscall` to restart the call
+ * after this handler (SA_RESTART), or made the call return -EINTR. A call
+ * the thread was preempted in (a busy machine) completes first, the signal
+ * waiting with it, and leaves the pc after the `syscall` with the call's
+ * own result: that thread waited for a CPU and is not asleep. Only bytes
+ * within pc's page are read. */
+static int cut_sleep_sigsafe(void *ucv)
 {
     const ucontext_t *uc = ucv;
-    return after_syscall_sigsafe((uintptr_t)uc->uc_mcontext.gregs[REG_RIP]);
+    uintptr_t pc = (uintptr_t)uc->uc_mcontext.gregs[REG_RIP];
+    const unsigned char *c = (const unsigned char *)pc;
+    if ((pc & 0xfff) != 0xfff && c[0] == 0x0f && c[1] == 0x05)
+        return 1;
+    return (pc & 0xfff) >= 2 && c[-2] == 0x0f && c[-1] == 0x05 &&
+           uc->uc_mcontext.gregs[REG_RAX] == -EINTR;
 }
 
 /* The kernel's part of a sample of weight periods taken at pc, from what
@@ -321,13 +332,22 @@ void flamme_handler_note_self(void)
 #endif
 }
 
+/* Whether s's thread was asleep in a system call when this signal came:
+ * the signal cut the call short, or was held back over a blocking call
+ * and let in at its end (agent/blocking.c; the pc is then in
+ * pthread_sigmask, after its own `syscall`). */
+static int slept_sigsafe(struct flamme_slot *s, void *ucv)
+{
+    return cut_sleep_sigsafe(ucv) || (s && s->held_callee && held_call_live_sigsafe(s, ucv));
+}
+
 static void flamme_sigprof(int sig, siginfo_t *si, void *ucv)
 {
     int saved_errno = errno;
     struct flamme_slot *s = flamme_thread_self_sigsafe();
     unsigned weight, kernel;
     if (sig != flamme_sample_sig ||
-        !flamme_engine_accept_sigsafe(s, si, in_syscall_sigsafe(ucv), &weight, &kernel)) {
+        !flamme_engine_accept_sigsafe(s, si, slept_sigsafe(s, ucv), &weight, &kernel)) {
         if (!s || !s->unblocked)
             forward(sig, si, ucv);
         else

@@ -49,6 +49,7 @@ import tempfile
 import pytest
 
 import engine_figures as ef
+import flmfile  # noqa: E402
 import flammetest  # noqa: E402
 from flammetest import clean_env, collapse, report, run
 
@@ -258,6 +259,25 @@ def test_ticks(build, ocaml, compiler, check, tmp_path, hz):
                   % (pct, own))
 
 
+def record_beside_neighbour(build, exe, args, prof, cwd, neighbour_args):
+    """Records EXE ARGS with the timer engine at 999 Hz into PROF, pinned
+    to one CPU with neighbour.py NEIGHBOUR_ARGS; returns the run."""
+    cpu = min(os.sched_getaffinity(0))
+
+    def pin():
+        os.sched_setaffinity(0, {cpu})
+
+    neighbour = subprocess.Popen([sys.executable, os.path.join(ef.HERE, "neighbour.py")] +
+                                 neighbour_args, preexec_fn=pin)
+    try:
+        return subprocess.run(ef.record_cmd(build, exe, args, prof, 999, "timer"), env=clean_env(),
+                              cwd=cwd, capture_output=True, text=True,
+                              timeout=flammetest.RUN_TIMEOUT, preexec_fn=pin)
+    finally:
+        neighbour.kill()
+        neighbour.wait()
+
+
 @pytest.mark.slow
 def test_ticks_busy(build, ocaml, compiler, check, tmp_path):
     """ticks.ml on a CPU it shares with a process that preempts it
@@ -269,20 +289,7 @@ def test_ticks_busy(build, ocaml, compiler, check, tmp_path):
     comp = compiler.name
     exe = ef.build_program(ocaml, "ticks")
     prof = str(tmp_path / "ticks-busy.flm")
-    cpu = min(os.sched_getaffinity(0))
-
-    def pin():
-        os.sched_setaffinity(0, {cpu})
-
-    neighbour = subprocess.Popen([sys.executable, os.path.join(ef.HERE, "neighbour.py"), "4"],
-                                 preexec_fn=pin)
-    try:
-        r = subprocess.run(ef.record_cmd(build, exe, ["1"], prof, 999, "timer"), env=clean_env(),
-                           cwd=tmp_path, capture_output=True, text=True,
-                           timeout=flammetest.RUN_TIMEOUT, preexec_fn=pin)
-    finally:
-        neighbour.kill()
-        neighbour.wait()
+    r = record_beside_neighbour(build, exe, ["1"], prof, tmp_path, ["4"])
     own = ef.ticks_own(r.stdout)
     check(r.returncode == 0 and own is not None, "%s ticks busy: runs under flamme" % comp,
           r.stderr.strip()[-300:])
@@ -496,6 +503,10 @@ def test_memo_effects(build, ocaml, compiler, check, tmp_path):
 
 
 KERN_PHASES = ef.KERN_PHASES
+# libc's wrappers of the memory system calls: [kernel] under them is the
+# call's own time, not a page fault's.
+MEMORY_CALL = re.compile(r"_*(munmap|mmap(64)?|mremap|madvise|mprotect|brk|sbrk)$")
+
 KERN_RUNS = (("perf", "perf", 999), ("timer", "timer", 999), ("auto", None, 99), ("auto", None, 999))
 
 
@@ -644,15 +655,23 @@ def kern_runs(build, exe, comp, check, work, prefix="", user=None):
         if used == "perf":
             # Page faults: [kernel] right under the function that touched
             # the page.
+            # The phase's other [kernel] is munmap(2) giving back what the
+            # GC freed (the pages' release), under libc's wrapper: 15-18%
+            # of it at 999 Hz here (2026-12-01, 5.3.0 no-fp, four runs),
+            # so at 99 Hz (~30 samples) "70% of all of it under touch"
+            # failed once in CI (20 of 30, 10 under __munmap).
             touch = ph["touch"]
+            calls = sum(w for f, w in touch[2].items() if MEMORY_CALL.match(f))
+            faults = touch[1] - calls
             sys_pct = 100.0 * cpu["touch"][1] / cpu["touch"][0]
-            ksh = 100.0 * touch[1] / touch[0] if touch[0] else 0.0
+            ksh = 100.0 * faults / touch[0] if touch[0] else 0.0
             # getrusage's system time is tick-sampled (and skewed on a
             # loaded machine): only a bound.
             check(ksh >= 20.0 and sys_pct >= 20.0,
-                  what + ": the page faults are >= 20% of the touch phase, as [kernel] and as"
-                  " system time", "[kernel] %.1f%%, system time %.1f%%" % (ksh, sys_pct))
-            check(touch[1] and touch[2].get("Kern.touch", 0) >= 0.7 * touch[1],
+                  what + ": the page faults are >= 20% of the touch phase, as [kernel] (less"
+                  " the memory system calls') and as system time",
+                  "[kernel] %.1f%%, system time %.1f%%" % (ksh, sys_pct))
+            check(faults > 0 and touch[2].get("Kern.touch", 0) >= 0.7 * faults,
                   what + ": >= 70% of the page faults' [kernel] sits right under Kern.touch",
                   str(touch[2]))
         runs_seen["%s %d Hz" % (label, hz)] = (ph, {p: 100.0 * cpu[p][0] / csum for p in cpu}, nrec,
@@ -682,6 +701,52 @@ def kern_runs(build, exe, comp, check, work, prefix="", user=None):
 @pytest.mark.slow
 def test_kern(build, ocaml, compiler, check, tmp_path):
     kern_runs(build, ef.build_program(ocaml, "kern"), compiler.name, check, str(tmp_path))
+
+
+@pytest.mark.slow
+def test_kern_busy(build, ocaml, compiler, check, tmp_path):
+    """kern.ml under the timer engine at 999 Hz on a CPU it shares with a
+    process that never sleeps (neighbour.py busy): the program is preempted
+    for whole slices, in its system calls too, and each phase keeps its
+    share of the samples. A dither check that found the thread back from a
+    preemption in a system call took it for asleep there and left the
+    samples to the thread's next CPU timer expiry, which on this 2-core VM
+    came up to 80 ms of its CPU time later: 4 of 8 runs gave 2.4-9.0 pp of
+    the compute phase to the touch phase (2026-12-01, 5.3.0 fp)."""
+    comp = compiler.name
+    exe = ef.build_program(ocaml, "kern")
+    prof = str(tmp_path / "kern-busy.flm")
+    r = record_beside_neighbour(build, exe, ["30"], prof, tmp_path, ["6", "busy"])
+    cpu = ef.kern_own(r.stdout)
+    check(r.returncode == 0 and len(cpu) == 3, "%s kern busy: runs under flamme" % comp,
+          r.stderr.strip()[-300:])
+    if r.returncode != 0 or len(cpu) != 3:
+        return
+    ph = kern_phases(collapse(build, prof))
+    wsum = sum(ph[p][0] for p in KERN_PHASES) or 1
+    csum = sum(cpu[p][0] for p in KERN_PHASES)
+    for p in KERN_PHASES:
+        got, want = 100.0 * ph[p][0] / wsum, 100.0 * cpu[p][0] / csum
+        print("  %s kern busy %s: %.1f%% of the weight (CPU time: %.1f%%)" % (comp, p, got, want))
+        # Fixed: within 0.3 pp in 8 of 8 runs; a sample taken where the
+        # phase changes may carry a few periods of the one before.
+        check(abs(got - want) <= 2.0, "%s kern busy: %s's share of samples = its share of CPU"
+              " time within 2 pp" % (comp, p), "%.1f%% vs %.1f%%" % (got, want))
+    # Where the samples are: after the thread's first (which carries what
+    # ran before its first CPU timer expiry), none stands for more than
+    # 20 ms of its CPU time. Seen fixed: at most 5 periods; before, 30-260.
+    with open(prof, "rb") as f:
+        recs = sorted(flmfile.samples(f.read()), key=lambda r: r[5])
+    tids = {}
+    for r in recs:
+        tids[r[1]] = tids.get(r[1], 0) + r[2]
+    main = max(tids, key=tids.get) if tids else None
+    ws = [r[2] for r in recs if r[1] == main]
+    print("  %s kern busy: %d samples, first of weight %s, the largest after it %s"
+          % (comp, len(ws), ws[0] if ws else "-", sorted(ws[1:])[-3:]))
+    check(len(ws) > 100 and max(ws[1:]) <= 20, "%s kern busy: after its first sample, no sample"
+          " of the thread stands for more than 20 periods" % comp,
+          "%d samples, largest weights %s" % (len(ws), sorted(ws[1:])[-5:]))
 
 
 @pytest.mark.slow

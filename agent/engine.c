@@ -215,6 +215,7 @@ static int dither_create(struct flamme_slot *s)
 {
     s->dither_state = DITHER_OFF;
     s->dither_acct = 0;
+    __atomic_store_n(&s->dither_first_cpu, 0, __ATOMIC_RELAXED);
     /* One left by a thread that had the slot before: its handler is gone. */
     if (s->dither_ok && s->dither_tid != s->tid) {
         s->dither_ok = 0;
@@ -256,6 +257,30 @@ static void dither_drop(struct flamme_slot *s)
 static atomic_int timer_used;
 static unsigned timer_switchers;
 
+/* A thread arming its own CPU timer (it runs) also sets its dither timer
+ * for the same random first instant, in wall time: that check starts the
+ * chain from here (dither_first_sigsafe), not from the first expiry, which
+ * comes at a tick the thread runs at. On a busy 2-core VM that took 16-73
+ * ms of the thread's CPU time (tests/engine kern.ml beside a busy process),
+ * all of it one sample wherever the thread then was: most of a short
+ * compiler run. A thread armed from another one may be asleep: a signal
+ * would wake it, so it waits for its expiry. Failure leaves it to the
+ * expiry too. */
+static void dither_first_check(struct flamme_slot *s, long first)
+{
+    if (!s->dither_ok || flamme_thread_self_sigsafe() != s)
+        return;
+    int64_t cpu = (int64_t)flamme_cpu_ns_sigsafe(CLOCK_THREAD_CPUTIME_ID);
+    if (cpu <= 0)
+        return;
+    /* Pairs with the acquire exchange in dither_first_sigsafe: the signal
+     * this arms finds the value. */
+    __atomic_store_n(&s->dither_first_cpu, cpu, __ATOMIC_RELEASE);
+    struct itimerspec its = {.it_value = {first / 1000000000L, first % 1000000000L}};
+    if (timer_settime(s->dither_timer, 0, &its, NULL) != 0)
+        __atomic_store_n(&s->dither_first_cpu, 0, __ATOMIC_RELAXED);
+}
+
 static int timer_arm(struct flamme_slot *s)
 {
     clockid_t clk = flamme_cfg.wall ? CLOCK_MONOTONIC : thread_cpu_clock(s->tid);
@@ -280,6 +305,7 @@ static int timer_arm(struct flamme_slot *s)
         errno = e;
         return -1;
     }
+    dither_first_check(s, first);
     return 0;
 }
 
@@ -495,6 +521,7 @@ unsigned flamme_engine_take_due(struct flamme_slot *s)
     unsigned w = dither_take_sigsafe(s, (int64_t)flamme_cpu_ns_sigsafe(CLOCK_THREAD_CPUTIME_ID));
     s->dither_state = DITHER_OFF;
     s->dither_acct = 0;
+    __atomic_store_n(&s->dither_first_cpu, 0, __ATOMIC_RELAXED); /* a first check on its way */
     return w;
 }
 
@@ -891,6 +918,32 @@ static __attribute__((noinline)) int dither_expiry_sigsafe(struct flamme_slot *s
     return 1;
 }
 
+/* The chain's first check (dither_first_check) fired before the thread's
+ * first expiry: the account starts at the arming's CPU time, and the
+ * sample is taken here for the periods whose marks the thread passed
+ * since (none yet: the chain's first due point is the current mark). A
+ * thread found asleep, or one the writer found sleeping too often for a
+ * chain, is left to its expiry. Returns 1 with the sample's weight. */
+static int dither_first_sigsafe(struct flamme_slot *s, int slept, unsigned *weight)
+{
+    /* Pairs with the release store in dither_first_check. */
+    int64_t start = __atomic_exchange_n(&s->dither_first_cpu, 0, __ATOMIC_ACQUIRE);
+    if (!start || slept || __atomic_load_n(&s->dither_switcher, __ATOMIC_RELAXED))
+        return 1;
+    int64_t now = (int64_t)flamme_cpu_ns_sigsafe(CLOCK_THREAD_CPUTIME_ID);
+    if (now < start)
+        return 1;
+    dither_period_sigsafe(s, start);
+    *weight = dither_take_sigsafe(s, now);
+    s->dither_due = s->dither_mark;
+    if (dither_arm_sigsafe(s, now, s->dither_due - now) != 0) {
+        *weight += dither_take_sigsafe(s, now);
+        return 1;
+    }
+    s->dither_state = DITHER_RUN;
+    return 1;
+}
+
 /* s's dither timer fired, set for when the thread would reach its due
  * point (in its CPU time) if it kept its CPU. At or past it, the sample is
  * taken where the thread is, for the periods whose marks it passed, and the
@@ -908,6 +961,8 @@ static __attribute__((noinline)) int dither_fired_sigsafe(struct flamme_slot *s,
                                                            unsigned *weight)
 {
     *weight = 0;
+    if (s->dither_state == DITHER_OFF && !s->dither_acct)
+        return dither_first_sigsafe(s, slept, weight);
     if (s->dither_state != DITHER_RUN)
         return 1;
     int64_t now = (int64_t)flamme_cpu_ns_sigsafe(CLOCK_THREAD_CPUTIME_ID);

@@ -193,12 +193,18 @@ def test_fxchain_budget(build, ocaml, compiler, check, tmp_path, hz):
 def check_own_share(check, what, pct, own, n, rel=0.0):
     """Checks that a profile's share PCT (%, of N samples) of a function is
     what the program measured of its own CPU time there (OWN %): within
-    3 pp, REL of OWN, or three standard errors of a share of N samples
-    (at 99 Hz ~300 samples: 5.2 pp for 10%)."""
+    3 pp, REL of OWN, or four standard errors of a share of N samples
+    (at 99 Hz ~300 samples: 6.9 pp for 10%). Three (0.27% of runs each)
+    over the suite's ~25 such checks failed a CI run now and then by
+    chance: test_cycle's perf engine gave 36.4% for 39.9% (3.2 standard
+    errors, 2026-12-01), while 56 runs here, 50 of them beside busy
+    processes, gave 36.0-42.3% for 39.8-40.0%. The failures they guard against are tens of
+    pp off: all samples at one place of the cycle (0% or 100%), at ticks
+    (after_tick 0.3-3.6% for 11%)."""
     q = min(max(own / 100.0, 0.0), 1.0)
-    tol = max(3.0, rel * own, 300.0 * (q * (1.0 - q) / max(n, 1)) ** 0.5)
+    tol = max(3.0, rel * own, 400.0 * (q * (1.0 - q) / max(n, 1)) ** 0.5)
     rel_said = " %d%%," % round(100 * rel) if rel else ""
-    check(abs(pct - own) <= tol, "%s (within %.1f pp: 3 pp,%s three standard errors)"
+    check(abs(pct - own) <= tol, "%s (within %.1f pp: 3 pp,%s four standard errors)"
           % (what, tol, rel_said), "%.1f%% for %.1f%%" % (pct, own))
 
 

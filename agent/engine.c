@@ -258,14 +258,14 @@ static atomic_int timer_used;
 static unsigned timer_switchers;
 
 /* A thread arming its own CPU timer (it runs) also sets its dither timer
- * for the same random first instant, in wall time: that check starts the
- * chain from here (dither_first_sigsafe), not from the first expiry, which
- * comes at a tick the thread runs at. On a busy 2-core VM that took 16-73
- * ms of the thread's CPU time (tests/engine kern.ml beside a busy process),
- * all of it one sample wherever the thread then was: most of a short
- * compiler run. A thread armed from another one may be asleep: a signal
- * would wake it, so it waits for its expiry. Failure leaves it to the
- * expiry too. */
+ * for the same random first instant, in wall time: the thread's first
+ * sample is then due when its CPU time reaches that instant
+ * (dither_first_sigsafe), not at its first expiry, which comes at a tick
+ * the thread runs at. On a busy 2-core VM that took 3-73 ms of the
+ * thread's CPU time (tests/engine kern.ml beside a busy process), all of
+ * it one sample wherever the thread then was: most of a short compiler
+ * run. A thread armed from another one may be asleep: a signal would wake
+ * it, so it waits for its expiry. Failure leaves it to the expiry too. */
 static void dither_first_check(struct flamme_slot *s, long first)
 {
     if (!s->dither_ok || flamme_thread_self_sigsafe() != s)
@@ -273,9 +273,9 @@ static void dither_first_check(struct flamme_slot *s, long first)
     int64_t cpu = (int64_t)flamme_cpu_ns_sigsafe(CLOCK_THREAD_CPUTIME_ID);
     if (cpu <= 0)
         return;
-    /* Pairs with the acquire exchange in dither_first_sigsafe: the signal
+    /* Pairs with the acquire loads in dither_first_sigsafe: the signal
      * this arms finds the value. */
-    __atomic_store_n(&s->dither_first_cpu, cpu, __ATOMIC_RELEASE);
+    __atomic_store_n(&s->dither_first_cpu, cpu + first, __ATOMIC_RELEASE);
     struct itimerspec its = {.it_value = {first / 1000000000L, first % 1000000000L}};
     if (timer_settime(s->dither_timer, 0, &its, NULL) != 0)
         __atomic_store_n(&s->dither_first_cpu, 0, __ATOMIC_RELAXED);
@@ -896,6 +896,8 @@ static __attribute__((noinline)) int dither_expiry_sigsafe(struct flamme_slot *s
     if (!s->dither_acct) {
         dither_period_sigsafe(s, now);
         first = *weight;
+        /* This expiry came first: a first check on its way is a chain check. */
+        __atomic_store_n(&s->dither_first_cpu, 0, __ATOMIC_RELAXED);
     }
     *weight = first;
     if (switcher) {
@@ -918,28 +920,39 @@ static __attribute__((noinline)) int dither_expiry_sigsafe(struct flamme_slot *s
     return 1;
 }
 
-/* The chain's first check (dither_first_check) fired before the thread's
- * first expiry: the account starts at the arming's CPU time, and the
- * sample is taken here for the periods whose marks the thread passed
- * since (none yet: the chain's first due point is the current mark). A
+/* The check dither_first_check set fired before the thread's first
+ * expiry. At or past the first instant (thread CPU ns dither_first_cpu)
+ * it does what that expiry would: the sample is taken here, for the
+ * periods since, and starts the account and the chain. Before it (the
+ * thread waited for a CPU) the check is set again for what is left. A
  * thread found asleep, or one the writer found sleeping too often for a
- * chain, is left to its expiry. Returns 1 with the sample's weight. */
+ * chain, is left to its expiry. A thread that ends before its first
+ * sample has no periods counted, as before its first expiry. Returns 1
+ * with the sample's weight (0: none now). */
 static int dither_first_sigsafe(struct flamme_slot *s, int slept, unsigned *weight)
 {
     /* Pairs with the release store in dither_first_check. */
-    int64_t start = __atomic_exchange_n(&s->dither_first_cpu, 0, __ATOMIC_ACQUIRE);
-    if (!start || slept || __atomic_load_n(&s->dither_switcher, __ATOMIC_RELAXED))
+    int64_t due = __atomic_load_n(&s->dither_first_cpu, __ATOMIC_ACQUIRE);
+    if (!due)
         return 1;
-    int64_t now = (int64_t)flamme_cpu_ns_sigsafe(CLOCK_THREAD_CPUTIME_ID);
-    if (now < start)
-        return 1;
-    dither_period_sigsafe(s, start);
-    *weight = dither_take_sigsafe(s, now);
-    s->dither_due = s->dither_mark;
-    if (dither_arm_sigsafe(s, now, s->dither_due - now) != 0) {
-        *weight += dither_take_sigsafe(s, now);
+    if (slept || __atomic_load_n(&s->dither_switcher, __ATOMIC_RELAXED)) {
+        __atomic_store_n(&s->dither_first_cpu, 0, __ATOMIC_RELAXED);
         return 1;
     }
+    int64_t now = (int64_t)flamme_cpu_ns_sigsafe(CLOCK_THREAD_CPUTIME_ID);
+    if (now < due - DITHER_SLACK_NS) {
+        int64_t ns = due - now < DITHER_MIN_NS ? DITHER_MIN_NS : due - now;
+        struct itimerspec its = {.it_value = {ns / 1000000000L, ns % 1000000000L}};
+        if (timer_settime(s->dither_timer, 0, &its, NULL) != 0)
+            __atomic_store_n(&s->dither_first_cpu, 0, __ATOMIC_RELAXED);
+        return 1;
+    }
+    __atomic_store_n(&s->dither_first_cpu, 0, __ATOMIC_RELAXED);
+    *weight = 1 + (unsigned)((now > due ? now - due : 0) / period_ns());
+    dither_period_sigsafe(s, now);
+    s->dither_due = s->dither_mark;
+    if (dither_arm_sigsafe(s, now, s->dither_due - now) != 0)
+        return 1;
     s->dither_state = DITHER_RUN;
     return 1;
 }

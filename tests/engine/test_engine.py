@@ -284,6 +284,19 @@ def record_beside_neighbour(build, exe, args, prof, cwd, neighbour_args):
         neighbour.wait()
 
 
+def busy_run(build, ocaml, comp, check, tmp_path, name, args, neighbour_args, own_of):
+    """Records engine program NAME with ARGS beside neighbour.py
+    NEIGHBOUR_ARGS (record_beside_neighbour); returns (profile, what
+    OWN_OF reads of its output, the run), or None when it failed."""
+    prof = str(tmp_path / (name + "-busy.flm"))
+    r = record_beside_neighbour(build, ef.build_program(ocaml, name), args, prof, tmp_path,
+                                neighbour_args)
+    own = own_of(r.stdout)
+    check(r.returncode == 0 and own is not None, "%s %s busy: runs under flamme" % (comp, name),
+          r.stderr.strip()[-300:])
+    return (prof, own, r) if own is not None else None
+
+
 @pytest.mark.slow
 def test_ticks_busy(build, ocaml, compiler, check, tmp_path):
     """ticks.ml on a CPU it shares with a process that preempts it
@@ -293,14 +306,10 @@ def test_ticks_busy(build, ocaml, compiler, check, tmp_path):
     its switches alone it was sampled at ticks: 0.3-3.6% for the program's
     11-12%, as in CI runs of test_ticks where the program had all its CPU.)"""
     comp = compiler.name
-    exe = ef.build_program(ocaml, "ticks")
-    prof = str(tmp_path / "ticks-busy.flm")
-    r = record_beside_neighbour(build, exe, ["1"], prof, tmp_path, ["4"])
-    own = ef.ticks_own(r.stdout)
-    check(r.returncode == 0 and own is not None, "%s ticks busy: runs under flamme" % comp,
-          r.stderr.strip()[-300:])
-    if own is None:
+    got = busy_run(build, ocaml, comp, check, tmp_path, "ticks", ["1"], ["4"], ef.ticks_own)
+    if not got:
         return
+    prof, own, r = got
     rep = report(build, prof)
     check(SWITCHERS not in rep, "%s ticks busy: the thread kept its dither chain (the report names "
           "no thread sampled at ticks)" % comp, rep[rep.find(SWITCHERS) - 60:][:300])
@@ -350,6 +359,29 @@ def test_cycle(build, ocaml, compiler, check, tmp_path, engine):
     check(n >= 1000, "%s cycle %s: enough samples to judge (%d)" % (comp, engine, n))
     check_own_share(check, "%s cycle: the %s engine gives Cycle.first its share of the CPU time"
                     % (comp, engine), pct, own, n)
+
+
+@pytest.mark.slow
+def test_cycle_busy(build, ocaml, compiler, check, tmp_path):
+    """cycle.ml under the timer engine on a CPU it shares with a process
+    that never sleeps (neighbour.py busy). Nearly all of its time is in
+    its own clock reads, system calls, so that the scheduler takes the CPU
+    from it inside one again and again: a dither check that took such a
+    thread for asleep left its samples to its next CPU timer expiry, at a
+    tick, and Cycle.first got 9.9-51.7% for its 40% (8 runs, 2026-12-01;
+    37.1-41.2% since)."""
+    comp = compiler.name
+    got = busy_run(build, ocaml, comp, check, tmp_path, "cycle", [str(10 ** 9 // 999), "2"],
+                   ["8", "busy"], ef.cycle_own)
+    if not got:
+        return
+    prof, own, r = got
+    st = collapse(build, prof)
+    pct, n = ef.cycle_share(st), flammetest.total(st)
+    print("  %s cycle busy: Cycle.first %.1f%% of %d (%s)" % (comp, pct, n, r.stdout.strip()))
+    check(n >= 1000, "%s cycle busy: enough samples to judge (%d)" % (comp, n))
+    check_own_share(check, "%s cycle busy: the timer engine gives Cycle.first its share of the"
+                    " CPU time" % comp, pct, own, n)
 
 
 def recorded_report(build, ocaml, comp, check, tmp_path, name, args, env=None):

@@ -103,6 +103,12 @@ class Tmux:
         subprocess.run(self.base + ["new-session", "-d", "-s", "t", "-x", "120", "-y", "40", "-c", cwd,
                                     "sh"], env=self.env, check=True)
         self.run("set-option", "-g", "status", "off")
+        # Keys sent before the shell prints its prompt are echoed ahead of
+        # it, and its output then shares the prompt's line ("# BEFORE-TOP",
+        # seen in one CI run, which failed test_tty's last check).
+        end = time.monotonic() + 10.0
+        while time.monotonic() < end and not any(ln.strip() for ln in self.pane()):
+            time.sleep(0.05)
 
     def run(self, *args):
         return subprocess.run(self.base + list(args), env=self.env, capture_output=True, text=True).stdout

@@ -709,8 +709,17 @@ def kern_runs(build, exe, comp, check, work, prefix="", user=None):
                   what + ": the page faults are >= 20% of the touch phase, as [kernel] (less"
                   " the memory system calls') and as system time",
                   "[kernel] %.1f%%, system time %.1f%%" % (ksh, sys_pct))
-            check(faults > 0 and touch[2].get("Kern.touch", 0) >= 0.7 * faults,
-                  what + ": >= 70% of the page faults' [kernel] sits right under Kern.touch",
+            print("  %s: page faults' [kernel] %d, %d of it under Kern.touch; under what: %s"
+                  % (what, faults, touch[2].get("Kern.touch", 0),
+                     sorted(touch[2].items(), key=lambda kv: -kv[1])[:4]))
+            # Counted (no kernel overflows), munmap's periods go to the
+            # thread's next user-mode record, the GC's code after the call
+            # (pool_sweep, caml_*), not libc's wrapper: 0-22% of the
+            # phase's [kernel] in 12 runs here, 33.5% in one CI run
+            # (2026-11-30).
+            need = 50 if counted else 70
+            check(faults > 0 and touch[2].get("Kern.touch", 0) >= need / 100.0 * faults,
+                  what + ": >= %d%% of the page faults' [kernel] sits right under Kern.touch" % need,
                   str(touch[2]))
         runs_seen["%s %d Hz" % (label, hz)] = (ph, {p: 100.0 * cpu[p][0] / csum for p in cpu}, nrec,
                                                counted)

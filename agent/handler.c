@@ -179,15 +179,27 @@ static void commit_sample(struct flamme_slot *s, uint64_t *rec, uint32_t n, uint
     atomic_fetch_add_explicit(&s->taken, 1, memory_order_relaxed);
 }
 
-/* Whether pc is right after a `syscall` instruction (or on one the kernel
- * rewound to restart the call after this handler, SA_RESTART): the signal
- * came as the thread left a system call. Only bytes within pc's page are
- * read, which is mapped since the thread executes it. */
-static int after_syscall_sigsafe(uintptr_t pc)
+/* Whether pc is on a `syscall` instruction: one the kernel rewound it to,
+ * to restart the call after this handler (SA_RESTART). Only bytes within
+ * pc's page are read, which is mapped since the thread executes it. */
+static int at_syscall_sigsafe(uintptr_t pc)
 {
     const unsigned char *c = (const unsigned char *)pc;
-    return (c[0] == 0x0f && (pc & 0xfff) != 0xfff && c[1] == 0x05) ||
-           ((pc & 0xfff) >= 2 && c[-2] == 0x0f && c[-1] == 0x05);
+    return c[0] == 0x0f && (pc & 0xfff) != 0xfff && c[1] == 0x05;
+}
+
+/* Whether pc is right after a `syscall` instruction (same page only). */
+static int past_syscall_sigsafe(uintptr_t pc)
+{
+    const unsigned char *c = (const unsigned char *)pc;
+    return (pc & 0xfff) >= 2 && c[-2] == 0x0f && c[-1] == 0x05;
+}
+
+/* Whether pc is right after a `syscall` instruction or on one the kernel
+ * rewound to: the signal came as the thread left a system call. */
+static int after_syscall_sigsafe(uintptr_t pc)
+{
+    return at_syscall_sigsafe(pc) || past_syscall_sigsafe(pc);
 }
 
 /* Whether this signal cut short a system call the thread was asleep in:
@@ -195,17 +207,13 @@ static int after_syscall_sigsafe(uintptr_t pc)
  * after this handler (SA_RESTART), or made the call return -EINTR. A call
  * the thread was preempted in (a busy machine) completes first, the signal
  * waiting with it, and leaves the pc after the `syscall` with the call's
- * own result: that thread waited for a CPU and is not asleep. Only bytes
- * within pc's page are read. */
+ * own result: that thread waited for a CPU and is not asleep. */
 static int cut_sleep_sigsafe(void *ucv)
 {
     const ucontext_t *uc = ucv;
     uintptr_t pc = (uintptr_t)uc->uc_mcontext.gregs[REG_RIP];
-    const unsigned char *c = (const unsigned char *)pc;
-    if ((pc & 0xfff) != 0xfff && c[0] == 0x0f && c[1] == 0x05)
-        return 1;
-    return (pc & 0xfff) >= 2 && c[-2] == 0x0f && c[-1] == 0x05 &&
-           uc->uc_mcontext.gregs[REG_RAX] == -EINTR;
+    return at_syscall_sigsafe(pc) ||
+           (past_syscall_sigsafe(pc) && uc->uc_mcontext.gregs[REG_RAX] == -EINTR);
 }
 
 /* The kernel's part of a sample of weight periods taken at pc, from what

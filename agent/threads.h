@@ -132,8 +132,8 @@ struct flamme_slot {
     int64_t dither_due;        /* thread CPU ns of the next due point */
     int64_t dither_cpu;        /* thread CPU ns when the dither timer was set */
     int64_t dither_delay;      /* ns it was set for */
-    int64_t dither_first_cpu;  /* thread CPU ns at a self-arming that set the chain's first check
-                                  (0: none; release store at arming, acquire exchange in the handler) */
+    int64_t dither_first_cpu;  /* thread CPU ns the first sample is due at, set by a self-arming
+                                  (0: none; release store at arming, acquire load in the handler) */
     uint64_t dither_rng;
     /* Timer engine with dither, handler-private: the last sample's frames
      * (FLAMME_LAST_FRAMES words, mapped with the memo), where a due sample

@@ -62,9 +62,11 @@ uint64_t flamme_handler_pc_only(void);
 
 /* The thread of slot s ends (or sampling stops) with a sample due that
  * the dithered timer engine did not take yet (weight periods, from
- * flamme_engine_take_due): commits them on the frames of the thread's last sample, the
- * nearest stack known; with none, on the thread's start routine alone,
- * truncated; counted as lost for a main thread that has none. The
+ * flamme_engine_take_due): commits them on the frames of the thread's last
+ * sample, the nearest stack known; with none, on the thread's start
+ * routine alone (the program's entry point for the main thread),
+ * truncated. Lost (counted) only when the ring has no room. The periods
+ * carried for a next sample (arming_carry) are dropped: doc/design.md. The
  * calling thread is s's, in normal context with the sample signal blocked.
  * Not async-signal-safe. */
 struct flamme_slot;

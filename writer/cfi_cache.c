@@ -418,6 +418,11 @@ void *flamme_kept_load(const char *kind, const struct stat *st, size_t *len)
     return data;
 }
 
+int flamme_kept_on(void)
+{
+    return cache_dir[0] != '\0';
+}
+
 void flamme_kept_store(const char *kind, const struct stat *st, const void *a, size_t alen,
                        const void *b, size_t blen)
 {

@@ -75,6 +75,10 @@ void flamme_cfi_cache_store(const struct flamme_cfi_key *k, const struct cfi_mod
  * there are none (or the cache is off). */
 void *flamme_kept_load(const char *kind, const struct stat *st, size_t *len);
 
+/* Whether tables are kept at all (a cache directory is set): a caller
+ * skips the work of making what it would keep when not. */
+int flamme_kept_on(void);
+
 /* Keeps a then b (b may be NULL with blen 0) for kind and the file of st,
  * replacing what was kept. Best effort. */
 void flamme_kept_store(const char *kind, const struct stat *st, const void *a, size_t alen,

@@ -20,7 +20,9 @@
  * in it (the OCaml compiler's never do). The file stays open for those
  * reads (a high descriptor, checked before each read and opened again,
  * the same file, if the program closed it). A large file's index is kept
- * between processes (load_kept, store_kept; writer/cfi_cache.h).
+ * between processes (load_kept, store_kept; writer/cfi_cache.h), and so
+ * are the rows of the units its profiles ran (load_kept_rows,
+ * flamme_lines_keep, "kept rows" below).
  * Called by: the agent's writer thread (and tests). It allocates and reads
  * the file through writer/elf.c and pread (never kept mapped); never from
  * a signal handler.
@@ -90,6 +92,9 @@ struct lunit {
     int state; /* 0: not run yet, 1: rows, -1: malformed or out of memory */
     struct row *rows;
     size_t nrows;
+    /* Its rows as an earlier process kept them (kept_len bytes at kept_at
+     * of l->kept_code, kept_rows rows; kept_len 0: none): see "kept rows". */
+    uint64_t kept_at, kept_len, kept_rows;
 };
 
 /* Where a section lies in the file. */
@@ -125,6 +130,17 @@ struct flamme_lines {
     size_t nfiles, cap_files;
     struct flamme_itab file_ids; /* file name -> index into files */
     uint64_t run_ns; /* CPU time spent making units' rows (run_rows) */
+    /* Rows kept between processes ("kept rows"): keep_rows when the file's
+     * index is kept too (kst its identity), the encoded rows read back
+     * (kept_blob, kept_code within it), and how many units were run from
+     * .debug_line since they were last kept. */
+    int keep_rows;
+    struct stat kst;
+    uint8_t *kept_blob;
+    const uint8_t *kept_code;
+    size_t kept_nfiles; /* files[0, kept_nfiles) are the kept rows' */
+    size_t runs_unkept;
+    size_t runs; /* units run from .debug_line, ever */
 };
 
 /* Rows while building: order keeps program order among equal addresses. */
@@ -278,9 +294,10 @@ static int file_read(flamme_lines *l, uint64_t at, void *buf, size_t n)
 }
 
 /* The n bytes at offset at of .debug_line, read into the window (the
- * whole section up to flamme_lines_whole_max, else at least WINDOW_MIN bytes from at, or
- * n) unless it holds them already; valid until the next call. Returns them,
- * or NULL (out of the section, no memory, unreadable). */
+ * whole section up to flamme_lines_whole_max unless rows were kept, else at
+ * least WINDOW_MIN bytes from at, or n) unless it holds them already; valid
+ * until the next call. Returns them, or NULL (out of the section, no
+ * memory, unreadable). */
 static const uint8_t *line_bytes(flamme_lines *l, uint64_t at, uint64_t n)
 {
     if (at > l->line.size || n > l->line.size - at)
@@ -288,7 +305,9 @@ static const uint8_t *line_bytes(flamme_lines *l, uint64_t at, uint64_t n)
     if (l->win && at >= l->win_at && at + n <= l->win_at + l->win_len)
         return l->win + (at - l->win_at);
     uint64_t from = at, want = n > WINDOW_MIN ? n : WINDOW_MIN;
-    if (l->line.size <= flamme_lines_whole_max) {
+    /* With rows kept (kept_code), the few units still run are read alone:
+     * the whole copy of the OCaml compiler's cost 0.2-0.5 ms. */
+    if (l->line.size <= flamme_lines_whole_max && !l->kept_code) {
         from = 0;
         want = l->line.size;
     } else if (want > l->line.size - at) {
@@ -393,25 +412,13 @@ static int file_eq(const void *ctx, uint32_t i, const void *s, size_t len)
     return strcmp(l->files[i], s) == 0;
 }
 
-/* Index of the file "dir/name" in the table (added once); UINT32_MAX when
- * out of memory. */
-static uint32_t intern(struct builder *b, const char *dir, const char *name)
+/* Index of the file named s (a malloc'd string, l's from now on) in the
+ * table (added once); UINT32_MAX when out of memory. */
+static uint32_t file_index(flamme_lines *l, char *s)
 {
-    flamme_lines *l = b->l;
-    size_t dl = dir ? strlen(dir) : 0, nl = strlen(name);
-    char *s = malloc(dl + 1 + nl + 1);
-    if (!s)
-        goto oom;
-    if (dl) {
-        memcpy(s, dir, dl);
-        s[dl] = '/';
-        memcpy(s + dl + 1, name, nl + 1);
-    } else {
-        memcpy(s, name, nl + 1);
-    }
     if (flamme_itab_reserve(&l->file_ids, l->nfiles, 256, file_hash, l) < 0) {
         free(s);
-        goto oom;
+        return UINT32_MAX;
     }
     size_t len = strlen(s);
     uint32_t *slot =
@@ -425,7 +432,7 @@ static uint32_t intern(struct builder *b, const char *dir, const char *name)
         char **n = realloc(l->files, nc * sizeof *n);
         if (!n) {
             free(s);
-            goto oom;
+            return UINT32_MAX;
         }
         l->files = n;
         l->cap_files = nc;
@@ -433,9 +440,28 @@ static uint32_t intern(struct builder *b, const char *dir, const char *name)
     l->files[l->nfiles] = s;
     *slot = (uint32_t)l->nfiles + 1;
     return (uint32_t)l->nfiles++;
-oom:
-    b->oom = 1;
-    return UINT32_MAX;
+}
+
+/* Index of the file "dir/name" in the table (added once); UINT32_MAX when
+ * out of memory. */
+static uint32_t intern(struct builder *b, const char *dir, const char *name)
+{
+    size_t dl = dir ? strlen(dir) : 0, nl = strlen(name);
+    char *s = malloc(dl + 1 + nl + 1);
+    uint32_t i = UINT32_MAX;
+    if (s) {
+        if (dl) {
+            memcpy(s, dir, dl);
+            s[dl] = '/';
+            memcpy(s + dl + 1, name, nl + 1);
+        } else {
+            memcpy(s, name, nl + 1);
+        }
+        i = file_index(b->l, s);
+    }
+    if (i == UINT32_MAX)
+        b->oom = 1;
+    return i;
 }
 
 /* ------------------------------------------------------------ one unit */
@@ -1015,12 +1041,22 @@ static int finish(struct builder *b, struct lunit *lu)
     return 0;
 }
 
-/* Runs unit lu into rows, once; a malformed unit (or no memory) gives none. */
+static int decode_kept_rows(flamme_lines *l, struct lunit *lu);
+
+/* Makes unit lu's rows, once: from what an earlier process kept, else by
+ * running its program; a malformed unit (or no memory) gives none. */
 static void run_rows(flamme_lines *l, struct lunit *lu)
 {
     if (lu->state != 0)
         return;
     uint64_t t0 = flamme_cpu_ns_sigsafe(CLOCK_THREAD_CPUTIME_ID);
+    if (lu->kept_len && decode_kept_rows(l, lu) == 0) {
+        lu->state = 1;
+        l->run_ns += flamme_cpu_ns_sigsafe(CLOCK_THREAD_CPUTIME_ID) - t0;
+        return;
+    }
+    l->runs_unkept++;
+    l->runs++;
     lu->state = -1;
     struct builder b = { .l = l };
     const uint8_t *p = line_bytes(l, lu->off, lu->len);
@@ -1029,6 +1065,11 @@ static void run_rows(flamme_lines *l, struct lunit *lu)
         lu->state = 1;
     flamme_bulk_free(b.rows);
     l->run_ns += flamme_cpu_ns_sigsafe(CLOCK_THREAD_CPUTIME_ID) - t0;
+}
+
+size_t flamme_lines_units_run(const flamme_lines *l)
+{
+    return l ? l->runs : 0;
 }
 
 uint64_t flamme_lines_run_ns(const flamme_lines *l)
@@ -1054,7 +1095,7 @@ static int push_unit(flamme_lines *l, size_t *cap, uint64_t off, uint64_t len, i
         l->units = n;
         *cap = nc;
     }
-    l->units[l->nunits++] = (struct lunit){ off, len, offset_size, 0, NULL, 0 };
+    l->units[l->nunits++] = (struct lunit){ .off = off, .len = len, .offset_size = offset_size };
     return 0;
 }
 
@@ -1192,7 +1233,7 @@ static int load_kept(flamme_lines *l, const struct stat *st)
         if ((u.offset_size != 4 && u.offset_size != 8) || u.off > l->line.size ||
             u.len > l->line.size - u.off || (i && u.off <= l->units[i - 1].off))
             goto bad;
-        l->units[i] = (struct lunit){ u.off, u.len, (int)u.offset_size, 0, NULL, 0 };
+        l->units[i] = (struct lunit){ .off = u.off, .len = u.len, .offset_size = (int)u.offset_size };
     }
     for (uint64_t i = 0; i < h.nseqs; i++, at += sizeof(struct kept_seq)) {
         struct kept_seq q;
@@ -1238,6 +1279,230 @@ static void store_kept(const flamme_lines *l, const struct stat *st)
     free(blob);
 }
 
+/* ------------------------------------------------------------ kept rows */
+
+/* The rows of the units a profile ran are kept between processes too
+ * (kind "FLMLROW", the same key as the index), and grow with each process
+ * that runs units no earlier one did: running them was the largest cost
+ * the line table put on a short compile (ocamlopt.opt of a 40-function
+ * file at 999 Hz: 83-96 of its 356 units, 70,000-76,000 rows, 2.7-2.9 ms
+ * of the writer's CPU in a 75 ms process). A unit's rows are read back
+ * when it is first looked up in, and .debug_line is not read at all while
+ * every unit looked up in was kept. Layout: struct kept_rows_head, nkept
+ * struct kept_rows_unit (by unit), the file table (nfiles NUL-terminated
+ * names, names_len bytes: what the rows' file numbers index), then the
+ * rows, each unit's as (address - the previous row's: ULEB128, never 0
+ * after its first row; file + 1, 0 for a gap: ULEB128; line - the previous
+ * row's: SLEB128). */
+#define KEPT_ROWS_KIND "FLMLROW"
+
+struct kept_rows_head {
+    uint64_t line_size, nunits, nkept, nfiles, names_len, code_len;
+};
+struct kept_rows_unit {
+    uint64_t unit, at, len, nrows;
+};
+
+/* Reads back the rows kept for l's file (at open, before any unit ran and
+ * any file was named): the file table becomes l's first files, and each
+ * kept unit notes where its rows lie (decoded by decode_kept_rows). Nothing
+ * is used unless it all passes the checks (sizes, the index's, units in
+ * order, file names unique). */
+static void load_kept_rows(flamme_lines *l)
+{
+    size_t len = 0;
+    uint8_t *blob = l->nfiles ? NULL : flamme_kept_load(KEPT_ROWS_KIND, &l->kst, &len);
+    struct kept_rows_head h;
+    if (!blob || len < sizeof h)
+        goto bad;
+    memcpy(&h, blob, sizeof h);
+    if (h.line_size != l->line.size || h.nunits != l->nunits || h.nkept == 0 ||
+        h.nkept > h.nunits || h.nfiles >= UINT32_MAX || h.names_len > len || h.code_len > len ||
+        len - sizeof h - h.names_len - h.code_len != h.nkept * sizeof(struct kept_rows_unit) ||
+        (h.names_len && blob[len - h.code_len - 1] != 0))
+        goto bad;
+    const uint8_t *dir = blob + sizeof h;
+    const char *names = (const char *)dir + h.nkept * sizeof(struct kept_rows_unit);
+    uint64_t nf = 0;
+    for (size_t at = 0; at < h.names_len; nf++) {
+        size_t n = strlen(names + at);
+        char *name = malloc(n + 1);
+        if (!name)
+            goto bad;
+        memcpy(name, names + at, n + 1);
+        if (file_index(l, name) != nf)
+            goto bad; /* a name twice, or no memory */
+        at += n + 1;
+    }
+    if (nf != h.nfiles)
+        goto bad;
+    for (uint64_t i = 0, prev = 0; i < h.nkept; i++) {
+        struct kept_rows_unit u;
+        memcpy(&u, dir + i * sizeof u, sizeof u);
+        if (u.unit >= h.nunits || (i && u.unit <= prev) || u.at > h.code_len ||
+            u.len > h.code_len - u.at || u.nrows == 0 || u.nrows > u.len)
+            goto bad;
+        struct lunit *lu = &l->units[u.unit];
+        lu->kept_at = u.at;
+        lu->kept_len = u.len;
+        lu->kept_rows = u.nrows;
+        prev = u.unit;
+    }
+    l->kept_blob = blob;
+    l->kept_code = (const uint8_t *)names + h.names_len;
+    l->kept_nfiles = h.nfiles;
+    return;
+bad:
+    for (size_t i = 0; i < l->nunits; i++)
+        l->units[i].kept_len = 0;
+    flamme_bulk_free(blob);
+}
+
+/* The LEB128 number at *p (before end) into *v (sign-extended when sig),
+ * *p moved past it. Returns 0, or -1 past end or past 10 bytes. */
+static inline int leb_get(const uint8_t **p, const uint8_t *end, uint64_t *v, int sig)
+{
+    if (*p < end && !(**p & 0x80)) { /* one byte: nearly every one */
+        uint8_t b = *(*p)++;
+        *v = sig && (b & 0x40) ? (uint64_t)b | ~0x7full : b;
+        return 0;
+    }
+    uint64_t x = 0;
+    for (unsigned shift = 0; *p < end && shift < 70; shift += 7) {
+        uint8_t b = *(*p)++;
+        x |= shift < 64 ? (uint64_t)(b & 0x7f) << shift : 0;
+        if (!(b & 0x80)) {
+            if (sig && shift + 7 < 64 && (b & 0x40))
+                x |= ~0ull << (shift + 7);
+            *v = x;
+            return 0;
+        }
+    }
+    return -1;
+}
+
+/* Writes v as LEB128 (SLEB128 when sig) at o; returns its length (<= 10). */
+static size_t leb_put(uint8_t *o, uint64_t v, int sig)
+{
+    size_t n = 0;
+    for (;;) {
+        uint8_t b = v & 0x7f;
+        v = sig ? (uint64_t)((int64_t)v >> 7) : v >> 7;
+        int done = sig ? (v == 0 && !(b & 0x40)) || (v == ~0ull && (b & 0x40)) : v == 0;
+        o[n++] = done ? b : b | 0x80;
+        if (done)
+            return n;
+    }
+}
+
+/* Unit lu's rows from what was kept (load_kept_rows). Returns 0, or -1
+ * (the unit is then run from .debug_line) when they fail a check:
+ * addresses increasing, files in the kept table, lines in range, the
+ * unit's bytes used exactly. */
+static int decode_kept_rows(flamme_lines *l, struct lunit *lu)
+{
+    const uint8_t *p = l->kept_code + lu->kept_at, *end = p + lu->kept_len;
+    struct row *rows = flamme_bulk_alloc(lu->kept_rows * sizeof *rows);
+    uint64_t addr = 0, d, f, dl;
+    int64_t line = 0;
+    for (uint64_t i = 0; rows && i < lu->kept_rows; i++) {
+        if (leb_get(&p, end, &d, 0) || leb_get(&p, end, &f, 0) || leb_get(&p, end, &dl, 1))
+            goto bad;
+        line += (int64_t)dl;
+        if ((i && d == 0) || addr + d < addr || f > l->kept_nfiles || line < 0 ||
+            line > (int64_t)UINT32_MAX)
+            goto bad;
+        addr += d;
+        rows[i] = (struct row){ addr, f ? (uint32_t)(f - 1) : END_FILE, (uint32_t)line };
+    }
+    if (!rows || p != end)
+        goto bad;
+    lu->rows = rows;
+    lu->nrows = lu->kept_rows;
+    return 0;
+bad:
+    flamme_bulk_free(rows);
+    lu->kept_len = 0;
+    return -1;
+}
+
+/* Makes room for n more bytes in *buf (*len used of *cap). Returns 0, or
+ * -1 when out of memory. */
+static int reserve(uint8_t **buf, size_t len, size_t *cap, size_t n)
+{
+    if (*cap - len >= n)
+        return 0;
+    size_t nc = *cap ? *cap : 1 << 16;
+    while (nc - len < n)
+        nc *= 2;
+    uint8_t *b = realloc(*buf, nc);
+    if (!b)
+        return -1;
+    *buf = b;
+    *cap = nc;
+    return 0;
+}
+
+void flamme_lines_keep(flamme_lines *l)
+{
+    if (!l || !l->keep_rows || !l->runs_unkept)
+        return;
+    uint8_t *code = NULL, *a = NULL;
+    size_t clen = 0, ccap = 0, names_len = 0, nkept = 0;
+    for (size_t i = 0; i < l->nfiles; i++)
+        names_len += strlen(l->files[i]) + 1;
+    struct kept_rows_unit *dir = calloc(l->nunits ? l->nunits : 1, sizeof *dir);
+    if (!dir)
+        return;
+    for (size_t i = 0; i < l->nunits; i++) {
+        const struct lunit *lu = &l->units[i];
+        size_t at = clen;
+        if (lu->kept_len) {
+            /* Kept before (read back here or not): as it was. */
+            if (reserve(&code, clen, &ccap, lu->kept_len) != 0)
+                goto out;
+            memcpy(code + clen, l->kept_code + lu->kept_at, lu->kept_len);
+            clen += lu->kept_len;
+            dir[nkept++] = (struct kept_rows_unit){ i, at, lu->kept_len, lu->kept_rows };
+        } else if (lu->state == 1 && lu->nrows) {
+            if (lu->nrows > SIZE_MAX / 30 || reserve(&code, clen, &ccap, lu->nrows * 30) != 0)
+                goto out;
+            uint64_t addr = 0;
+            int64_t line = 0;
+            for (size_t k = 0; k < lu->nrows; k++) {
+                const struct row *r = &lu->rows[k];
+                clen += leb_put(code + clen, r->addr - addr, 0);
+                clen += leb_put(code + clen, r->file == END_FILE ? 0 : (uint64_t)r->file + 1, 0);
+                clen += leb_put(code + clen, (uint64_t)((int64_t)r->line - line), 1);
+                addr = r->addr;
+                line = r->line;
+            }
+            dir[nkept++] = (struct kept_rows_unit){ i, at, clen - at, lu->nrows };
+        }
+    }
+    struct kept_rows_head h = { l->line.size, l->nunits, nkept, l->nfiles, names_len, clen };
+    size_t alen = sizeof h + nkept * sizeof *dir + names_len;
+    a = nkept ? malloc(alen) : NULL;
+    if (a) {
+        uint8_t *p = a;
+        memcpy(p, &h, sizeof h);
+        p += sizeof h;
+        memcpy(p, dir, nkept * sizeof *dir);
+        p += nkept * sizeof *dir;
+        for (size_t i = 0; i < l->nfiles; i++) {
+            size_t n = strlen(l->files[i]) + 1;
+            memcpy(p, l->files[i], n);
+            p += n;
+        }
+        flamme_kept_store(KEPT_ROWS_KIND, &l->kst, a, alen, code, clen);
+        l->runs_unkept = 0;
+    }
+out:
+    free(a);
+    free(code);
+    free(dir);
+}
+
 flamme_lines *flamme_lines_open(const char *path)
 {
     struct flamme_fd_id fid;
@@ -1266,6 +1531,11 @@ flamme_lines *flamme_lines_open(const char *path)
         goto out;
     if (keep && !kept)
         store_kept(l, &st);
+    if (keep && flamme_kept_on()) {
+        l->keep_rows = 1;
+        l->kst = st;
+        load_kept_rows(l);
+    }
     /* A larger .debug_line is read again a window at a time when units
      * are run: the file is checked to be the same one then. A whole copy
      * is kept, so units are run from the bytes the index was built from. */
@@ -1343,6 +1613,7 @@ void flamme_lines_close(flamme_lines *l)
     flamme_bulk_free(l->win);
     flamme_bulk_free(l->line_str.data);
     flamme_bulk_free(l->str.data);
+    flamme_bulk_free(l->kept_blob);
     if (l->fd >= 0)
         flamme_close_checked(l->fd, &l->fid);
     free(l->path);

@@ -6,6 +6,7 @@
  */
 #ifndef FLAMME_WRITER_LINES_H
 #define FLAMME_WRITER_LINES_H
+#include <stddef.h>
 #include <stdint.h>
 
 typedef struct flamme_lines flamme_lines;
@@ -25,6 +26,17 @@ int flamme_lines_lookup(flamme_lines *l, uint64_t vaddr, const char **file, uint
 /* CPU time (this thread's clock) the lookups have spent so far making
  * units' rows: at most once per unit, so bounded by the file's size. */
 uint64_t flamme_lines_run_ns(const flamme_lines *l);
+
+/* How many units the lookups ran from .debug_line (not read back from the
+ * rows an earlier process kept: flamme_lines_keep). */
+size_t flamme_lines_units_run(const flamme_lines *l);
+
+/* Keeps the rows of the units l ran (from .debug_line) for later
+ * processes, with those kept before, when l's index is kept (a large
+ * .debug_line, flamme_lines_kept_min): they are read back instead of run
+ * again. Nothing to do when no unit was run since the last call. Best
+ * effort. */
+void flamme_lines_keep(flamme_lines *l);
 
 void flamme_lines_close(flamme_lines *l);
 

@@ -1019,6 +1019,9 @@ static int finalize(void)
     uint64_t c0 = flamme_cpu_ns_sigsafe(CLOCK_THREAD_CPUTIME_ID);
     if (flamme_pw_flush(W.pw) != 0)
         W.failed = 1;
+    /* Every frame is named now: the line rows the run made, for the next
+     * process of this executable. */
+    flamme_lines_keep(W.lines);
     if (!W.running)
         W.cpu_done_ns += flamme_cpu_ns_sigsafe(CLOCK_THREAD_CPUTIME_ID) - c0;
     write_totals_info();
@@ -1575,6 +1578,7 @@ int flamme_writer_exec_checkpoint(uint64_t *samples, uint64_t *lost, uint32_t *t
     H.join_thread(W.thread); /* after its final sweep */
     if (flamme_pw_flush(W.pw) != 0)
         return -1;
+    flamme_lines_keep(W.lines); /* as finalize: the new image may be the same program */
     off_t mark = lseek(flamme_pw_fd(W.pw), 0, SEEK_CUR);
     flamme_writer_set_end_sigsafe(FLAMME_EXIT_EXEC, 0);
     write_exit();

@@ -6,14 +6,18 @@ Records tests/e2e/split.ml, built with every compiler (with -g), and checks that
 with N inside that function's lines of the source (read from split.ml here,
 not hard-coded), that callers carry their call's line, that without --lines
 the names are unchanged, and that `flamme svg --lines` shows the positions.
+The OCaml compiler's own frames get the same positions when its line rows
+are read back from the cache as when they are made from its line table.
 """
 import filecmp
 import os
 import re
 import shutil
+import struct
 
 import pytest
 
+import flmfile
 from flammetest import REPO, clean_env, collapse, record, run, total
 
 SPLIT_ML = os.path.join(REPO, "tests", "e2e", "split.ml")
@@ -143,3 +147,61 @@ def test_lines_after_the_executable_is_replaced(build, ocaml, compiler, check, t
     with_lines = collapse(build, prof, "--lines")
     check(total(with_lines) > 100, "more than 100 samples", total(with_lines))
     check_positions(with_lines, ranges, check, "replaced: ")
+
+
+def exe_positions(prof, exe):
+    """{offset in exe: (file, line)} of the profile's frames of the
+    executable exe that have a source position (FRAME and FRAME_LINE
+    records), and how many of its frames there are."""
+    recs = flmfile.records(open(prof, "rb").read())
+    offs, pos = {}, {}
+    for t, b in recs:
+        if t == flmfile.FRAME:
+            fid, _, off = struct.unpack_from("<IQQ", b)
+            n = struct.unpack_from("<I", b, 20)[0]
+            m = struct.unpack_from("<I", b, 24 + n)[0]
+            if os.path.realpath(b[28 + n:28 + n + m].decode()) == os.path.realpath(exe):
+                offs[fid] = off
+        elif t == flmfile.FRAME_LINE:
+            fid, line = struct.unpack_from("<II", b)
+            n = struct.unpack_from("<I", b, 8)[0]
+            if fid in offs:
+                pos[offs[fid]] = (b[12:12 + n].decode(), line)
+    return pos, len(offs)
+
+
+def test_lines_kept_between_processes(build, compiler, check, tmp_path):
+    """A build starts the same compiler for every file: the rows of its
+    line table that one process made are kept in the cache directory for
+    the next (writer/lines.c "kept rows"). Later processes give the same
+    source positions as one that reads nothing kept (FLAMME_CACHE=0),
+    to the frames of ocamlopt.opt, at the same offsets."""
+    opt = os.path.join(compiler.bindir, "ocamlopt.opt")
+    src = tmp_path / "gen.ml"
+    src.write_text("".join(
+        "let f%d x = match x with\n  | [] -> %d\n  | y :: r -> y * %d + List.length r\n"
+        "let g%d l = List.map (fun v -> (f%d [v; %d], string_of_int v)) l\n" % (i, i, i, i, i, i)
+        for i in range(300)))
+    cache = str(tmp_path / "cache")
+
+    def compile_once(name, extra):
+        env = clean_env(extra)
+        prof = str(tmp_path / (name + ".flm"))
+        r = record(build, [opt, "-c", "gen.ml"], prof, ["-F", "999"], env=env, cwd=str(tmp_path))
+        assert r.returncode == 0, "ocamlopt.opt -c gen.ml under flamme: %s" % r.stderr[-500:]
+        return exe_positions(prof, opt)
+
+    ref, nref = compile_once("nocache", {"FLAMME_CACHE": "0"})
+    compile_once("first", {"FLAMME_CACHE_DIR": cache})
+    kept = [f for f in os.listdir(cache) if open(os.path.join(cache, f), "rb").read(8) == b"FLMLROW\0"]
+    check(len(kept) == 1, "the first process keeps the compiler's line rows", os.listdir(cache))
+    for name in ("second", "third"):
+        pos, n = compile_once(name, {"FLAMME_CACHE_DIR": cache})
+        common = [o for o in pos if o in ref]
+        differ = [(o, pos[o], ref[o]) for o in common if pos[o] != ref[o]]
+        print("    %s: %d of %d compiler frames placed (%d of %d without the cache), %d offsets in both"
+              % (name, len(pos), n, len(ref), nref, len(common)))
+        check(len(common) >= 20 and not differ, "%s process: the same positions as without the cache "
+              "(>= 20 offsets in both)" % name, "%d in both, differing: %s" % (len(common), differ[:3]))
+        check(len(pos) >= 0.9 * n, "%s process: >= 90%% of the compiler's frames placed" % name,
+              "%d of %d" % (len(pos), n))

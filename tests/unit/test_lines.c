@@ -5,7 +5,8 @@
  * recorded inside that function. Garbage, a truncated copy of this binary
  * and an ELF file without .debug_line must give NULL, never a crash. The
  * index kept between processes gives the same positions, is what a later
- * open reads, and a damaged one is built again.
+ * open reads, and a damaged one is built again; so do the rows kept
+ * between processes, which a later open reads instead of running units.
  */
 #include <dlfcn.h>
 #include <fcntl.h>
@@ -501,6 +502,88 @@ TEST(kept_index_gives_the_same_positions)
     flamme_cfi_cache_configure(NULL);
 }
 
+/* The one file in directory d whose first bytes are magic (a path into
+ * out), or 0 when there is not exactly one. */
+static int kept_file(const char *d, const char *magic, char *out, size_t len)
+{
+    DIR *dh = opendir(d);
+    struct dirent *de;
+    int n = 0;
+    while (dh && (de = readdir(dh))) {
+        char p[600], m[8] = { 0 };
+        snprintf(p, sizeof p, "%s/%s", d, de->d_name);
+        FILE *f = de->d_name[0] != '.' ? fopen(p, "rb") : NULL;
+        if (f && fread(m, 1, sizeof m, f) == sizeof m && memcmp(m, magic, strlen(magic) + 1) == 0 &&
+            n++ == 0)
+            snprintf(out, len, "%s", p);
+        if (f)
+            fclose(f);
+    }
+    if (dh)
+        closedir(dh);
+    return n == 1;
+}
+
+TEST(kept_rows_give_the_same_positions)
+{
+    char cache[300], rows[600];
+    snprintf(cache, sizeof cache, "%s/keptrows", dir);
+    flamme_cfi_cache_configure(cache);
+    uint64_t min0 = flamme_lines_kept_min;
+    flamme_lines_kept_min = 0;
+    /* A first process runs every unit (differences looks up every code
+     * byte) and keeps their rows. */
+    flamme_lines *ran = flamme_lines_open("/proc/self/exe");
+    flamme_lines *ref = flamme_lines_open("/proc/self/exe");
+    size_t found = 0;
+    CHECK(ran && ref && differences(ran, ref, &found) == 0 && found > 1000);
+    size_t units = flamme_lines_units_run(ran);
+    printf("  info: %zu units run\n", units);
+    CHECK(units > 1);
+    flamme_lines_keep(ran);
+    flamme_lines_close(ran);
+    CHECK(kept_file(cache, "FLMLROW", rows, sizeof rows));
+    /* A later one reads them back: the same positions, no unit run. */
+    flamme_lines *back = flamme_lines_open("/proc/self/exe");
+    CHECK(back != NULL && differences(ref, back, &found) == 0 && found > 1000);
+    CHECK(flamme_lines_units_run(back) == 0);
+    flamme_lines_close(back);
+    /* Damaged rows are run again, with the same positions: the file cut
+     * short, the head's file count lowered, its unit count changed (every
+     * unit run again); the last unit's last row running past its bytes
+     * (that unit alone, read from .debug_line by itself). */
+    size_t len = 0;
+    uint8_t *b = slurp(rows, &len);
+    const size_t hdr = 128; /* writer/cfi_cache.c's header */
+    CHECK(b && len > hdr + 48);
+    for (int how = 0; b && len > hdr + 48 && how < 4; how++) {
+        uint8_t *d = malloc(len);
+        memcpy(d, b, len);
+        size_t n = len;
+        uint64_t v;
+        if (how == 0) {
+            n = len - 3;
+        } else if (how < 3) {
+            memcpy(&v, d + hdr + (how == 1 ? 24 : 8), 8);
+            v = how == 1 ? v / 2 : v + 1;
+            memcpy(d + hdr + (how == 1 ? 24 : 8), &v, 8);
+        } else {
+            d[len - 1] |= 0x80;
+        }
+        spit(rows, d, n);
+        free(d);
+        back = flamme_lines_open("/proc/self/exe");
+        CHECK(back != NULL && differences(ref, back, &found) == 0 && found > 1000);
+        size_t again = flamme_lines_units_run(back);
+        CHECK(how < 3 ? again == units : again == 1);
+        flamme_lines_close(back);
+    }
+    free(b);
+    flamme_lines_close(ref);
+    flamme_lines_kept_min = min0;
+    flamme_cfi_cache_configure(NULL);
+}
+
 int main(void)
 {
     snprintf(dir, sizeof dir, "/tmp/flamme-test-lines-XXXXXX");
@@ -517,6 +600,7 @@ int main(void)
     RUN(copied_line_programs_outlive_a_replaced_file);
     RUN(file_names_from_debug_str);
     RUN(kept_index_gives_the_same_positions);
+    RUN(kept_rows_give_the_same_positions);
     char cmd[600];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
     if (system(cmd) != 0)

@@ -17,8 +17,8 @@ share of the program's (with its start-up), also beside what it spent once
 tables and the executable's line table; all from `flamme report`), and the
 compiler's CPU alone and under flamme (task clock of the process tree,
 median of the rounds). Then what a short compile (one process of a build)
-pays once, with the unwind tables built, and kept and read back between
-processes (writer/cfi_cache.h).
+pays once, with the unwind tables, symbols and line tables built, and kept
+and read back between processes (writer/cfi_cache.h).
 Usage: compiler_bench.py [--build DIR] [--cache DIR] [--rounds N] [--hz N] [--functions N]
 """
 import argparse
@@ -139,8 +139,9 @@ def main():
 
 def short_processes(build, compilers, hz, runs):
     """A build under `flamme record` starts the compiler once per file: what
-    each such process pays once, with the unwind tables kept between
-    processes (writer/cfi_cache.h) and without. A 40-function file; per
+    each such process pays once, with the unwind tables, symbols and line
+    tables (index and rows) kept between processes (writer/cfi_cache.h) and
+    without. A 40-function file; per
     compiler the median of `runs` recordings: the start-up (the unwind
     tables, before main) and all the report counts as spent once, from
     `flamme report`, the CPU of the process tree (`flamme record` and the
@@ -149,7 +150,7 @@ def short_processes(build, compilers, hz, runs):
     print()
     print("one short compile per process (40 functions, %d Hz, median of %d): what each pays once"
           % (hz, runs))
-    print("%-6s %-22s %11s %11s %9s %9s" % ("build", "unwind tables", "start-up s", "once s", "cpu s",
+    print("%-6s %-22s %11s %11s %9s %9s" % ("build", "kept tables", "start-up s", "once s", "cpu s",
                                            "added ms"))
     with tempfile.TemporaryDirectory(prefix="flamme-short-bench.") as wd:
         with open(os.path.join(wd, "small.ml"), "w") as f:

@@ -869,6 +869,22 @@ static unsigned dither_take_sigsafe(struct flamme_slot *s, int64_t now)
     return n;
 }
 
+/* Runs s's chain from thread CPU time now: its due point is the current
+ * period's mark, or, when that passed while the chain was not running, a
+ * random part of a step away. Returns 0, or -1 when the timer could not
+ * be set (the chain not running). */
+static int dither_run_sigsafe(struct flamme_slot *s, int64_t now)
+{
+    if (s->dither_mark - now > DITHER_SLACK_NS)
+        s->dither_due = s->dither_mark;
+    else
+        s->dither_due = now + dither_draw_sigsafe(s);
+    if (dither_arm_sigsafe(s, now, s->dither_due - now) != 0)
+        return -1;
+    s->dither_state = DITHER_RUN;
+    return 0;
+}
+
 /* (Both dither functions stay out of flamme_engine_accept_sigsafe's frame:
  * the perf engine's signals, which never call them, can come on a
  * program's alternate stack inside its own handler, before the handler's
@@ -905,18 +921,10 @@ static __attribute__((noinline)) int dither_expiry_sigsafe(struct flamme_slot *s
         *weight += dither_take_sigsafe(s, now);
         return 1;
     }
-    /* The current period's mark, or, when it passed while the chain was
-     * not running, a random part of a step away. */
-    if (s->dither_mark - now > DITHER_SLACK_NS)
-        s->dither_due = s->dither_mark;
-    else
-        s->dither_due = now + dither_draw_sigsafe(s);
-    if (dither_arm_sigsafe(s, now, s->dither_due - now) != 0) {
+    if (dither_run_sigsafe(s, now) != 0) {
         s->dither_state = DITHER_OFF;
         *weight += dither_take_sigsafe(s, now);
-        return 1;
     }
-    s->dither_state = DITHER_RUN;
     return 1;
 }
 
@@ -941,19 +949,14 @@ static int dither_first_sigsafe(struct flamme_slot *s, int slept, unsigned *weig
     }
     int64_t now = (int64_t)flamme_cpu_ns_sigsafe(CLOCK_THREAD_CPUTIME_ID);
     if (now < due - DITHER_SLACK_NS) {
-        int64_t ns = due - now < DITHER_MIN_NS ? DITHER_MIN_NS : due - now;
-        struct itimerspec its = {.it_value = {ns / 1000000000L, ns % 1000000000L}};
-        if (timer_settime(s->dither_timer, 0, &its, NULL) != 0)
+        if (dither_arm_sigsafe(s, now, due - now) != 0)
             __atomic_store_n(&s->dither_first_cpu, 0, __ATOMIC_RELAXED);
         return 1;
     }
     __atomic_store_n(&s->dither_first_cpu, 0, __ATOMIC_RELAXED);
     *weight = 1 + (unsigned)((now > due ? now - due : 0) / period_ns());
     dither_period_sigsafe(s, now);
-    s->dither_due = s->dither_mark;
-    if (dither_arm_sigsafe(s, now, s->dither_due - now) != 0)
-        return 1;
-    s->dither_state = DITHER_RUN;
+    dither_run_sigsafe(s, now); /* failing: left to the next expiry */
     return 1;
 }
 

@@ -139,8 +139,8 @@ struct flamme_lines {
     uint8_t *kept_blob;
     const uint8_t *kept_code;
     size_t kept_nfiles; /* files[0, kept_nfiles) are the kept rows' */
-    size_t runs_unkept;
-    size_t runs; /* units run from .debug_line, ever */
+    size_t runs_unkept; /* units run into rows since last kept */
+    size_t runs;        /* units run from .debug_line, ever */
 };
 
 /* Rows while building: order keeps program order among equal addresses. */
@@ -1055,14 +1055,15 @@ static void run_rows(flamme_lines *l, struct lunit *lu)
         l->run_ns += flamme_cpu_ns_sigsafe(CLOCK_THREAD_CPUTIME_ID) - t0;
         return;
     }
-    l->runs_unkept++;
     l->runs++;
     lu->state = -1;
     struct builder b = { .l = l };
     const uint8_t *p = line_bytes(l, lu->off, lu->len);
     struct cur c = { p, p ? p + lu->len : NULL, 0 };
-    if (p && run_unit(&c, lu->offset_size, &b) == 0 && !b.oom && finish(&b, lu) == 0)
+    if (p && run_unit(&c, lu->offset_size, &b) == 0 && !b.oom && finish(&b, lu) == 0) {
         lu->state = 1;
+        l->runs_unkept++; /* a malformed unit is not kept: no reason to keep again */
+    }
     flamme_bulk_free(b.rows);
     l->run_ns += flamme_cpu_ns_sigsafe(CLOCK_THREAD_CPUTIME_ID) - t0;
 }
@@ -1285,8 +1286,8 @@ static void store_kept(const flamme_lines *l, const struct stat *st)
  * (kind "FLMLROW", the same key as the index), and grow with each process
  * that runs units no earlier one did: running them was the largest cost
  * the line table put on a short compile (ocamlopt.opt of a 40-function
- * file at 999 Hz: 83-96 of its 356 units, 70,000-76,000 rows, 2.7-2.9 ms
- * of the writer's CPU in a 75 ms process). A unit's rows are read back
+ * file at 999 Hz: 76-96 of its 356 units, 55,000-79,000 rows, 2.1-2.9 ms
+ * of the writer's CPU in a 75 ms process; 0.6-1.1 ms read back). A unit's rows are read back
  * when it is first looked up in, and .debug_line is not read at all while
  * every unit looked up in was kept. Layout: struct kept_rows_head, nkept
  * struct kept_rows_unit (by unit), the file table (nfiles NUL-terminated
@@ -1340,7 +1341,7 @@ static void load_kept_rows(flamme_lines *l)
         struct kept_rows_unit u;
         memcpy(&u, dir + i * sizeof u, sizeof u);
         if (u.unit >= h.nunits || (i && u.unit <= prev) || u.at > h.code_len ||
-            u.len > h.code_len - u.at || u.nrows == 0 || u.nrows > u.len)
+            u.len > h.code_len - u.at || u.nrows == 0 || u.nrows > u.len / 3)
             goto bad;
         struct lunit *lu = &l->units[u.unit];
         lu->kept_at = u.at;

@@ -1359,29 +1359,6 @@ bad:
     flamme_bulk_free(blob);
 }
 
-/* The LEB128 number at *p (before end) into *v (sign-extended when sig),
- * *p moved past it. Returns 0, or -1 past end or past 10 bytes. */
-static inline int leb_get(const uint8_t **p, const uint8_t *end, uint64_t *v, int sig)
-{
-    if (*p < end && !(**p & 0x80)) { /* one byte: nearly every one */
-        uint8_t b = *(*p)++;
-        *v = sig && (b & 0x40) ? (uint64_t)b | ~0x7full : b;
-        return 0;
-    }
-    uint64_t x = 0;
-    for (unsigned shift = 0; *p < end && shift < 70; shift += 7) {
-        uint8_t b = *(*p)++;
-        x |= shift < 64 ? (uint64_t)(b & 0x7f) << shift : 0;
-        if (!(b & 0x80)) {
-            if (sig && shift + 7 < 64 && (b & 0x40))
-                x |= ~0ull << (shift + 7);
-            *v = x;
-            return 0;
-        }
-    }
-    return -1;
-}
-
 /* Writes v as LEB128 (SLEB128 when sig) at o; returns its length (<= 10). */
 static size_t leb_put(uint8_t *o, uint64_t v, int sig)
 {
@@ -1402,21 +1379,21 @@ static size_t leb_put(uint8_t *o, uint64_t v, int sig)
  * unit's bytes used exactly. */
 static int decode_kept_rows(flamme_lines *l, struct lunit *lu)
 {
-    const uint8_t *p = l->kept_code + lu->kept_at, *end = p + lu->kept_len;
+    const uint8_t *p = l->kept_code + lu->kept_at;
+    struct cur c = { p, p + lu->kept_len, 0 };
     struct row *rows = flamme_bulk_alloc(lu->kept_rows * sizeof *rows);
-    uint64_t addr = 0, d, f, dl;
+    uint64_t addr = 0;
     int64_t line = 0;
     for (uint64_t i = 0; rows && i < lu->kept_rows; i++) {
-        if (leb_get(&p, end, &d, 0) || leb_get(&p, end, &f, 0) || leb_get(&p, end, &dl, 1))
-            goto bad;
-        line += (int64_t)dl;
-        if ((i && d == 0) || addr + d < addr || f > l->kept_nfiles || line < 0 ||
+        uint64_t d = rd_uleb(&c), f = rd_uleb(&c);
+        line += rd_sleb(&c);
+        if (c.bad || (i && d == 0) || addr + d < addr || f > l->kept_nfiles || line < 0 ||
             line > (int64_t)UINT32_MAX)
             goto bad;
         addr += d;
         rows[i] = (struct row){ addr, f ? (uint32_t)(f - 1) : END_FILE, (uint32_t)line };
     }
-    if (!rows || p != end)
+    if (!rows || c.p != c.end)
         goto bad;
     lu->rows = rows;
     lu->nrows = lu->kept_rows;

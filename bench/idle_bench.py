@@ -13,7 +13,14 @@ VmSize before and after 100 short-lived threads. Then, profiling at 999 Hz,
 the same program followed by a pause of PAUSE seconds (asleep): the
 writer's CPU (`flamme report`) and the process's CPU (rusage), against
 the same run with no pause: what the agent costs a waiting program.
+Last, the same program computing POOL_SECS seconds of CPU beside 0 and
+POOL threads that sleep 50 ms at a time (a pool waiting for work),
+profiled at the default rate: the writer's CPU (`flamme report`) per
+second of the run. Every sampled thread is reviewed by the writer
+(agent/engine.c, flamme_engine_review); a pool's waiting threads should
+cost it next to nothing.
 Usage: idle_bench.py [--build DIR] [--rounds N] [--calls N] [--pause S]
+                     [--pool N] [--pool-secs S]
 """
 import argparse
 import os
@@ -30,23 +37,31 @@ def children_cpu():
     return r.ru_utime + r.ru_stime
 
 
+def profiled_rounds(a, lib, base, work, values, extra):
+    """(value, environment, profile path) for each run of a.rounds rounds
+    of the two values, their order swapped every other round: each run
+    profiled by lib, with extra's variables."""
+    prof = os.path.join(work, "run.flm")
+    for r in range(a.rounds):
+        for v in values if r % 2 == 0 else values[::-1]:
+            e = dict(base)
+            e.update({"LD_PRELOAD": lib, "FLAMME_OUTPUT": prof, "FLAMME_QUIET": "1"})
+            e.update(extra)
+            yield v, e, prof
+
+
 def pause_cost(a, exe, lib, base, work):
     """Writer and process CPU of a profiled run (999 Hz) without and with a
     pause of a.pause seconds, medians of a.rounds."""
     flamme = os.path.abspath(os.path.join(a.build, "flamme"))
     res = {0.0: [], a.pause: []}
-    for r in range(a.rounds):
-        for pause in (0.0, a.pause) if r % 2 == 0 else (a.pause, 0.0):
-            prof = os.path.join(work, "pause.flm")
-            e = dict(base)
-            e.update({"LD_PRELOAD": lib, "FLAMME_OUTPUT": prof, "FLAMME_QUIET": "1",
-                      "FLAMME_HZ": "999"})
-            c0 = children_cpu()
-            subprocess.run([exe, "1000", str(pause)], env=e, capture_output=True, timeout=300)
-            cpu = children_cpu() - c0
-            rep = subprocess.run([flamme, "report", prof], capture_output=True, text=True).stdout
-            m = re.search(r"writer ([\d.]+) s", rep)
-            res[pause].append((float(m.group(1)) if m else float("nan"), cpu))
+    for pause, e, prof in profiled_rounds(a, lib, base, work, (0.0, a.pause), {"FLAMME_HZ": "999"}):
+        c0 = children_cpu()
+        subprocess.run([exe, "1000", str(pause)], env=e, capture_output=True, timeout=300)
+        cpu = children_cpu() - c0
+        rep = subprocess.run([flamme, "report", prof], capture_output=True, text=True).stdout
+        m = re.search(r"writer ([\d.]+) s", rep)
+        res[pause].append((float(m.group(1)) if m else float("nan"), cpu))
     print("a waiting program, profiled at 999 Hz (median of %d rounds):" % a.rounds)
     print("  %-24s %10s %12s" % ("run", "writer s", "process s"))
     for pause in (0.0, a.pause):
@@ -55,12 +70,40 @@ def pause_cost(a, exe, lib, base, work):
                                          statistics.median(col[0]), statistics.median(col[1])))
 
 
+def pool_cost(a, exe, lib, base, work):
+    """Writer CPU per second of a profiled run (default rate and engine)
+    beside no threads and beside a.pool sleeping ones, medians of
+    a.rounds."""
+    flamme = os.path.abspath(os.path.join(a.build, "flamme"))
+    res = {0: [], a.pool: []}
+    for n, e, prof in profiled_rounds(a, lib, base, work, (0, a.pool), {}):
+        so = subprocess.run([exe, "pool", str(n), str(a.pool_secs)], env=e, capture_output=True,
+                            text=True, timeout=300).stdout
+        rep = subprocess.run([flamme, "report", prof], capture_output=True, text=True).stdout
+        w = re.search(r"writer ([\d.]+) s", rep)
+        d = re.search(r"Hz per thread, ([\d.]+) s", rep)
+        if so.strip() != "pool=%d" % n or not w or not d:
+            print("idle: pool %d: unexpected output %r / %r" % (n, so, rep[:200]), file=sys.stderr)
+            return 1
+        res[n].append((float(w.group(1)), float(d.group(1))))
+    print("a program beside a pool of waiting threads (%.0f s of CPU, default rate; median of %d):"
+          % (a.pool_secs, a.rounds))
+    print("  %-24s %10s %10s %16s" % ("threads", "run s", "writer s", "writer ms / s"))
+    for n in (0, a.pool):
+        col = list(zip(*res[n]))
+        wr, dur = statistics.median(col[0]), statistics.median(col[1])
+        print("  %-24s %10.2f %10.3f %16.2f" % ("%d sleeping" % n, dur, wr, wr * 1e3 / dur))
+    return 0
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--build", default="build")
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--calls", type=int, default=200000)
     ap.add_argument("--pause", type=float, default=5.0)
+    ap.add_argument("--pool", type=int, default=30)
+    ap.add_argument("--pool-secs", type=float, default=3.0)
     a = ap.parse_args()
     exe = os.path.abspath(os.path.join(a.build, "bench", "idle", "idle.exe"))
     lib = os.path.abspath(os.path.join(a.build, "libflamme.so"))
@@ -94,10 +137,11 @@ def main():
         print("  %-24s %10.0f %10.0f %10.0f %14.1f %16.1f" % (name, med[0], med[1], med[2], med[3] / 1024,
                                                             med[4] / 1024))
     pause_cost(a, exe, lib, base, work)
+    rc = pool_cost(a, exe, lib, base, work)
     for f in os.listdir(work):
         os.unlink(os.path.join(work, f))
     os.rmdir(work)
-    return 0
+    return rc
 
 
 if __name__ == "__main__":

@@ -93,3 +93,39 @@ value idle_threads_vmsize(value n)
         fclose(f);
     return Val_long(kb);
 }
+
+/* A pool of threads that wait: each sleeps 50 ms at a time until
+ * idle_pool_stop (a C library's workers waiting for work). */
+#define POOL_MAX 256
+static pthread_t pool[POOL_MAX];
+static int pool_n, pool_stop;
+
+static void *sleeper(void *arg)
+{
+    struct timespec ts = { 0, 50 * 1000 * 1000 };
+    /* Pairs with the release store in idle_pool_stop. */
+    while (!__atomic_load_n(&pool_stop, __ATOMIC_ACQUIRE))
+        nanosleep(&ts, NULL);
+    return arg;
+}
+
+/* Starts n (at most POOL_MAX) sleeping threads; returns how many started. */
+value idle_pool_start(value n)
+{
+    __atomic_store_n(&pool_stop, 0, __ATOMIC_RELEASE);
+    for (pool_n = 0; pool_n < Long_val(n) && pool_n < POOL_MAX; pool_n++)
+        if (pthread_create(&pool[pool_n], NULL, sleeper, NULL) != 0)
+            break;
+    return Val_long(pool_n);
+}
+
+/* Stops and joins the pool's threads. */
+value idle_pool_stop(value unit)
+{
+    /* Pairs with the acquire load in sleeper. */
+    __atomic_store_n(&pool_stop, 1, __ATOMIC_RELEASE);
+    for (int i = 0; i < pool_n; i++)
+        pthread_join(pool[i], NULL);
+    pool_n = 0;
+    return unit;
+}

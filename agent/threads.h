@@ -71,7 +71,8 @@ struct flamme_slot {
     struct flamme_cfi_cache *cfi_cache;
     /* Handler-private: the thread's last whole stack (agent/memo.h), which
      * its next walk may replay frames from; mapped with the ring at the
-     * first arming (memo.frame NULL if that failed). */
+     * slot's first arming and kept for its next threads (memo.frame NULL
+     * if that failed). */
     struct flamme_memo memo;
     /* The interposed call the thread is in while it holds the sample signal
      * back (agent/blocking.c), from before the signal is held until after
@@ -140,7 +141,8 @@ struct flamme_slot {
      * goes when the thread ends before it is taken (flamme_handler_flush_nosig). */
     uint64_t *last_frames;
     uint32_t last_n, last_flags;
-    struct flamme_ring *ring;  /* mapped at the first arming (release; the writer acquires) */
+    struct flamme_ring *ring;  /* mapped at the slot's first arming, kept for its next threads
+                                * (release; the writer acquires) */
     _Atomic uint64_t lost;     /* handler: +1 per sample dropped (relaxed; writer reads deltas) */
     _Atomic uint64_t taken;    /* handler: +1 per sample written (relaxed, statistics) */
     uint64_t start_ns, end_ns; /* CLOCK_MONOTONIC */
@@ -163,7 +165,7 @@ extern _Atomic int flamme_slots_hwm;
  * caml_state location, notes the domain of the thread that created it (a
  * systhread's domain until its own samples say), and (unless the sample
  * signal is blocked in it) arms the sampling engine if profiling is on; the
- * ring is mapped at the first arming. Returns the slot, or NULL if the table
+ * ring is mapped at the slot's first arming. Returns the slot, or NULL if the table
  * is full (the thread then runs unprofiled). Any thread. */
 struct flamme_slot *flamme_thread_register(int is_main, uintptr_t start_routine,
                                            int32_t creator_domain);
@@ -180,11 +182,12 @@ void flamme_thread_unregister(struct flamme_slot *s);
 int flamme_threads_leave(void);
 
 /* Takes a DEAD slot for recycling (DEAD -> CLAIMED). Returns 1 if the
- * caller now owns it (it then frees the ring and publishes FREE with
+ * caller now owns it (it then empties the ring and publishes FREE with
  * flamme_slot_release), 0 if someone else took it. Any thread. */
 int flamme_slot_take_dead(struct flamme_slot *s);
 
-/* Frees a taken slot's ring and makes the slot FREE. */
+/* Empties a taken slot's ring and memo (kept mapped for its next thread)
+ * and makes the slot FREE. */
 void flamme_slot_release(struct flamme_slot *s);
 
 /* Frees every DEAD slot no writer will drain (after a writer stopped). */

@@ -2,8 +2,11 @@
    calls and of short-lived threads, printed as "poll_ns=X read_ns=X
    open_ns=X vmsize0_kb=N vmsize100_kb=N"; with PAUSE, then sleeps PAUSE seconds (a
    program waiting). With "pool", computes for SECS seconds of CPU beside N
-   threads that sleep 50 ms at a time, and prints "pool=N".
-   Usage: idle.exe CALLS [PAUSE] | idle.exe pool N SECS *)
+   threads that sleep 50 ms at a time, and prints "pool=N". With "domains",
+   computes N times MS ms of CPU, each time in a new domain joined at once
+   ("inline": on the main thread), and prints "domains=N".
+   Usage: idle.exe CALLS [PAUSE] | idle.exe pool N SECS
+        | idle.exe domains|inline N MS *)
 
 external poll_ns : int -> float = "idle_poll_ns"
 external read_ns : int -> float = "idle_read_ns"
@@ -13,7 +16,7 @@ external pause : float -> unit = "idle_pause"
 external pool_start : int -> int = "idle_pool_start"
 external pool_stop : unit -> unit = "idle_pool_stop"
 
-(* Hashes strings until secs seconds of this process's CPU have passed. *)
+(* Hashes strings until the process's CPU time reaches secs seconds. *)
 let compute secs =
   let h = Hashtbl.create 4096 and i = ref 0 in
   while Sys.time () < secs do
@@ -29,9 +32,19 @@ let pool n secs =
   pool_stop ();
   Printf.printf "pool=%d\n%!" started
 
+let domains spawn n ms =
+  for _ = 1 to n do
+    let work () = compute (Sys.time () +. (ms /. 1000.)) in
+    if spawn then Domain.join (Domain.spawn work) else work ()
+  done;
+  Printf.printf "domains=%d\n%!" n
+
 let () =
-  if Sys.argv.(1) = "pool" then pool (int_of_string Sys.argv.(2)) (float_of_string Sys.argv.(3))
-  else
+  match Sys.argv.(1) with
+  | "pool" -> pool (int_of_string Sys.argv.(2)) (float_of_string Sys.argv.(3))
+  | ("domains" | "inline") as m ->
+    domains (m = "domains") (int_of_string Sys.argv.(2)) (float_of_string Sys.argv.(3))
+  | _ ->
   let n = int_of_string Sys.argv.(1) in
   let v0 = vmsize_after 0 in
   let p = poll_ns n and r = read_ns n and o = open_ns (n / 4) in

@@ -18,9 +18,11 @@ POOL threads that sleep 50 ms at a time (a pool waiting for work),
 profiled at the default rate: the writer's CPU (`flamme report`) per
 second of the run. Every sampled thread is reviewed by the writer
 (agent/engine.c, flamme_engine_review); a pool's waiting threads should
-cost it next to nothing.
+cost it next to nothing. And DOMAINS times DOMAIN_MS ms of CPU, on the
+main thread or each time in a new domain joined at once: what threads
+that come and go cost the writer (their slots, rings and reviews).
 Usage: idle_bench.py [--build DIR] [--rounds N] [--calls N] [--pause S]
-                     [--pool N] [--pool-secs S]
+                     [--pool N] [--pool-secs S] [--domains N] [--domain-ms MS]
 """
 import argparse
 import os
@@ -70,29 +72,27 @@ def pause_cost(a, exe, lib, base, work):
                                          statistics.median(col[0]), statistics.median(col[1])))
 
 
-def pool_cost(a, exe, lib, base, work):
-    """Writer CPU per second of a profiled run (default rate and engine)
-    beside no threads and beside a.pool sleeping ones, medians of
-    a.rounds."""
+def writer_cost(a, exe, lib, base, work, title, runs):
+    """Writer CPU per second of profiled runs (default rate and engine) of
+    the two runs, each (label, arguments, its expected output), medians of
+    a.rounds. Returns 0, or 1 if a run went wrong."""
     flamme = os.path.abspath(os.path.join(a.build, "flamme"))
-    res = {0: [], a.pool: []}
-    for n, e, prof in profiled_rounds(a, lib, base, work, (0, a.pool), {}):
-        so = subprocess.run([exe, "pool", str(n), str(a.pool_secs)], env=e, capture_output=True,
-                            text=True, timeout=300).stdout
+    res = {label: [] for label, _, _ in runs}
+    for (label, args, out), e, prof in profiled_rounds(a, lib, base, work, runs, {}):
+        so = subprocess.run([exe] + args, env=e, capture_output=True, text=True, timeout=300).stdout
         rep = subprocess.run([flamme, "report", prof], capture_output=True, text=True).stdout
         w = re.search(r"writer ([\d.]+) s", rep)
         d = re.search(r"Hz per thread, ([\d.]+) s", rep)
-        if so.strip() != "pool=%d" % n or not w or not d:
-            print("idle: pool %d: unexpected output %r / %r" % (n, so, rep[:200]), file=sys.stderr)
+        if so.strip() != out or not w or not d:
+            print("idle: %s: unexpected output %r / %r" % (label, so, rep[:200]), file=sys.stderr)
             return 1
-        res[n].append((float(w.group(1)), float(d.group(1))))
-    print("a program beside a pool of waiting threads (%.0f s of CPU, default rate; median of %d):"
-          % (a.pool_secs, a.rounds))
-    print("  %-24s %10s %10s %16s" % ("threads", "run s", "writer s", "writer ms / s"))
-    for n in (0, a.pool):
-        col = list(zip(*res[n]))
+        res[label].append((float(w.group(1)), float(d.group(1))))
+    print("%s (default rate; median of %d):" % (title, a.rounds))
+    print("  %-30s %10s %10s %16s" % ("run", "run s", "writer s", "writer ms / s"))
+    for label, _, _ in runs:
+        col = list(zip(*res[label]))
         wr, dur = statistics.median(col[0]), statistics.median(col[1])
-        print("  %-24s %10.2f %10.3f %16.2f" % ("%d sleeping" % n, dur, wr, wr * 1e3 / dur))
+        print("  %-30s %10.2f %10.3f %16.2f" % (label, dur, wr, wr * 1e3 / dur))
     return 0
 
 
@@ -104,6 +104,8 @@ def main():
     ap.add_argument("--pause", type=float, default=5.0)
     ap.add_argument("--pool", type=int, default=30)
     ap.add_argument("--pool-secs", type=float, default=3.0)
+    ap.add_argument("--domains", type=int, default=200)
+    ap.add_argument("--domain-ms", type=float, default=10.0)
     a = ap.parse_args()
     exe = os.path.abspath(os.path.join(a.build, "bench", "idle", "idle.exe"))
     lib = os.path.abspath(os.path.join(a.build, "libflamme.so"))
@@ -137,7 +139,15 @@ def main():
         print("  %-24s %10.0f %10.0f %10.0f %14.1f %16.1f" % (name, med[0], med[1], med[2], med[3] / 1024,
                                                             med[4] / 1024))
     pause_cost(a, exe, lib, base, work)
-    rc = pool_cost(a, exe, lib, base, work)
+    secs = "%g" % a.pool_secs
+    rc = writer_cost(a, exe, lib, base, work, "a program beside a pool of waiting threads (%s s of CPU)"
+                     % secs, [("0 sleeping", ["pool", "0", secs], "pool=0"),
+                              ("%d sleeping" % a.pool, ["pool", str(a.pool), secs],
+                               "pool=%d" % a.pool)])
+    n, ms = str(a.domains), "%g" % a.domain_ms
+    rc |= writer_cost(a, exe, lib, base, work, "domains that come and go (%s times %s ms of CPU)"
+                      % (n, ms), [("on the main thread", ["inline", n, ms], "domains=" + n),
+                                  ("each in a new domain", ["domains", n, ms], "domains=" + n)])
     for f in os.listdir(work):
         os.unlink(os.path.join(work, f))
     os.rmdir(work)

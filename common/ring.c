@@ -42,6 +42,15 @@ void flamme_ring_free(struct flamme_ring *r)
         munmap(r, RING_PAGE + (r->mask + 1) * sizeof(uint64_t));
 }
 
+void flamme_ring_reset(struct flamme_ring *r)
+{
+    atomic_store_explicit(&r->head, 0, memory_order_relaxed);
+    atomic_store_explicit(&r->tail, 0, memory_order_relaxed);
+    r->reserved_pos = 0;
+    r->read_pos = 0;
+    r->keep_pages = 0;
+}
+
 uint64_t *flamme_ring_reserve_sigsafe(struct flamme_ring *r, uint64_t n)
 {
     uint64_t cap = r->mask + 1;

@@ -60,6 +60,11 @@ struct flamme_ring {
  * Any thread, not a handler. Returns NULL on failure. */
 struct flamme_ring *flamme_ring_new(uint64_t words);
 void flamme_ring_free(struct flamme_ring *r);
+/* Empties r for a next producer and consumer, once both are gone (its
+ * thread ended and it was drained): its pages stay mapped, and those
+ * still resident are written over by the next thread. Any thread, not a
+ * handler. */
+void flamme_ring_reset(struct flamme_ring *r);
 
 /* Reserves n contiguous words (n <= capacity/2). Returns a pointer to them, or
  * NULL when the ring lacks room (the caller counts a lost sample).

@@ -10,6 +10,8 @@
  * (MADV_DONTNEED) a batch at a time, so a thread's ring stays resident only
  * as far as samples are in flight (plus one batch), however long the thread
  * lives; unless keep_pages says the ring is busy enough to keep them.
+ * A ring outlives its thread: the thread's slot keeps it, emptied
+ * (flamme_ring_reset), for its next thread, with what was resident then.
  *
  * Record layout (words): [0] header = nwords | (kind << 32) | (flags << 40)
  * where nwords counts the header; kind FLAMME_RING_PAD marks skipped space

@@ -3,7 +3,7 @@
  * wrap-around padding, full-ring refusal, and a concurrent stress where a
  * producer thread (standing in for the signal handler) pushes variable-length
  * records while the consumer drains, checking every word arrives once, in
- * order, intact.
+ * order, intact; and a ring reset for its slot's next thread.
  */
 #include <pthread.h>
 #include <sched.h>
@@ -49,19 +49,27 @@ static int push(struct flamme_ring *r, uint64_t seq, uint64_t n)
     return 1;
 }
 
+/* Pushes 600 records of 2-151 words into r (sizes chosen, by a and b, so
+ * that records straddle the end of a 1024-word ring many times), draining
+ * into s after each three; returns how many went in. */
+static uint64_t push_wrapping(struct flamme_ring *r, struct seen *s, int a, int b)
+{
+    uint64_t seq = 0;
+    for (int round = 0; round < 200; round++) {
+        for (int k = 0; k < 3; k++)
+            if (push(r, seq, 2 + (uint64_t)((round * a + k * b) % 150)))
+                seq++;
+        flamme_ring_drain(r, on_rec, s);
+    }
+    return seq;
+}
+
 TEST(single_thread_order_and_wrap)
 {
     struct flamme_ring *r = flamme_ring_new(1024);
     CHECK(r != NULL);
     struct seen s = {0, 0, 0};
-    uint64_t seq = 0;
-    /* Sizes chosen so records straddle the end many times. */
-    for (int round = 0; round < 200; round++) {
-        for (int k = 0; k < 3; k++)
-            if (push(r, seq, 2 + (uint64_t)((round * 7 + k * 13) % 150)))
-                seq++;
-        flamme_ring_drain(r, on_rec, &s);
-    }
+    uint64_t seq = push_wrapping(r, &s, 7, 13);
     CHECK(s.records == seq);
     CHECK(s.bad == 0);
     flamme_ring_free(r);
@@ -173,11 +181,43 @@ TEST(consumed_pages_released)
     flamme_ring_free(r);
 }
 
+/* A slot's ring serves its next thread (flamme_slot_release): once
+ * drained and reset it reads as empty (nothing of the last thread's comes
+ * out again), no longer keeps its pages, and carries a new sequence in
+ * order through many wraps. */
+TEST(reset_ring_serves_a_next_thread)
+{
+    struct flamme_ring *r = flamme_ring_new(1024);
+    CHECK(r != NULL);
+    if (!r)
+        return;
+    struct seen s = {0, 0, 0};
+    uint64_t seq = 0;
+    for (int i = 0; i < 25; i++) { /* round the ring 2.4 times, ending mid-way */
+        CHECK(push(r, seq++, 100));
+        flamme_ring_drain(r, on_rec, &s);
+    }
+    CHECK(s.records == seq && s.bad == 0);
+    CHECK(r->read_pos != 0);
+    r->keep_pages = 1;
+    flamme_ring_reset(r);
+    CHECK(r->keep_pages == 0);
+    struct seen s2 = {0, 0, 0};
+    flamme_ring_drain(r, on_rec, &s2);
+    CHECK(s2.records == 0);
+    /* The next thread: its own sequence from 0, wrapping as before. */
+    uint64_t seq2 = push_wrapping(r, &s2, 11, 5);
+    CHECK(seq2 > 300 && s2.records == seq2);
+    CHECK(s2.bad == 0);
+    flamme_ring_free(r);
+}
+
 int main(void)
 {
     RUN(single_thread_order_and_wrap);
     RUN(full_ring_refuses_then_recovers);
     RUN(concurrent_stress);
     RUN(consumed_pages_released);
+    RUN(reset_ring_serves_a_next_thread);
     return CHECK_DONE();
 }

@@ -63,6 +63,15 @@ void flamme_fd_close_begin(void)
     }
 }
 
+void flamme_fd_open_wait(void)
+{
+    if (fd_in_window)
+        return;
+    /* Pairs with the release in flamme_fd_window_leave. */
+    while (atomic_load_explicit(&fd_windows, memory_order_acquire) > 0)
+        sched_yield();
+}
+
 void flamme_fd_close_end(void)
 {
     if (!fd_in_window)
@@ -176,15 +185,39 @@ int flamme_fd_same_sigsafe(int fd, const struct flamme_fd_id *id)
 int flamme_open_high(const char *path, int flags, struct flamme_fd_id *id)
 {
     for (int i = 0; i < OPEN_TRIES; i++) {
+        /* In a window until moved high: the program's opens wait
+         * (flamme_fd_open_wait) rather than get the next number. */
+        flamme_fd_window_enter();
         int fd = open(path, flags | O_CLOEXEC);
-        if (fd < 0)
+        if (fd >= 0)
+            fd = move_high(fd, path, id);
+        int e = errno;
+        flamme_fd_window_leave();
+        errno = e;
+        if (fd == -1)
             return -1;
-        fd = move_high(fd, path, id);
         if (fd != -2)
             return fd;
     }
     errno = EAGAIN;
     return -1;
+}
+
+FILE *flamme_fopen_high(const char *path)
+{
+    int fd = flamme_open_high(path, O_RDONLY, NULL);
+    return fd < 0 ? NULL : flamme_fdopen_or_close(fd, "re");
+}
+
+FILE *flamme_fdopen_or_close(int fd, const char *mode)
+{
+    FILE *f = fdopen(fd, mode);
+    if (!f) {
+        int e = errno;
+        close(fd);
+        errno = e;
+    }
+    return f;
 }
 
 void flamme_close_checked(int fd, const struct flamme_fd_id *id)

@@ -3,6 +3,7 @@
  * truncating in place (see common/outfile.h).
  */
 #include "common/outfile.h"
+#include "common/fds.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -62,10 +63,9 @@ FILE *flamme_out_fopen(const char *path, char *tmp, size_t tmpcap)
     int fd = flamme_out_open(path, tmp, tmpcap);
     if (fd < 0)
         return NULL;
-    FILE *f = fdopen(fd, "w");
+    FILE *f = flamme_fdopen_or_close(fd, "w");
     if (!f) {
         int e = errno;
-        close(fd);
         flamme_out_abort(tmp);
         errno = e;
     }

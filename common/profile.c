@@ -23,6 +23,7 @@
  * use, and decoding stops at the first damaged chunk (p->truncated).
  */
 #include "common/profile.h"
+#include "common/fds.h"
 #include "common/bulk.h"
 #include "common/hash.h"
 #include "common/index_table.h"
@@ -153,7 +154,7 @@ uint64_t flamme_proc_start_monotonic_ns(int pid)
     char buf[1024];
     if (pid)
         snprintf(buf, sizeof buf, "/proc/%d/stat", pid);
-    int fd = open(pid ? buf : "/proc/self/stat", O_RDONLY | O_CLOEXEC);
+    int fd = flamme_open_high(pid ? buf : "/proc/self/stat", O_RDONLY, NULL);
     if (fd < 0)
         return 0;
     ssize_t n = read(fd, buf, sizeof buf - 1);

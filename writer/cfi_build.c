@@ -1438,7 +1438,7 @@ static int add_vdso(uint64_t start, uint64_t end)
 
 int flamme_cfi_add_from_maps(const char *fp_file, const char *skip)
 {
-    FILE *f = fopen("/proc/self/maps", "re");
+    FILE *f = flamme_fopen_high("/proc/self/maps");
     if (!f)
         return 0;
     char line[4096 + 256];

@@ -294,9 +294,13 @@ static int aged_cmp(const void *a, const void *b)
  * three quarters of each. Only names this module makes are touched. */
 static void evict(void)
 {
-    DIR *d = opendir(cache_dir);
-    if (!d)
+    int dfd = flamme_open_high(cache_dir, O_RDONLY | O_DIRECTORY, NULL);
+    DIR *d = dfd >= 0 ? fdopendir(dfd) : NULL;
+    if (!d) {
+        if (dfd >= 0)
+            close(dfd);
         return;
+    }
     struct aged *v = NULL;
     size_t n = 0, cap = 0;
     uint64_t total = 0;

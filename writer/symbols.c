@@ -818,7 +818,7 @@ static int map_cmp(const void *a, const void *b)
 static int read_maps(flamme_symtab *s)
 {
     s->last_refresh_ns = now_ns();
-    FILE *f = fopen("/proc/self/maps", "re");
+    FILE *f = flamme_fopen_high("/proc/self/maps");
     if (!f)
         return -1;
     struct mapping *arr = NULL;

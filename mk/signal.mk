@@ -24,7 +24,7 @@ bench-idle: $(BUILD)/libflamme.so $(BUILD)/bench/idle/idle.exe
 	python3 bench/idle_bench.py --build $(BUILD)
 
 BENCH_TARGETS += bench-idle
-HELP_LINES += "make bench-idle  cost of the agent while not profiling: interposed calls, thread memory"
+HELP_LINES += "make bench-idle  cost of the agent while not profiling (interposed calls, thread memory); the writer beside waiting and short-lived threads"
 
 # The fork benchmark (bench/fork.ml, fp compiler).
 $(BUILD)/bench/fork/fork.exe: bench/fork.ml

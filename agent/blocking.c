@@ -522,8 +522,8 @@ static void fd_restarts(int fd)
         FLAMME_LIBC_REAL(name##_fn, #name);                                                              \
         int mode = 0;                                                                        \
         OPEN_MODE(flags, mode);                                                              \
-        flamme_fd_open_wait(); /* common/fds.h */                                            \
-        int rc = real(path, flags, mode);                                                    \
+        unsigned gen_ = flamme_fd_open_wait(); /* common/fds.h */                            \
+        int rc = flamme_fd_open_settle(real(path, flags, mode), gen_);                       \
         fd_restarts(rc);                                                                     \
         return rc;                                                                           \
     }
@@ -537,8 +537,8 @@ OPEN_CALL(open64)
         FLAMME_LIBC_REAL(name##_fn, #name);                                                              \
         int mode = 0;                                                                        \
         OPEN_MODE(flags, mode);                                                              \
-        flamme_fd_open_wait(); /* common/fds.h */                                            \
-        int rc = real(dir, path, flags, mode);                                               \
+        unsigned gen_ = flamme_fd_open_wait(); /* common/fds.h */                            \
+        int rc = flamme_fd_open_settle(real(dir, path, flags, mode), gen_);                  \
         fd_restarts(rc);                                                                     \
         return rc;                                                                           \
     }
@@ -549,7 +549,7 @@ typedef int (*pipe_fn)(int[2]);
 EXPORT int pipe(int fds[2])
 {
     FLAMME_LIBC_REAL(pipe_fn, "pipe");
-    flamme_fd_open_wait();
+    (void)flamme_fd_open_wait();
     int rc = real(fds);
     if (rc == 0) {
         fd_restarts(fds[0]);
@@ -562,7 +562,7 @@ typedef int (*pipe2_fn)(int[2], int);
 EXPORT int pipe2(int fds[2], int flags)
 {
     FLAMME_LIBC_REAL(pipe2_fn, "pipe2");
-    flamme_fd_open_wait();
+    (void)flamme_fd_open_wait();
     int rc = real(fds, flags);
     if (rc == 0) {
         fd_restarts(fds[0]);
@@ -612,7 +612,7 @@ typedef int (*socket_fn)(int, int, int);
 EXPORT int socket(int domain, int type, int proto)
 {
     FLAMME_LIBC_REAL(socket_fn, "socket");
-    flamme_fd_open_wait();
+    (void)flamme_fd_open_wait();
     int rc = real(domain, type, proto);
     fd_forget(rc);
     return rc;
@@ -622,7 +622,7 @@ typedef int (*socketpair_fn)(int, int, int, int[2]);
 EXPORT int socketpair(int domain, int type, int proto, int sv[2])
 {
     FLAMME_LIBC_REAL(socketpair_fn, "socketpair");
-    flamme_fd_open_wait();
+    (void)flamme_fd_open_wait();
     int rc = real(domain, type, proto, sv);
     if (rc == 0) {
         fd_forget(sv[0]);
@@ -635,7 +635,7 @@ typedef int (*dup_fn)(int);
 EXPORT int dup(int fd)
 {
     FLAMME_LIBC_REAL(dup_fn, "dup");
-    flamme_fd_open_wait();
+    (void)flamme_fd_open_wait();
     int rc = real(fd);
     fd_forget(rc);
     return rc;

@@ -19,6 +19,8 @@
  * close sees the window and waits, or the window sees the close and waits
  * for its end before making its descriptor. */
 static atomic_int fd_windows, fd_closing;
+/* Windows entered so far (flamme_fd_open_settle: one began during a call). */
+static atomic_uint fd_window_gen;
 /* This thread's windows: its own closes inside one do not wait. */
 static __thread int fd_in_window;
 
@@ -31,6 +33,7 @@ void flamme_fd_window_enter(void)
 {
     fd_in_window++;
     atomic_fetch_add(&fd_windows, 1);
+    atomic_fetch_add(&fd_window_gen, 1);
     struct timespec t0, t;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     while (atomic_load(&fd_closing) > 0) {
@@ -63,13 +66,37 @@ void flamme_fd_close_begin(void)
     }
 }
 
-void flamme_fd_open_wait(void)
+unsigned flamme_fd_open_wait(void)
 {
     if (fd_in_window)
-        return;
+        return 0;
     /* Pairs with the release in flamme_fd_window_leave. */
     while (atomic_load_explicit(&fd_windows, memory_order_acquire) > 0)
         sched_yield();
+    return atomic_load(&fd_window_gen);
+}
+
+int flamme_fd_open_settle(int fd, unsigned gen)
+{
+    if (fd < 0 || fd_in_window || atomic_load(&fd_window_gen) == gen)
+        return fd;
+    /* Pairs with the release in flamme_fd_window_leave: the agent's
+     * descriptors of those windows are high or closed. */
+    while (atomic_load_explicit(&fd_windows, memory_order_acquire) > 0)
+        sched_yield();
+    int e = errno;
+    int fdfl = fcntl(fd, F_GETFD);
+    int low = fdfl < 0 ? -1 : fcntl(fd, (fdfl & FD_CLOEXEC) ? F_DUPFD_CLOEXEC : F_DUPFD, 0);
+    /* Not through the interposed close: the program's number, not yet
+     * returned to it. */
+    if (low >= 0 && low < fd) {
+        syscall(SYS_close, fd);
+        fd = low;
+    } else if (low >= 0) {
+        syscall(SYS_close, low);
+    }
+    errno = e;
+    return fd;
 }
 
 void flamme_fd_close_end(void)

@@ -79,14 +79,22 @@ void flamme_fd_window_atfork_child(void);
 
 /* Before the program's calls that take the lowest free number (open,
  * openat, pipe, socket, dup: interposed, agent/blocking.c): waits for the
- * agent's windows to end. flamme_open_high opens in a window, and its
+ * agent's windows to end, and returns their count so far for
+ * flamme_fd_open_settle. flamme_open_high opens in a window, and its
  * descriptor holds a low number until moved high: a program started with
  * stderr closed got 3, not 2, for its first file in ~1 run of 100 (tests/e2e
  * test_stderr_file). The call is not counted as in progress, so a window
- * never waits for it (a FIFO's open may block for good); what is left is
- * the instant between this check and the call. No wait inside a window of
- * the calling thread. */
-void flamme_fd_open_wait(void);
+ * never waits for it (a FIFO's open may block for good). No wait inside a
+ * window of the calling thread. */
+unsigned flamme_fd_open_wait(void);
+
+/* After open or openat returned fd: if a window began since
+ * flamme_fd_open_wait returned gen, its descriptor may have held a lower
+ * number during the call; once the windows are over, fd moves down to the
+ * lowest free number (what the call would have returned a moment later),
+ * its close-on-exec flag kept. Returns the program's descriptor. errno
+ * unchanged. */
+int flamme_fd_open_settle(int fd, unsigned gen);
 
 /* Closes fd only if it is still the descriptor recorded in *id: a number
  * the program reused meanwhile is left alone. */

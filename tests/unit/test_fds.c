@@ -8,7 +8,8 @@
  * closefds, once in a loaded CI run: the program's first file left empty,
  * its writes in the next one). For descriptors with no path (perf events,
  * eventfds), the window: a program's close waits while the agent makes one
- * and moves it high.
+ * and moves it high; and a program's open made during a window ends on the
+ * number it would have had without the agent.
  */
 #include "common/fds.h"
 #include "tests/unit/check.h"
@@ -140,6 +141,57 @@ TEST(a_window_waits_for_a_close_in_progress_a_bounded_time)
     CHECK(waited >= 0.009 && waited < 1.0);
 }
 
+/* The agent's part of the open race: in a window, a descriptor holds the
+ * lowest number until the program has opened its file, then moves high. */
+static _Atomic int agent_holds, program_opened;
+static int agent_fd = -1;
+
+static void *agent_transient(void *arg)
+{
+    flamme_fd_window_enter();
+    agent_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    atomic_store(&agent_holds, 1);
+    while (!atomic_load(&program_opened))
+        usleep(1000);
+    agent_fd = flamme_fd_high(agent_fd, NULL);
+    flamme_fd_window_leave();
+    return arg;
+}
+
+/* A program's open that ran while the agent held the lowest number gets
+ * that number once the window is over (flamme_fd_open_settle), its file
+ * and close-on-exec flag kept: a program started with stderr closed gets
+ * 2 for its first file, as without the agent. */
+TEST(a_program_open_during_a_window_gets_the_lowest_number)
+{
+    int lowest = open("/dev/null", O_RDONLY);
+    close(lowest);
+    atomic_store(&agent_holds, 0);
+    atomic_store(&program_opened, 0);
+    unsigned gen = flamme_fd_open_wait(); /* no window yet */
+    pthread_t t;
+    CHECK(pthread_create(&t, NULL, agent_transient, NULL) == 0);
+    while (!atomic_load(&agent_holds))
+        usleep(1000);
+    int fd = open(program_path, O_RDONLY | O_CLOEXEC); /* the program's call, mid-window */
+    CHECK(fd > lowest);
+    atomic_store(&program_opened, 1);
+    fd = flamme_fd_open_settle(fd, gen); /* waits for the window to end */
+    pthread_join(t, NULL);
+    CHECK(fd == lowest);
+    CHECK((fcntl(fd, F_GETFD) & FD_CLOEXEC) != 0);
+    struct stat a, b;
+    CHECK(fstat(fd, &a) == 0 && stat(program_path, &b) == 0 && a.st_ino == b.st_ino);
+    CHECK(agent_fd > fd);
+    /* No window since: the number stays. */
+    gen = flamme_fd_open_wait();
+    int again = open(program_path, O_RDONLY);
+    CHECK(flamme_fd_open_settle(again, gen) == again);
+    close(again);
+    close(fd);
+    close(agent_fd);
+}
+
 int main(void)
 {
     make_files();
@@ -147,6 +199,7 @@ int main(void)
     RUN(the_programs_file_on_the_agents_number_is_left_alone);
     RUN(a_program_close_waits_for_the_agents_window);
     RUN(a_window_waits_for_a_close_in_progress_a_bounded_time);
+    RUN(a_program_open_during_a_window_gets_the_lowest_number);
     unlink(agent_path);
     unlink(program_path);
     return CHECK_DONE();

@@ -51,6 +51,14 @@ void flamme_fd_window_leave(void)
     fd_in_window--;
 }
 
+/* Waits until no agent thread is in a window. */
+static void windows_wait(void)
+{
+    /* Pairs with the release in flamme_fd_window_leave. */
+    while (atomic_load_explicit(&fd_windows, memory_order_acquire) > 0)
+        sched_yield();
+}
+
 void flamme_fd_close_begin(void)
 {
     if (fd_in_window)
@@ -60,9 +68,7 @@ void flamme_fd_close_begin(void)
         if (atomic_load(&fd_windows) == 0)
             return;
         atomic_fetch_sub(&fd_closing, 1);
-        /* Pairs with the release in flamme_fd_window_leave. */
-        while (atomic_load_explicit(&fd_windows, memory_order_acquire) > 0)
-            sched_yield();
+        windows_wait();
     }
 }
 
@@ -70,9 +76,7 @@ unsigned flamme_fd_open_wait(void)
 {
     if (fd_in_window)
         return 0;
-    /* Pairs with the release in flamme_fd_window_leave. */
-    while (atomic_load_explicit(&fd_windows, memory_order_acquire) > 0)
-        sched_yield();
+    windows_wait();
     return atomic_load(&fd_window_gen);
 }
 
@@ -80,10 +84,8 @@ int flamme_fd_open_settle(int fd, unsigned gen)
 {
     if (fd < 0 || fd_in_window || atomic_load(&fd_window_gen) == gen)
         return fd;
-    /* Pairs with the release in flamme_fd_window_leave: the agent's
-     * descriptors of those windows are high or closed. */
-    while (atomic_load_explicit(&fd_windows, memory_order_acquire) > 0)
-        sched_yield();
+    /* Then the agent's descriptors of those windows are high or closed. */
+    windows_wait();
     int e = errno;
     int fdfl = fcntl(fd, F_GETFD);
     int low = fdfl < 0 ? -1 : fcntl(fd, (fdfl & FD_CLOEXEC) ? F_DUPFD_CLOEXEC : F_DUPFD, 0);

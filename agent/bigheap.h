@@ -1,8 +1,9 @@
 /*
- * agent/bigheap.h — the agent's large blocks, mapped by the agent itself
- * (see bigheap.c for why). The allocation functions themselves are reached
- * through the linker's --wrap of malloc, calloc, realloc and free in
- * libflamme.so (mk/agent.mk); nothing calls them by name.
+ * agent/bigheap.h — the agent's blocks, mapped by the agent itself (see
+ * bigheap.c for why: glibc's thresholds, and page faults). The allocation
+ * functions themselves are reached through the linker's --wrap of malloc,
+ * calloc, realloc and free in libflamme.so (mk/agent.mk); nothing calls
+ * them by name.
  * async-signal-safe: no.
  */
 #ifndef FLAMME_AGENT_BIGHEAP_H

@@ -16,3 +16,11 @@ $(BUILD)/flamme: $(BUILD)/tool/tools/main.o $(BUILD)/libflamme_core.a
 
 ALL_TARGETS += $(BUILD)/libflamme.so $(BUILD)/flamme
 UNIT_TESTS += tests/unit/test_ring.c tests/unit/test_fds.c
+
+# agent/bigheap.c's test is linked as the .so links it: with the --wrap.
+UNIT_TESTS += tests/unit/test_bigheap.c
+$(BUILD)/tests/test_bigheap: tests/unit/test_bigheap.c agent/bigheap.c agent/bigheap.h tests/unit/check.h \
+                           tests/unit/blocks.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_TOOL) $< agent/bigheap.c -Wl,--wrap=malloc,--wrap=calloc,--wrap=realloc,--wrap=free \
+	  $(LDFLAGS_TOOL) $(LIBS) -o $@

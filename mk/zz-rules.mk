@@ -22,7 +22,7 @@ $(BUILD)/libflamme_core.a: $(CORE_OBJS)
 	@mkdir -p $(dir $@)
 	rm -f $@ && ar rcs $@ $^
 
-$(BUILD)/tests/%: tests/unit/%.c $(BUILD)/libflamme_core.a tests/unit/check.h tests/unit/maps.h \
+$(BUILD)/tests/%: tests/unit/%.c $(BUILD)/libflamme_core.a tests/unit/check.h tests/unit/maps.h tests/unit/blocks.h \
                  tests/unit/no_runtime.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_TOOL) $< $(BUILD)/libflamme_core.a $(LDFLAGS_TOOL) $(LIBS) -lm -o $@

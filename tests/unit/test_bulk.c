@@ -7,6 +7,7 @@
  */
 #include "common/bulk.h"
 #include "common/profile.h"
+#include "tests/unit/blocks.h"
 #include "tests/unit/check.h"
 
 #include <fcntl.h>
@@ -20,26 +21,6 @@ static uint64_t rng = 0x9e3779b97f4a7c15ull;
 static uint64_t next(void)
 {
     return check_xorshift(&rng);
-}
-
-/* The byte block k holds at position i. */
-static uint8_t pat(size_t k, size_t i)
-{
-    return (uint8_t)(k * 131 + i * 7 + (i >> 9));
-}
-
-static int holds(const uint8_t *p, size_t k, size_t n)
-{
-    for (size_t i = 0; i < n; i++)
-        if (p[i] != pat(k, i))
-            return 0;
-    return 1;
-}
-
-static void fill(uint8_t *p, size_t k, size_t from, size_t n)
-{
-    for (size_t i = from; i < n; i++)
-        p[i] = pat(k, i);
 }
 
 #define SLOTS 48
@@ -66,20 +47,20 @@ TEST(blocks_keep_their_bytes_through_any_mix)
                 return;
             n[s] = want;
             id[s] = ++ids;
-            fill(p[s], id[s], 0, want);
+            block_fill(p[s], id[s], 0, want);
         } else if (r & 4) {
             uint8_t *q = flamme_bulk_realloc(p[s], want);
             CHECK(q != NULL);
             if (!q)
                 return;
-            if (!holds(q, id[s], want < n[s] ? want : n[s]))
+            if (!block_holds(q, id[s], want < n[s] ? want : n[s]))
                 bad = 1;
             p[s] = q;
             if (want > n[s])
-                fill(q, id[s], n[s], want);
+                block_fill(q, id[s], n[s], want);
             n[s] = want;
         } else {
-            if (!holds(p[s], id[s], n[s]))
+            if (!block_holds(p[s], id[s], n[s]))
                 bad = 1;
             flamme_bulk_free(p[s]);
             p[s] = NULL;
@@ -94,7 +75,7 @@ TEST(blocks_keep_their_bytes_through_any_mix)
                 CHECK(p[a] + n[a] <= p[b] || p[b] + n[b] <= p[a]);
     for (size_t s = 0; s < SLOTS; s++) {
         if (p[s])
-            CHECK(holds(p[s], id[s], n[s]));
+            CHECK(block_holds(p[s], id[s], n[s]));
         flamme_bulk_free(p[s]);
     }
     /* Every block freed: every chunk given back. */
@@ -109,20 +90,20 @@ TEST(the_block_carved_last_grows_in_place)
     CHECK(v != NULL);
     if (!v)
         return;
-    fill(v, 7, 0, FLAMME_BULK_MIN);
+    block_fill(v, 7, 0, FLAMME_BULK_MIN);
     uint8_t *w = flamme_bulk_realloc(v, 4 * FLAMME_BULK_MIN);
     CHECK(w == v);
-    CHECK(holds(w, 7, FLAMME_BULK_MIN));
+    CHECK(block_holds(w, 7, FLAMME_BULK_MIN));
     /* Shrunk at the top, then a block after it takes the room given back. */
     w = flamme_bulk_realloc(w, FLAMME_BULK_MIN);
     CHECK(w == v);
     uint8_t *x = flamme_bulk_alloc(FLAMME_BULK_MIN);
     CHECK(x != NULL && x > w && x < w + 2 * FLAMME_BULK_MIN);
     /* No longer the top: growing moves it, contents kept. */
-    fill(w, 7, 0, FLAMME_BULK_MIN);
+    block_fill(w, 7, 0, FLAMME_BULK_MIN);
     uint8_t *y = flamme_bulk_realloc(w, 2 * FLAMME_BULK_MIN);
     CHECK(y != NULL && y != w);
-    CHECK(y && holds(y, 7, FLAMME_BULK_MIN));
+    CHECK(y && block_holds(y, 7, FLAMME_BULK_MIN));
     flamme_bulk_free(x);
     flamme_bulk_free(y);
 }
@@ -164,13 +145,13 @@ TEST(small_blocks_share_chunks_until_the_allowance)
     size_t n = 0, carved = 0;
     b[n] = flamme_bulk_alloc(9000);
     CHECK(b[n] != NULL && flamme_bulk_mapped() == CHUNK_BYTES);
-    fill(b[n++], 1, 0, 9000);
+    block_fill(b[n++], 1, 0, 9000);
     while (n < N && flamme_bulk_small_left() >= 9024) {
         size_t before = flamme_bulk_small_left();
         b[n] = flamme_bulk_alloc(9000);
         CHECK(b[n] != NULL);
         carved += before - flamme_bulk_small_left() == 9024;
-        fill(b[n], n + 1, 0, 9000);
+        block_fill(b[n], n + 1, 0, 9000);
         n++;
     }
     /* 9000 bytes and the head, rounded to 16: every one came from a chunk,
@@ -184,7 +165,7 @@ TEST(small_blocks_share_chunks_until_the_allowance)
         CHECK(b[n] != NULL);
         if (!b[n])
             break;
-        fill(b[n], n + 1, 0, 9000);
+        block_fill(b[n], n + 1, 0, 9000);
         n++;
     }
     CHECK(flamme_bulk_mapped() == CHUNK_BYTES);
@@ -192,10 +173,10 @@ TEST(small_blocks_share_chunks_until_the_allowance)
      * allowance: growing the last carved one now moves it to malloc. */
     uint8_t *last = b[past - 1];
     uint8_t *g = flamme_bulk_realloc(last, 20000);
-    CHECK(g != NULL && g != last && holds(g, past, 9000));
+    CHECK(g != NULL && g != last && block_holds(g, past, 9000));
     b[past - 1] = g;
     for (size_t i = 0; i < n; i++) {
-        CHECK(holds(b[i], i + 1, 9000));
+        CHECK(block_holds(b[i], i + 1, 9000));
         flamme_bulk_free(b[i]);
     }
     CHECK(flamme_bulk_mapped() == 0);

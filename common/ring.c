@@ -114,6 +114,8 @@ static void release_pages(struct flamme_ring *r, uint64_t from, uint64_t to)
  * producer may be writing there meanwhile. */
 static void populate_ahead(struct flamme_ring *r, uint64_t head, uint64_t tail)
 {
+    if (head == 0)
+        return; /* a thread that has not been sampled (yet): it may never be */
     uint64_t cap = r->mask + 1;
     uint64_t to = (head + AHEAD_WORDS) & ~(uint64_t)(PAGE_WORDS - 1);
     if (to > tail + cap)

@@ -205,6 +205,8 @@ TEST(pages_ahead_of_the_producer_are_populated)
     if (!r)
         return;
     struct seen s = {0, 0, 0};
+    flamme_ring_drain(r, on_rec, &s);
+    CHECK(ring_resident(r, 0, 40) == 0); /* nothing for a thread never sampled */
     CHECK(push(r, 0, 100));
     CHECK(ring_resident(r, 1, 40) == 0); /* nothing ahead before a drain */
     flamme_ring_drain(r, on_rec, &s);

@@ -48,8 +48,6 @@
 /* Live large blocks at most; past it they go to glibc (the agent keeps a
  * few dozen: its tables, rings and buffers). */
 #define BIG_MAX 1024
-/* Of what a large block gains when it grows, populated at once. */
-#define GROW_AHEAD ((size_t)256 << 10)
 
 void *__real_malloc(size_t n);
 void *__real_calloc(size_t n, size_t m);
@@ -85,14 +83,18 @@ static size_t map_len(size_t n)
     return (n + HEAD + page - 1) & ~(page - 1);
 }
 
-/* A fresh mapping for n bytes (zeroed), registered. Returns the block, or
+/* A fresh mapping for n bytes (zeroed), registered; its pages populated
+ * if fill is set (the caller writes the block: malloc's content is
+ * undefined, so whoever asks for it fills it), else mapped as they are
+ * first touched (calloc's tables may stay sparse). Returns the block, or
  * NULL (too large, no mapping, or the table full: the caller asks glibc). */
-static void *big_map(size_t n)
+static void *big_map(size_t n, int fill)
 {
     if (n > SIZE_MAX / 2)
         return NULL;
     size_t len = map_len(n);
-    void *m = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    void *m = mmap(NULL, len, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | (fill ? MAP_POPULATE : 0), -1, 0);
     if (m == MAP_FAILED)
         return NULL;
     pthread_mutex_lock(&lock);
@@ -112,9 +114,9 @@ static void *big_map(size_t n)
     return (char *)m + HEAD;
 }
 
-/* Populates [p, p + n) of a fresh block before the caller writes it all
- * (a copy): one call instead of a page fault a page (small blocks, below).
- * Best effort. */
+/* Populates the pages of [p, p + n), which the caller is about to write:
+ * one call instead of a page fault a page (small blocks, below). Best
+ * effort (MADV_POPULATE_WRITE: Linux 5.14). */
 static void populate(void *p, size_t n)
 {
     uintptr_t lo = (uintptr_t)p & ~(uintptr_t)4095, hi = ((uintptr_t)p + n + 4095) & ~(uintptr_t)4095;
@@ -220,12 +222,12 @@ static void *small_alloc(size_t n, int zero)
     b = carve;
     carve += sz;
     if (carve > populated) {
-        /* Best effort: without MADV_POPULATE_WRITE (before Linux 5.14)
-         * the pages fault in as they are touched, as glibc's do. */
+        /* Without MADV_POPULATE_WRITE (before Linux 5.14) the pages
+         * fault in as they are touched, as glibc's do. */
         size_t len = ((size_t)(carve - populated) + SMALL_AHEAD - 1) / SMALL_AHEAD * SMALL_AHEAD;
         if (len > (size_t)(carve_end - populated))
             len = (size_t)(carve_end - populated);
-        madvise(populated, len, MADV_POPULATE_WRITE);
+        populate(populated, len);
         populated += len;
     }
     pthread_mutex_unlock(&lock);
@@ -252,7 +254,7 @@ static void small_free(void *p, int c)
 
 __attribute__((visibility("hidden"))) void *__wrap_malloc(size_t n)
 {
-    void *p = n >= BIG_MIN ? big_map(n) : small_alloc(n, 0);
+    void *p = n >= BIG_MIN ? big_map(n, 1) : small_alloc(n, 0);
     return p ? p : __real_malloc(n);
 }
 
@@ -260,7 +262,8 @@ __attribute__((visibility("hidden"))) void *__wrap_calloc(size_t n, size_t m)
 {
     if (m && n > SIZE_MAX / m)
         return __real_calloc(n, m); /* glibc's overflow error */
-    void *p = n * m >= BIG_MIN ? big_map(n * m) : small_alloc(n * m, 1); /* a fresh mapping is zero */
+    /* a fresh mapping is zero */
+    void *p = n * m >= BIG_MIN ? big_map(n * m, 0) : small_alloc(n * m, 1);
     return p ? p : __real_calloc(n, m);
 }
 
@@ -306,8 +309,6 @@ __attribute__((visibility("hidden"))) void *__wrap_realloc(void *p, size_t n)
             return p;
         void *q = __wrap_malloc(n);
         if (q) {
-            if (n >= BIG_MIN)
-                populate(q, cap);
             memcpy(q, p, cap);
             small_free(p, c);
         }
@@ -326,10 +327,10 @@ __attribute__((visibility("hidden"))) void *__wrap_realloc(void *p, size_t n)
             size_t len = *(size_t *)m, nlen = n > SIZE_MAX / 2 ? 0 : map_len(n);
             void *nm = !nlen ? MAP_FAILED : nlen == len ? m : mremap(m, len, nlen, MREMAP_MAYMOVE);
             if (nm != MAP_FAILED) {
-                /* A block grown is mostly filled next (arrays doubled):
-                 * the first part of what it gained is populated. */
+                /* A block grown is filled next, as a malloc'd one is
+                 * (arrays doubled: at most what they had again). */
                 if (nlen > len)
-                    populate((char *)nm + len, nlen - len < GROW_AHEAD ? nlen - len : GROW_AHEAD);
+                    populate((char *)nm + len, nlen - len);
                 *(size_t *)nm = nlen;
                 bases[i] = (uintptr_t)nm;
                 q = (char *)nm + HEAD;
@@ -340,10 +341,9 @@ __attribute__((visibility("hidden"))) void *__wrap_realloc(void *p, size_t n)
         pthread_mutex_unlock(&lock);
     }
     if (n >= BIG_MIN) {
-        void *q = big_map(n);
+        void *q = big_map(n, 1);
         if (q) {
             size_t old = malloc_usable_size(p);
-            populate(q, old < n ? old : n);
             memcpy(q, p, old < n ? old : n);
             __real_free(p);
             return q;

@@ -882,8 +882,10 @@ static int flush_chunk(flamme_pw *w)
         return 0;
     size_t bound = CHUNK_HDR_SIZE + deflateBound(&w->zs, (uLong)w->raw_len);
     if (bound > w->out_cap) {
-        /* Scratch: a new block, not a realloc's copy of the old one. */
-        uint8_t *n = malloc(bound);
+        /* Scratch: a new block, not a realloc's copy of the old one; from
+         * calloc, whose large blocks the agent maps without populating them
+         * (agent/bigheap.c): deflate writes a fifth of the bound. */
+        uint8_t *n = calloc(1, bound);
         if (!n) {
             w->failed = 1;
             return -1;

@@ -3,8 +3,9 @@
  * it (--wrap of malloc, calloc, realloc and free): blocks keep their bytes
  * through any mix of small and large allocations, growth across the
  * small/large line and frees (checked against a model), calloc's blocks
- * are zero even when reused, glibc's own blocks go back to glibc, and
- * fresh small blocks come on pages already resident (populated ahead).
+ * are zero even when reused, glibc's own blocks go back to glibc, fresh
+ * small blocks come on pages already resident (populated ahead), and
+ * large ones too, unless calloc asked for them.
  */
 #include "agent/bigheap.h"
 #include "tests/unit/blocks.h"
@@ -167,11 +168,41 @@ TEST(fresh_small_blocks_come_on_resident_pages)
     CHECK(missing == 0);
 }
 
+/* A large block from malloc (or grown by realloc) is written by its
+ * caller, so it comes populated; one from calloc may stay sparse (a hash
+ * table), so it does not. */
+TEST(large_blocks_are_populated_unless_from_calloc)
+{
+    if (!pages_can_populate()) {
+        printf("  (MADV_POPULATE_WRITE refused: skipped)\n");
+        return;
+    }
+    enum { SZ = 200 << 10 };
+    uint8_t *p = malloc(SZ), *q = calloc(1, SZ);
+    CHECK(p != NULL && q != NULL);
+    if (!p || !q)
+        return;
+    CHECK(pages_absent(p, SZ) == 0);
+    CHECK(pages_absent(q, SZ) >= SZ / 4096);
+    CHECK(zero(q, SZ));
+    block_fill(p, 7, 0, SZ);
+    uint8_t *r = realloc(p, 2 * SZ);
+    CHECK(r != NULL);
+    if (r) {
+        CHECK(pages_absent(r + SZ, SZ - 4096) == 0); /* what it gained */
+        CHECK(block_holds(r, 7, SZ));
+        p = r;
+    }
+    free(p);
+    free(q);
+}
+
 int main(void)
 {
     RUN(blocks_keep_their_bytes_through_any_mix);
     RUN(a_reused_block_from_calloc_is_zero);
     RUN(glibc_blocks_go_back_to_glibc);
     RUN(fresh_small_blocks_come_on_resident_pages);
+    RUN(large_blocks_are_populated_unless_from_calloc);
     return CHECK_DONE();
 }

@@ -17,11 +17,12 @@
  * libflamme.so is linked with --wrap for malloc, calloc, realloc and free
  * (mk/agent.mk), so the agent's own calls come here: blocks of BIG_MIN
  * bytes and up get a mapping of their own, as glibc would have given them,
- * and the rest go to glibc, which then never maps nor frees a mapping for
- * the agent. Blocks libc functions return (strdup...) are glibc's and go
- * back to it (a small block is known by its chunk, a large one by its
- * table). Any thread, under a lock; never the signal handler, which
- * allocates nothing.
+ * and the rest are carved from chunks of the agent's own (below), so glibc
+ * never maps nor frees a mapping for the agent (if a chunk cannot be had,
+ * a block comes from glibc after all). Blocks libc functions return
+ * (strdup...) are glibc's and go back to it (a small block is known by its
+ * chunk, a large one by its table). Any thread, under a lock; never the
+ * signal handler, which allocates nothing.
  *
  * Not in the flamme OCaml library (FLAMME_LINKED): the program's own link
  * (dune's or ocamlfind's) makes it, without the --wrap, so there the agent
@@ -127,7 +128,8 @@ static void populate(void *p, size_t n)
  *
  * Why: on a VM a page fault can cost far more than the page. On this
  * project's VM (2026-12-02) a first touch of an anonymous page took
- * 21-26 us, where MADV_POPULATE_WRITE mapped pages at 0.4-0.6 us each; a
+ * 21-26 us (14-19 us of the thread's CPU), where MADV_POPULATE_WRITE
+ * mapped pages at 0.4-1.6 us each; a
  * short compile under the agent (ocamlopt -c, 999 Hz) took ~400 more
  * faults than alone, most of them the writer's small blocks (frame names,
  * line rows, interning tables, zlib's state) landing on fresh pages of

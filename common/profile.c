@@ -882,15 +882,14 @@ static int flush_chunk(flamme_pw *w)
         return 0;
     size_t bound = CHUNK_HDR_SIZE + deflateBound(&w->zs, (uLong)w->raw_len);
     if (bound > w->out_cap) {
-        /* Scratch: a new block, not a realloc's copy of the old one; from
-         * calloc, whose large blocks the agent maps without populating them
-         * (agent/bigheap.c): deflate writes a fifth of the bound. */
-        uint8_t *n = calloc(1, bound);
+        /* Grown, not freed and allocated again: through the flamme
+         * library glibc serves it, and its free of a mapped block would
+         * raise the program's mmap threshold (agent/bigheap.c). */
+        uint8_t *n = realloc(w->out, bound);
         if (!n) {
             w->failed = 1;
             return -1;
         }
-        free(w->out);
         w->out = n;
         w->out_cap = bound;
     }

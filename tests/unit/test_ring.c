@@ -193,7 +193,7 @@ static size_t ring_resident(struct flamme_ring *r, size_t from, size_t n)
 
 /* The writer's drain maps the next 64 KB the handler will write, so the
  * handler does not take a page fault a page (21-26 us each on a VM), and
- * no further; a ring nearly full is not populated past what is unread. */
+ * no further. */
 TEST(pages_ahead_of_the_producer_are_populated)
 {
     if (!pages_can_populate()) {

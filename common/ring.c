@@ -13,7 +13,6 @@
  * madvise (and TLB shootdown) per 256 KiB rather than per drain, for an
  * eighth of the ring held back from the producer at most. */
 #define RELEASE_BATCH_WORDS (64 * PAGE_WORDS)
-#define AHEAD_WORDS (16 * PAGE_WORDS) /* populated ahead of the producer (64 KB) */
 
 _Static_assert(sizeof(struct flamme_ring) <= RING_PAGE, "ring header fits its page");
 
@@ -34,7 +33,6 @@ struct flamme_ring *flamme_ring_new(uint64_t words)
     r->reserved_pos = 0;
     r->read_pos = 0;
     r->keep_pages = 0;
-    r->populated_pos = 0;
     return r;
 }
 
@@ -51,7 +49,6 @@ void flamme_ring_reset(struct flamme_ring *r)
     r->reserved_pos = 0;
     r->read_pos = 0;
     r->keep_pages = 0;
-    r->populated_pos = 0;
 }
 
 uint64_t *flamme_ring_reserve_sigsafe(struct flamme_ring *r, uint64_t n)
@@ -104,36 +101,6 @@ static void release_pages(struct flamme_ring *r, uint64_t from, uint64_t to)
     }
 }
 
-/* Maps the pages the producer writes next, up to AHEAD_WORDS past head,
- * before it gets there: the handler's first write of a page given back
- * (or never touched) was a page fault in the signal handler, 21-26 us on
- * a VM where populating took 0.4-0.6 us a page (agent/bigheap.c), and
- * charged to the handler's own time. Never past tail + capacity (pages
- * still to be read are resident, and are given back once read). Best
- * effort (MADV_POPULATE_WRITE: Linux 5.14); it changes no byte, so the
- * producer may be writing there meanwhile. */
-static void populate_ahead(struct flamme_ring *r, uint64_t head, uint64_t tail)
-{
-    if (head == 0)
-        return; /* a thread that has not been sampled (yet): it may never be */
-    uint64_t cap = r->mask + 1;
-    uint64_t to = (head + AHEAD_WORDS) & ~(uint64_t)(PAGE_WORDS - 1);
-    if (to > tail + cap)
-        to = tail + cap;
-    if (r->populated_pos + AHEAD_WORDS / 2 > to)
-        return; /* done not long ago */
-    uint64_t from = head & ~(uint64_t)(PAGE_WORDS - 1);
-    if (from < r->populated_pos)
-        from = r->populated_pos;
-    while (from < to) {
-        uint64_t idx = from & r->mask;
-        uint64_t n = to - from < cap - idx ? to - from : cap - idx;
-        madvise(&r->buf[idx], n * sizeof(uint64_t), MADV_POPULATE_WRITE);
-        from += n;
-    }
-    r->populated_pos = to;
-}
-
 uint64_t flamme_ring_drain(struct flamme_ring *r,
                            void (*fn)(void *ctx, const uint64_t *rec, uint64_t nwords), void *ctx)
 {
@@ -168,8 +135,6 @@ uint64_t flamme_ring_drain(struct flamme_ring *r,
          * it is read (and its pages are given back unless kept); it may be
          * overwritten. */
         atomic_store_explicit(&r->tail, release, memory_order_release);
-        tail = release;
     }
-    populate_ahead(r, head, tail);
     return count;
 }

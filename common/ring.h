@@ -10,8 +10,6 @@
  * (MADV_DONTNEED) a batch at a time, so a thread's ring stays resident only
  * as far as samples are in flight (plus one batch), however long the thread
  * lives; unless keep_pages says the ring is busy enough to keep them.
- * The consumer also maps the next 64 KB the producer will write
- * (MADV_POPULATE_WRITE), so that the handler does not fault them in.
  * A ring outlives its thread: the thread's slot keeps it, emptied
  * (flamme_ring_reset), for its next thread, with what was resident then.
  *
@@ -58,9 +56,6 @@ struct flamme_ring {
      * be faulted in again by the handler at once, and each give-back is a
      * TLB shootdown (an IPI to the CPUs running the program). */
     int keep_pages;
-    /* Consumer-private: positions below it were populated ahead of the
-     * producer (flamme_ring_drain). */
-    uint64_t populated_pos;
 };
 
 /* Maps a ring able to hold `words` words (rounded up to a power of two).

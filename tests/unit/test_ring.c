@@ -12,7 +12,6 @@
 #include <stdlib.h>
 #include <sys/mman.h>
 
-#include "blocks.h"
 #include "check.h"
 #include "common/ring.h"
 
@@ -162,9 +161,7 @@ TEST(consumed_pages_released)
     for (size_t i = 0; vec && i < pages; i++)
         resident += vec[i] & 1;
     printf("  resident after draining: %zu of %zu pages\n", resident, pages);
-    /* a batch, the page holding the read position, and the 16 populated
-     * ahead of it */
-    CHECK(resident <= 65 + 16);
+    CHECK(resident <= 65); /* a batch, and the page holding the read position */
     /* Kept: three more times around, and nothing is given back. */
     r->keep_pages = 1;
     for (int i = 0; i < 12000; i++) {
@@ -181,49 +178,6 @@ TEST(consumed_pages_released)
     printf("  kept: %zu of %zu pages resident\n", resident, pages);
     CHECK(resident == pages);
     free(vec);
-    flamme_ring_free(r);
-}
-
-/* Pages of r's buffer from page `from`, n of them, that are resident. */
-static size_t ring_resident(struct flamme_ring *r, size_t from, size_t n)
-{
-    int a = pages_absent((char *)r->buf + from * 4096, n * 4096);
-    return a < 0 ? (size_t)-1 : n - (size_t)a;
-}
-
-/* The writer's drain maps the next 64 KB the handler will write, so the
- * handler does not take a page fault a page (21-26 us each on a VM), and
- * no further. */
-TEST(pages_ahead_of_the_producer_are_populated)
-{
-    if (!pages_can_populate()) {
-        printf("  (MADV_POPULATE_WRITE refused: skipped)\n");
-        return;
-    }
-    struct flamme_ring *r = flamme_ring_new(512 * 1024); /* 1,024 pages */
-    CHECK(r != NULL);
-    if (!r)
-        return;
-    struct seen s = {0, 0, 0};
-    flamme_ring_drain(r, on_rec, &s);
-    CHECK(ring_resident(r, 0, 40) == 0); /* nothing for a thread never sampled */
-    CHECK(push(r, 0, 100));
-    CHECK(ring_resident(r, 1, 40) == 0); /* nothing ahead before a drain */
-    flamme_ring_drain(r, on_rec, &s);
-    CHECK(s.records == 1 && s.bad == 0);
-    size_t ahead = ring_resident(r, 1, 15), beyond = ring_resident(r, 16, 40);
-    printf("  after one drain: %zu of the next 15 pages resident, %zu of the 40 after\n", ahead,
-           beyond);
-    CHECK(ahead == 15);
-    CHECK(beyond == 0);
-    /* 300 KB further on, drained: ahead of the new position too. */
-    uint64_t seq = 1;
-    for (int i = 0; i < 128; i++)
-        CHECK(push(r, seq++, 300));
-    flamme_ring_drain(r, on_rec, &s);
-    CHECK(s.records == seq && s.bad == 0);
-    size_t at = (size_t)(r->read_pos * 8 / 4096);
-    CHECK(ring_resident(r, at + 1, 14) == 14);
     flamme_ring_free(r);
 }
 
@@ -265,6 +219,5 @@ int main(void)
     RUN(concurrent_stress);
     RUN(consumed_pages_released);
     RUN(reset_ring_serves_a_next_thread);
-    RUN(pages_ahead_of_the_producer_are_populated);
     return CHECK_DONE();
 }

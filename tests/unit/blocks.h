@@ -1,6 +1,6 @@
 /*
- * tests/unit/blocks.h — what the allocator tests share (test_bulk.c,
- * test_bigheap.c, test_ring.c): a pattern that tells every block's bytes
+ * tests/unit/blocks.h — what the allocator tests share (test_bulk.c and
+ * test_bigheap.c): a pattern that tells every block's bytes
  * apart, and whether pages are resident. Test code only.
  */
 #ifndef FLAMME_TESTS_BLOCKS_H

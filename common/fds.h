@@ -80,8 +80,8 @@ void flamme_fd_window_atfork_child(void);
 /* Before the program's calls that take the lowest free number (open,
  * openat, pipe, socket, dup: interposed, agent/blocking.c): waits for the
  * agent's windows to end, and returns their count as it was before the
- * wait, for flamme_fd_open_settle. flamme_open_high opens in a window, and its
- * descriptor holds a low number until moved high: a program started with
+ * wait, for flamme_fd_open_settle. flamme_open_high opens in a window, and
+ * its descriptor holds a low number until moved high: a program started with
  * stderr closed got 3, not 2, for its first file in ~1 run of 100 (tests/e2e
  * test_stderr_file). The call is not counted as in progress, so a window
  * never waits for it (a FIFO's open may block for good). No wait inside a

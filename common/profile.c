@@ -380,7 +380,7 @@ static int reserve(flamme_pw *w, size_t need)
     }
     /* The chunk is written front to back, and a page fault can cost far
      * more than the page (21-26 us on a VM, where populating took
-     * 0.4-0.6 us a page; agent/bigheap.c): the pages about to be written
+     * 0.4-1.6 us a page; agent/bigheap.c): the pages about to be written
      * are populated ahead, 64 KB at a time. Best effort: before Linux 5.14
      * they fault in as they are written. */
     if (w->raw_len + need > w->raw_mapped) {

@@ -1,6 +1,7 @@
 # mk/engine.mk — what sampling costs and what it counts (owner: tests/engine/,
 # bench/engine_bench.py; issue 8 points 4-6): flamme's own frames in the
-# profile (GC hooks), the handler's CPU budget at any stack depth, and the
+# profile (GC hooks), the handler's CPU budget at any stack depth, what a
+# sample costs per engine (bench/spin.ml), and the
 # agreement of the engines. tests/engine/test_engine.py (part of the pytest
 # suite) builds each program tests/engine/<p>.ml (plus its C stubs, if any)
 # with every compiler make deps provides.
@@ -18,4 +19,4 @@ bench-engine: $(BUILD)/libflamme.so $(BUILD)/flamme $(ENG_BENCH_EXES)
 BENCH_TARGETS += bench-engine
 
 HELP_LINES += "make engine-test   flamme's own share of samples, CPU budget at any depth, engine agreement" \
-              "make bench-engine  GC hook cost, deep-stack slowdown, engines against programs that time themselves, engine agreement per program"
+              "make bench-engine  GC hook cost, deep-stack slowdown, cost of a sample per engine, engines against programs that time themselves, engine agreement per program"

@@ -265,11 +265,11 @@ def bench_cost(ctx, rounds):
     print("  %-22s %6.1f ms once (a run at 1 Hz over the run alone; fastest runs)"
           % ("the agent", 1e3 * (low[once][0] - low[None][0])))
     for i, (eng, hz, extra) in enumerate(cases[:-1]):
+        label = "%s%s %d Hz" % (eng, " at ticks" if extra else "", hz)
         if i not in low or low[i][1] <= low[once][1]:
-            print("  %-22s no run" % eng)
+            print("  %-22s no run" % label)
             continue
         us = 1e6 * (low[i][0] - low[once][0]) / (low[i][1] - low[once][1])
-        label = "%s%s %d Hz" % (eng, " at ticks" if extra else "", hz)
         print("  %-22s %6.1f us a sample (%d samples): %.1f%% of the CPU at 999 a CPU-second"
               % (label, us, low[i][1], us * 999 / 1e4))
     if shutil.which("perf") is None:

@@ -37,7 +37,7 @@ asserts nothing.
   sample the kernel (root, perf_event_paranoid 2 only); auto@99=record:
   the default (auto, 99 Hz) on a run 6 times as long (the program's first
   argument scaled), under perf record at 999 Hz.
-- What a sample costs: bench/spin.ml (arithmetic, one short stack) alone
+- What a sample costs: bench/spin.ml (arithmetic, one recursion ~30 frames deep) alone
   and preloaded with each engine at 999 and 4999 Hz and at 1 Hz, rounds
   interleaved: what the agent costs once (1 Hz over alone), the process's
   CPU time added per sample beyond that (fastest run of each: this VM's CPU

@@ -74,6 +74,8 @@ static int perf_kernel = 1;
 
 /* The least period of a task-clock event: its hrtimer's. */
 #define PERF_MIN_PERIOD_NS 10000
+/* Overflows between two settings of the event's gap (perf_next_sigsafe). */
+#define PERF_GAP_EVERY 4
 
 /* Opens a task-clock event counting thread tid's CPU time, overflowing
  * first after `first` ns (the handler then sets the period, see perf_first
@@ -152,7 +154,8 @@ static int perf_route(struct flamme_slot *s, int fd, pid_t tid, long first)
     s->perf_given = 0;
     s->perf_count = 0;
     s->perf_mark = (int64_t)flamme_cpu_ns_sigsafe(thread_cpu_clock(tid)) + s->perf_first - period_ns();
-    s->perf_set_cpu = s->perf_gap = 0;
+    s->perf_grid = 0;
+    s->perf_since = 0;
     if (!s->dither_rng) /* perf_next_sigsafe's draws */
         rng_seed(s, tid);
     s->perf_map_len = (size_t)page * PERF_MMAP_PAGES;
@@ -1046,35 +1049,57 @@ static __attribute__((noinline)) int dither_fired_sigsafe(struct flamme_slot *s,
 }
 
 /* After `overflows` overflows of s's perf event, with kernel overflows
- * (each one makes a record, which stands for one period): sets the event's
- * next overflow a random gap of the thread's CPU time away, from half a
- * period to one and a half, a period on average, so the overflows fall at
- * random points of the program. A fixed period locks onto a program that
- * repeats in step with it (tests/engine/cycle.ml: 0% or 100% of the
- * samples in Cycle.first for its 40%). Not the dither's marks: two marks
- * can be a few us apart, closer than the handler's own latency, and the
- * event then overflowed again and again before the handler set the next
- * gap (1,983 records of weight 2,353 on cycle.ml for ~1,998 periods). The
- * kernel restarts the event's countdown at this call, some us of the
- * thread's CPU time after the overflow (the signal's delivery, the
- * handler): the gap is shortened by that, or every period would be that
- * much longer (1,913-1,932 records for 1,998 periods). Without kernel
- * overflows the period stays fixed: perf_consume converts the event's
- * count into periods. */
+ * (each one makes a record, which stands for one period): every
+ * PERF_GAP_EVERY overflows, sets the gap the kernel keeps between the
+ * event's next ones, so the overflows fall at random points of the
+ * program. A fixed period locks onto a program that repeats in step with it
+ * (tests/engine/cycle.ml: 0% or 100% of the samples in Cycle.first for its
+ * 40%). Not the dither's marks: two marks can be a few us apart, closer
+ * than the handler's own latency, and the event then overflowed again and
+ * again before the handler set the next gap (1,983 records of weight 2,353
+ * on cycle.ml for ~1,998 periods).
+ *
+ * Not at every overflow: in place the call stops and restarts the event's
+ * timer, two trapped deadline-timer writes on a KVM guest, 25-35 us a
+ * sample (doc/design.md, "What the gaps cost"). One gap for a block of
+ * overflows puts them a gap apart, so the block's last one is placed where
+ * the randomness is: at a uniform point within PERF_GAP_EVERY periods
+ * around the grid of one period per overflow counted. Its gap is then
+ * spread over a period and more, so each overflow falls at a uniform point
+ * of any cycle as long as a period (cycle.ml) and the grid keeps the
+ * overflows' count in a stretch of the program within a few of its
+ * periods, however long (a random walk of independent gaps drifts: kern.ml's
+ * phases at 99 Hz). The kernel restarts the countdown at this call, some us
+ * of the thread's CPU time after the overflow (the signal's delivery, the
+ * handler): the gap is measured from now, so that lateness is not added to
+ * every block. Without kernel overflows the period stays fixed:
+ * perf_consume converts the event's count into periods. */
 static void perf_next_sigsafe(struct flamme_slot *s, unsigned overflows)
 {
-    int64_t p = period_ns();
+    s->perf_since += overflows;
+    if (s->perf_since < PERF_GAP_EVERY)
+        return;
+    int64_t p = period_ns(), span = PERF_GAP_EVERY * p;
+    int64_t grid = s->perf_grid + (int64_t)s->perf_since * p;
     int64_t now = (int64_t)flamme_cpu_ns_sigsafe(CLOCK_THREAD_CPUTIME_ID);
-    int64_t late = 0;
-    if (s->perf_set_cpu && now) {
-        late = now - (s->perf_set_cpu + (int64_t)overflows * s->perf_gap);
-        late = late < 0 ? 0 : late > p / 4 ? p / 4 : late;
-    }
-    int64_t gap = p / 2 + dither_rand_sigsafe(s) % p - late;
+    if (!now)
+        now = grid;
+    /* Not known, or far off it (the event disabled at its limit, a clock
+     * that failed): a grid from here. */
+    if (!s->perf_grid || now - grid > 2 * span || grid - now > 2 * span)
+        grid = now;
+    int64_t last = grid + span - span / 2 + dither_rand_sigsafe(s) % span;
+    /* At least a quarter period: a gap of a few us would make the event
+     * overflow again and again while the signal waits (47-65 records in one
+     * sample, in about one block in 500 before this floor); the grid
+     * catches up in the next blocks. */
+    int64_t gap = (last - now) / PERF_GAP_EVERY;
+    if (gap < p / 4)
+        gap = p / 4;
     if (gap < PERF_MIN_PERIOD_NS)
         gap = PERF_MIN_PERIOD_NS;
-    s->perf_gap = gap;
-    s->perf_set_cpu = now;
+    s->perf_grid = grid;
+    s->perf_since = 0;
     uint64_t g = (uint64_t)gap;
     ioctl(s->perf_fd, PERF_EVENT_IOC_PERIOD, &g);
 }
@@ -1103,9 +1128,9 @@ int flamme_engine_accept_sigsafe(struct flamme_slot *s, const siginfo_t *si, int
             uint64_t p = (uint64_t)period_ns();
             ioctl(s->perf_fd, PERF_EVENT_IOC_PERIOD, &p); /* from now on, every period */
             s->perf_first = 0;
-            if (perf_kernel) { /* perf_next_sigsafe's reference */
-                s->perf_set_cpu = (int64_t)flamme_cpu_ns_sigsafe(CLOCK_THREAD_CPUTIME_ID);
-                s->perf_gap = (int64_t)p;
+            if (perf_kernel) { /* perf_next_sigsafe's grid */
+                s->perf_grid = (int64_t)flamme_cpu_ns_sigsafe(CLOCK_THREAD_CPUTIME_ID);
+                s->perf_since = 0;
             }
         }
         if (s->perf_meta) {
@@ -1151,6 +1176,9 @@ int flamme_engine_accept_sigsafe(struct flamme_slot *s, const siginfo_t *si, int
                 int64_t due = now > s->perf_mark ? (now - s->perf_mark) / p : 0;
                 if (now && due > (int64_t)s->perf_given && due - (int64_t)s->perf_given < (1 << 24))
                     *weight += (unsigned)(due - (int64_t)s->perf_given);
+                /* Periods the grid did not count: perf_next_sigsafe would
+                 * make them up again with short gaps. */
+                s->perf_grid = 0;
             }
             /* Given back every quarter of the limit (an ioctl and a clock
              * read per 16 samples), so that at least 48 overflows may wait

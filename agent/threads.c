@@ -187,7 +187,8 @@ int flamme_threads_atfork_child(int held, int follow)
     s->perf_used = 0;
     s->perf_mark = 0;
     s->perf_given = 0;
-    s->perf_set_cpu = s->perf_gap = 0;
+    s->perf_grid = 0;
+    s->perf_since = 0;
     s->perf_count = 0;
     atomic_store_explicit(&s->writer_debt_ns, 0, memory_order_relaxed);
     return quiet;

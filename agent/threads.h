@@ -50,9 +50,10 @@ struct flamme_slot {
     int64_t perf_mark;         /* perf engine, handler-private: thread CPU ns from which perf_given counts
                                   (the last refresh; at arming, one period before the first overflow) */
     uint64_t perf_given;       /* perf engine, handler-private: weight given since perf_mark */
-    int64_t perf_set_cpu;      /* perf engine with kernel overflows, handler-private: thread CPU ns
-                                  when the event's period was last set (0: not known) */
-    int64_t perf_gap;          /* ... and what it was set to (perf_next_sigsafe) */
+    int64_t perf_grid;         /* perf engine with kernel overflows, handler-private: thread CPU ns
+                                  where the overflow counted last would be, a period apart from the
+                                  first (0: not known; perf_next_sigsafe) */
+    unsigned perf_since;       /* ... and the overflows counted since the gap was last set */
     uint64_t perf_count;       /* perf engine without kernel sampling, handler-private: the event's
                                   count (the thread's CPU ns, kernel included) in the last sample record
                                   consumed, 0 before the first (engine.c, perf_consume) */

@@ -331,10 +331,12 @@ def test_cycle(build, ocaml, compiler, check, tmp_path, engine):
     counted on a fixed grid, which stays in step with the program, a sample
     early in its period would weigh 1.5 on average and one late 0.5, and
     Cycle.first would get what the grid's place gave it (30.9-50.6% for
-    40.0% with the grid of build 96523c7). The perf engine sets each next
-    overflow a random gap of the thread's CPU time away (half a period to
-    one and a half); at a fixed period every sample fell at one place of
-    the cycle (0% or 100%, build 8228088)."""
+    40.0% with the grid of build 96523c7). The perf engine sets, every
+    fourth overflow, the gap for the next four, so that the fourth falls at
+    a random point of four periods of the thread's CPU time; at a fixed
+    period every sample fell at one place of the cycle (0% or 100%, build
+    8228088), and with a block's gap drawn within an eighth of a period
+    the spread of Cycle.first's share tripled."""
     comp = compiler.name
     hz = 999
     exe = ef.build_program(ocaml, "cycle")

@@ -184,6 +184,47 @@ TEST(first_deep_sample_walked_whole_ten_threads)
         fprintf(stderr, "  %d of 12 whole\n", n);
 }
 
+/* Deep samples, all walked whole and costing nothing, but the tenth's walk
+ * is preempted for `preempted_ns` of wall time (a sleep: no CPU), as on a
+ * busy machine. */
+static void *preempted_once(void *arg)
+{
+    struct run *r = arg;
+    for (int i = 1; i <= r->samples; i++) {
+        uint32_t depth = DEEP;
+        flamme_budget_admit_sigsafe(1, PERIOD_NS, 0, &depth);
+        struct flamme_budget_clock c;
+        flamme_budget_start_sigsafe(&c);
+        if (depth == FLAMME_BUDGET_SHORT_DEPTH) {
+            r->shortened++;
+            r->last_shortened = i;
+        }
+        if (i == 10) {
+            struct timespec ts = {0, (long)r->writer_ns};
+            nanosleep(&ts, NULL);
+        }
+        flamme_budget_charge_sigsafe(&c, depth, 0);
+    }
+    return NULL;
+}
+
+/* A whole walk timed on the wall clock and preempted for 4 ms is charged
+ * 50 us, and the next whole walk waits for the allowance to cover no more
+ * than that (timed on the CPU clock, it then measures the walk anew). It
+ * waited for the 4 ms, at 20 us saved per sample: 202 of the 300 samples
+ * shortened, through the 212th. */
+TEST(preempted_walk_is_not_saved_up_for)
+{
+    flamme_cfg.budget_pct = 2;
+    struct run r = {4000000, 300, 0, 0};
+    pthread_t t;
+    if (pthread_create(&t, NULL, preempted_once, &r) == 0)
+        pthread_join(t, NULL);
+    CHECK(r.shortened <= 5);
+    if (check_failed_in_test)
+        fprintf(stderr, "  shortened %d, the last at sample %d\n", r.shortened, r.last_shortened);
+}
+
 int main(void)
 {
     RUN(whole_without_charge);
@@ -192,5 +233,6 @@ int main(void)
     RUN(budget_off_ignores_charge);
     RUN(walks_that_cost_more_than_they_earn_become_pc_alone);
     RUN(first_deep_sample_walked_whole_ten_threads);
+    RUN(preempted_walk_is_not_saved_up_for);
     return CHECK_DONE();
 }

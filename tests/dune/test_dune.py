@@ -100,14 +100,22 @@ def test_dune_build_recorded(build, compiler, check, tmp_path):
           "ocamlopt.opt's under Optcompile/Asmgen/Typemod" % (n, ours, opt, 100 * whole, 100 * comp))
     check(ours == n and opt >= 50, "the samples are the compilers' (dune is left alone), "
           ">= 50 of ocamlopt.opt", "%d of %d, %d of ocamlopt.opt" % (ours, n, opt))
-    # Deep typing and code generation stacks: the handler's budget may
-    # shorten some at 999 Hz (marked [truncated]).
-    # What a miss was: the budget's shortened stacks, or broken walks.
+    # Deep typing and code generation stacks: the handler's budget shortens
+    # some at 999 Hz (marked [truncated]), more when the machine is busy
+    # (its walks slower, some preempted): 0-0.5% on a quiet machine;
+    # 0-25% beside two busy loops or a compiler build on both CPUs, none
+    # [broken] (5.3.0, 5.4.1 and 5.5.2 no-fp, 21 builds, 2026-12-02); 88.1%
+    # whole once in CI (5.5.2 no-fp; what the rest was is not known). So the
+    # walk is held to every stack reaching main or saying [truncated], and
+    # the budget to keeping most of them whole.
     broken = flammetest.share(stacks, lambda f: "[broken]" in f)
     trunc = flammetest.share(stacks, lambda f: "[truncated]" in f)
-    rest = [(f, c) for f, c in stacks if not flammetest.is_complete(f, labelled=True)]
-    check(whole >= 0.9, "the compilers' stacks reach main (>= 90%)",
-          "%.2f%% (%.2f%% [truncated], %.2f%% [broken]); the heaviest of the rest:\n%s"
+    rest = [(f, c) for f, c in stacks if not flammetest.is_complete(f, labelled=True)
+            and "[truncated]" not in f]
+    check(whole + trunc >= 0.995, "the compilers' stacks reach main or say [truncated] (>= 99.5%)",
+          "%.2f%% whole, %.2f%% [truncated], %.2f%% [broken]; the heaviest of the rest:\n%s"
           % (100 * whole, 100 * trunc, 100 * broken, flammetest.describe(rest, 8)))
+    check(whole >= 0.6, "the compilers' stacks reach main (>= 60%; the rest shortened by the "
+          "budget)", "%.2f%% (%.2f%% [truncated])" % (100 * whole, 100 * trunc))
     check(comp >= 0.5, "ocamlopt.opt's own passes are named (>= 50% under Optcompile, Asmgen, "
           "Typemod)", "%.1f%%" % (100 * comp))

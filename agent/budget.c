@@ -166,25 +166,27 @@ uint64_t flamme_budget_charge_sigsafe(const struct flamme_budget_clock *c, uint3
     if (on_cpu) {
         cost = charged = cpu1 - c->cpu0;
     } else {
-        /* A walk expected short, timed on the wall clock: longer than that
-         * is mostly the thread preempted in the handler (a busy machine, or
-         * the writer its doorbell woke), not CPU the program lost. Charged
-         * at most CPU_CLOCK_ABOVE_NS; the estimates keep the wall time, so
-         * the next such walk is timed on the CPU clock and a walk that
-         * really got expensive is charged in full from then on. (Charged
-         * in full, deepfx under load 13 lost 16-38 of ~800 periods as the
-         * handler's for ~8 ms of real handler CPU.) */
+        /* A walk expected short, timed on the wall clock: longer than
+         * CPU_CLOCK_ABOVE_NS is mostly the thread preempted in the handler
+         * (a busy machine, or the writer its doorbell woke), not CPU the
+         * program lost. (Charged in full, deepfx under load 13 lost 16-38
+         * of ~800 periods as the handler's for ~8 ms of real handler CPU.)
+         * Such a walk is charged what the last one of its kind cost, at
+         * most CPU_CLOCK_ABOVE_NS: 3-10% of a compiler's walks on a busy
+         * machine, each charged the line, were up to a fifth of its
+         * handler's charge. Its estimate is just past the line, so the next such walk
+         * is timed on the CPU clock, and a walk that really got expensive
+         * is charged in full from then on; not the wall time, a
+         * preemption's milliseconds, which a whole walk then waited for the
+         * allowance to cover (at 999 Hz, 200 samples shortened for 4 ms:
+         * tests/unit/test_budget.c). */
         cost = flamme_now_sigsafe() - c->wall0;
-        charged = cost < CPU_CLOCK_ABOVE_NS ? cost : CPU_CLOCK_ABOVE_NS;
-        /* Just past the line, not the wall time: the next such walk is
-         * timed on the CPU clock all the same, and a whole walk waits for
-         * the allowance to cover only that. (The wall time, a preemption's
-         * milliseconds, made the thread save up for them: at 999 Hz 2% of
-         * a period a sample, 200 samples shortened for 4 ms; on a busy
-         * machine one walk in ten of a compiler's went past the line,
-         * tests/unit/test_budget.c.) */
-        if (cost > CPU_CLOCK_ABOVE_NS)
+        charged = cost;
+        if (cost > CPU_CLOCK_ABOVE_NS) {
+            uint64_t before = b->full && b->full_cost_ns ? b->full_cost_ns : b->last_cost_ns;
+            charged = before && before < CPU_CLOCK_ABOVE_NS ? before : CPU_CLOCK_ABOVE_NS;
             cost = CPU_CLOCK_ABOVE_NS + 1;
+        }
     }
     spend(b, charged);
     b->last_cost_ns = cost;

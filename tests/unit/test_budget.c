@@ -184,6 +184,8 @@ TEST(first_deep_sample_walked_whole_ten_threads)
         fprintf(stderr, "  %d of 12 whole\n", n);
 }
 
+static uint64_t preempted_charge;
+
 /* Deep samples, all walked whole and costing nothing, but the tenth's walk
  * is preempted for `preempted_ns` of wall time (a sleep: no CPU), as on a
  * busy machine. */
@@ -203,14 +205,17 @@ static void *preempted_once(void *arg)
             struct timespec ts = {0, (long)r->writer_ns};
             nanosleep(&ts, NULL);
         }
-        flamme_budget_charge_sigsafe(&c, depth, 0);
+        uint64_t ns = flamme_budget_charge_sigsafe(&c, depth, 0);
+        if (i == 10)
+            preempted_charge = ns;
     }
     return NULL;
 }
 
 /* A whole walk timed on the wall clock and preempted for 4 ms is charged
- * 50 us, and the next whole walk waits for the allowance to cover no more
- * than that (timed on the CPU clock, it then measures the walk anew). It
+ * what the walk before it cost (here next to nothing; it was charged 50
+ * us), and the next whole walk waits for the allowance to cover no more
+ * than 50 us (timed on the CPU clock, it then measures the walk anew). It
  * waited for the 4 ms, at 20 us saved per sample: 202 of the 300 samples
  * shortened, through the 212th. */
 TEST(preempted_walk_is_not_saved_up_for)
@@ -221,8 +226,10 @@ TEST(preempted_walk_is_not_saved_up_for)
     if (pthread_create(&t, NULL, preempted_once, &r) == 0)
         pthread_join(t, NULL);
     CHECK(r.shortened <= 5);
+    CHECK(preempted_charge < 20000);
     if (check_failed_in_test)
-        fprintf(stderr, "  shortened %d, the last at sample %d\n", r.shortened, r.last_shortened);
+        fprintf(stderr, "  shortened %d, the last at sample %d; the preempted walk charged %lu ns\n",
+                r.shortened, r.last_shortened, (unsigned long)preempted_charge);
 }
 
 int main(void)

@@ -174,12 +174,12 @@ uint64_t flamme_budget_charge_sigsafe(const struct flamme_budget_clock *c, uint3
          * Such a walk is charged what the last one of its kind cost, at
          * most CPU_CLOCK_ABOVE_NS: 3-10% of a compiler's walks on a busy
          * machine, each charged the line, were up to a fifth of its
-         * handler's charge. Its estimate is just past the line, so the next such walk
-         * is timed on the CPU clock, and a walk that really got expensive
-         * is charged in full from then on; not the wall time, a
-         * preemption's milliseconds, which a whole walk then waited for the
-         * allowance to cover (at 999 Hz, 200 samples shortened for 4 ms:
-         * tests/unit/test_budget.c). */
+         * handler's charge. Its estimate is just past the line, so the
+         * next such walk is timed on the CPU clock, and a walk that really
+         * got expensive is charged in full from then on; not the wall
+         * time, a preemption's milliseconds, which a whole walk then
+         * waited for the allowance to cover (at 999 Hz, 200 samples
+         * shortened for 4 ms: tests/unit/test_budget.c). */
         cost = flamme_now_sigsafe() - c->wall0;
         charged = cost;
         if (cost > CPU_CLOCK_ABOVE_NS) {

@@ -74,8 +74,9 @@ void flamme_budget_start_sigsafe(struct flamme_budget_clock *c);
 
 /* Charges the time since flamme_budget_start_sigsafe to the thread's budget
  * and debt (a walk timed on the wall clock and past 50 us, when the thread
- * was mostly preempted, at most what the last such walk cost); frames: what the walk took, truncated: it
- * hit its depth limit (a shortened walk is counted as shortened only then).
+ * was mostly preempted, at most what the last such walk cost); frames:
+ * what the walk took, truncated: it hit its depth limit (a shortened walk
+ * is counted as shortened only then).
  * Returns the ns charged. async-signal-safe: yes. */
 uint64_t flamme_budget_charge_sigsafe(const struct flamme_budget_clock *c, uint32_t frames,
                                       int truncated);

@@ -187,8 +187,8 @@ TEST(first_deep_sample_walked_whole_ten_threads)
 static uint64_t preempted_charge;
 
 /* Deep samples, all walked whole and costing nothing, but the tenth's walk
- * is preempted for `preempted_ns` of wall time (a sleep: no CPU), as on a
- * busy machine. */
+ * is preempted for the run's writer_ns (the field reused here) of wall
+ * time (a sleep: no CPU), as on a busy machine. */
 static void *preempted_once(void *arg)
 {
     struct run *r = arg;

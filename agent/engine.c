@@ -1088,7 +1088,8 @@ static void perf_next_sigsafe(struct flamme_slot *s, unsigned overflows)
      * that failed): a grid from here. */
     if (!s->perf_grid || now - grid > 2 * span || grid - now > 2 * span)
         grid = now;
-    int64_t last = grid + span - span / 2 + dither_rand_sigsafe(s) % span;
+    /* The block's last overflow: within half a span of its grid place. */
+    int64_t last = grid + span / 2 + dither_rand_sigsafe(s) % span;
     /* At least a quarter period: a gap of a few us would make the event
      * overflow again and again while the signal waits (47-65 records in one
      * sample, in about one block in 500 before this floor); the grid

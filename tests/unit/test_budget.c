@@ -22,10 +22,13 @@ struct run {
     int samples;
     int shortened;      /* out: samples cut to FLAMME_BUDGET_SHORT_DEPTH frames */
     int last_shortened; /* out: the last sample (1-based) that was shortened */
+    uint64_t preempt_ns;      /* wall time (a sleep: no CPU) in the tenth sample's walk */
+    uint64_t tenth_charge_ns; /* out: what the tenth sample's walk was charged */
 };
 
 /* Samples of a DEEP-frame stack, one period each, in a thread of their own
- * (the budget's state is per thread). */
+ * (the budget's state is per thread); the tenth's walk preempted for
+ * preempt_ns, if set, as on a busy machine. */
 static void *take_samples(void *arg)
 {
     struct run *r = arg;
@@ -40,7 +43,13 @@ static void *take_samples(void *arg)
             r->shortened++;
             r->last_shortened = i;
         }
-        flamme_budget_charge_sigsafe(&c, depth, 0);
+        if (i == 10 && r->preempt_ns) {
+            struct timespec ts = {0, (long)r->preempt_ns};
+            nanosleep(&ts, NULL);
+        }
+        uint64_t ns = flamme_budget_charge_sigsafe(&c, depth, 0);
+        if (i == 10)
+            r->tenth_charge_ns = ns;
     }
     return NULL;
 }
@@ -48,7 +57,7 @@ static void *take_samples(void *arg)
 static struct run run(int budget_pct, uint64_t writer_ns, int samples)
 {
     flamme_cfg.budget_pct = budget_pct;
-    struct run r = {writer_ns, samples, 0, 0};
+    struct run r = {.writer_ns = writer_ns, .samples = samples};
     pthread_t t;
     if (pthread_create(&t, NULL, take_samples, &r) == 0)
         pthread_join(t, NULL);
@@ -184,34 +193,6 @@ TEST(first_deep_sample_walked_whole_ten_threads)
         fprintf(stderr, "  %d of 12 whole\n", n);
 }
 
-static uint64_t preempted_charge;
-
-/* Deep samples, all walked whole and costing nothing, but the tenth's walk
- * is preempted for the run's writer_ns (the field reused here) of wall
- * time (a sleep: no CPU), as on a busy machine. */
-static void *preempted_once(void *arg)
-{
-    struct run *r = arg;
-    for (int i = 1; i <= r->samples; i++) {
-        uint32_t depth = DEEP;
-        flamme_budget_admit_sigsafe(1, PERIOD_NS, 0, &depth);
-        struct flamme_budget_clock c;
-        flamme_budget_start_sigsafe(&c);
-        if (depth == FLAMME_BUDGET_SHORT_DEPTH) {
-            r->shortened++;
-            r->last_shortened = i;
-        }
-        if (i == 10) {
-            struct timespec ts = {0, (long)r->writer_ns};
-            nanosleep(&ts, NULL);
-        }
-        uint64_t ns = flamme_budget_charge_sigsafe(&c, depth, 0);
-        if (i == 10)
-            preempted_charge = ns;
-    }
-    return NULL;
-}
-
 /* A whole walk timed on the wall clock and preempted for 4 ms is charged
  * what the walk before it cost (here next to nothing; it was charged 50
  * us), and the next whole walk waits for the allowance to cover no more
@@ -221,15 +202,15 @@ static void *preempted_once(void *arg)
 TEST(preempted_walk_is_not_saved_up_for)
 {
     flamme_cfg.budget_pct = 2;
-    struct run r = {4000000, 300, 0, 0};
+    struct run r = {.samples = 300, .preempt_ns = 4000000};
     pthread_t t;
-    if (pthread_create(&t, NULL, preempted_once, &r) == 0)
+    if (pthread_create(&t, NULL, take_samples, &r) == 0)
         pthread_join(t, NULL);
     CHECK(r.shortened <= 5);
-    CHECK(preempted_charge < 20000);
+    CHECK(r.tenth_charge_ns < 20000);
     if (check_failed_in_test)
         fprintf(stderr, "  shortened %d, the last at sample %d; the preempted walk charged %lu ns\n",
-                r.shortened, r.last_shortened, (unsigned long)preempted_charge);
+                r.shortened, r.last_shortened, (unsigned long)r.tenth_charge_ns);
 }
 
 int main(void)
